@@ -1,0 +1,53 @@
+// The executor interface: what the CPU executor implements now and the CUDA executor later, and
+// what the actors drive. An executor owns a fixed number of slots, each with its own KV cache and
+// sampler; it runs exactly the step it is asked for and decides nothing.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/model_config.hpp"
+#include "model/sampling.hpp"
+
+namespace rz {
+
+struct PrefillRequest {
+  int slot = 0;                  // a free slot
+  std::vector<int32_t> tokens;   // the whole prompt (at least one token)
+  SamplingParams sampling;       // used for this slot until it is released
+};
+
+struct DecodeRequest {
+  int slot = 0;
+  int32_t token = 0;  // the token to append (normally the one sampled last step)
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual int max_slots() const = 0;
+  virtual int max_context() const = 0;  // tokens one slot can hold (prompt + generated)
+
+  // Prefills several prompts into free slots in one step and samples each one's first token.
+  // Returns one token per request, in request order. Throws rz::Error before doing any work if a
+  // slot is busy or out of range, or a prompt is empty or does not fit in max_context().
+  virtual std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs) = 0;
+
+  // One decode step over the given active slots: appends each token and samples the next one.
+  // Returns one token per request, in request order. Throws rz::Error before doing any work if a
+  // slot is not active or full.
+  virtual std::vector<int32_t> decode(std::span<const DecodeRequest> reqs) = 0;
+
+  // Frees a slot (no-op for a free one).
+  virtual void release(int slot) = 0;
+  virtual bool slot_active(int slot) const = 0;
+  virtual int slot_length(int slot) const = 0;  // tokens in the slot's KV cache
+
+  // When enabled, the logits each step produced for each slot are kept and readable until the
+  // slot's next step (tests and tools; costs a copy of n_vocab floats per slot and step).
+  virtual void set_keep_logits(bool keep) = 0;
+  virtual std::span<const float> last_logits(int slot) const = 0;
+};
+
+}  // namespace rz

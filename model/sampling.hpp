@@ -1,0 +1,37 @@
+// Token sampling from logits: greedy, temperature, top-k, top-p, min-p, repetition penalty, and a
+// per-slot seeded random stream (same seed, same settings, same logits: same tokens).
+#pragma once
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace rz {
+
+struct SamplingParams {
+  float temperature = 0.0f;        // <= 0: greedy (argmax; ties go to the lowest id)
+  int top_k = 0;                   // 0: off
+  float top_p = 1.0f;              // 1: off
+  float min_p = 0.0f;              // 0: off
+  float repetition_penalty = 1.0f; // 1: off; applied to ids in the recent history
+  int repetition_last_n = 64;      // how many recent tokens (prompt included) the penalty sees
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p = {});
+  const SamplingParams& params() const { return p_; }
+  // Picks a token. `logits` is modified in place (penalty, temperature). `history` holds the
+  // slot's tokens so far, oldest first.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> scratch_;
+};
+
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace rz
