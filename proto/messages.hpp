@@ -1,0 +1,162 @@
+// The WebSocket protocol's typed messages: what a client asks (generate, cancel, ping) and what
+// the server answers (token, done, error, pong). proto/parse.cpp turns a client's JSON text frame
+// into one of these at the network edge and proto/serialize.cpp writes the server's frames, so
+// JSON never travels past net/. docs/protocol.md is the user-facing description of every field.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "model/chat_template.hpp"  // rz::ChatMessage {role, content} (header-only use)
+
+namespace rz::proto {
+
+// ---- client -> server ---------------------------------------------------------------------------
+
+// Sampling settings of one request. The defaults are the CLI's (rz generate) and are what a
+// request gets for every field it leaves out (or sends as null). proto/sampling_params.hpp turns
+// this into the executor's rz::SamplingParams (whose own defaults mean "off", not these).
+struct Sampling {
+  float temperature = 0.7f;         // >= 0, finite; 0: greedy
+  int top_k = 40;                   // >= 0; 0: off
+  float top_p = 0.95f;              // (0, 1]; 1: off
+  float min_p = 0.05f;              // [0, 1]; 0: off
+  float repetition_penalty = 1.0f;  // > 0, finite; 1: off
+  std::optional<uint64_t> seed;     // absent: the server draws a random seed
+};
+
+inline constexpr int kDefaultMaxTokens = 256;
+
+// {"type":"generate", ...}. Exactly one of `prompt` / `messages` was given: `prompt` is raw text
+// (encoded as is), `messages` goes through the model's chat template.
+struct GenerateRequest {
+  std::string id;                          // non-empty, unique among the connection's live requests
+  std::optional<std::string> prompt;       // non-empty when present
+  std::vector<ChatMessage> messages;       // non-empty when prompt is absent
+  int max_tokens = kDefaultMaxTokens;      // [1, ProtocolLimits::max_tokens]
+  Sampling sampling;
+  std::vector<std::string> stop;           // stop strings; each non-empty
+  bool ignore_eos = false;                 // true: keep going past the end-of-sequence token
+
+  bool is_chat() const { return !prompt.has_value(); }
+};
+
+// {"type":"cancel","id":"r1"}
+struct CancelRequest {
+  std::string id;
+};
+
+// {"type":"ping"}
+struct PingRequest {};
+
+using ClientMessage = std::variant<GenerateRequest, CancelRequest, PingRequest>;
+
+// ---- server -> client ---------------------------------------------------------------------------
+
+enum class ErrorCode {
+  bad_json,                 // the frame is not JSON, or not a JSON object, or repeats a key
+  unknown_type,             // "type" names no known message
+  missing_field,            // a required field is absent (or null)
+  bad_value,                // a field has the wrong JSON type or is out of range
+  duplicate_id,             // a generate reuses the id of a request still running on this connection
+  unknown_id,               // a cancel names no running request
+  too_large,                // the frame is longer than ProtocolLimits::max_frame_bytes
+  context_length_exceeded,  // prompt tokens + max_tokens do not fit the model's context
+  overloaded,               // the server cannot take the request now (queue full)
+  slow_consumer,            // the client did not read its frames fast enough; request ended
+  internal,                 // a bug or a failure on the server's side
+};
+
+inline constexpr ErrorCode kAllErrorCodes[] = {
+    ErrorCode::bad_json,      ErrorCode::unknown_type, ErrorCode::missing_field,
+    ErrorCode::bad_value,     ErrorCode::duplicate_id, ErrorCode::unknown_id,
+    ErrorCode::too_large,     ErrorCode::context_length_exceeded,
+    ErrorCode::overloaded,    ErrorCode::slow_consumer, ErrorCode::internal,
+};
+
+constexpr std::string_view to_string(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::bad_json: return "bad_json";
+    case ErrorCode::unknown_type: return "unknown_type";
+    case ErrorCode::missing_field: return "missing_field";
+    case ErrorCode::bad_value: return "bad_value";
+    case ErrorCode::duplicate_id: return "duplicate_id";
+    case ErrorCode::unknown_id: return "unknown_id";
+    case ErrorCode::too_large: return "too_large";
+    case ErrorCode::context_length_exceeded: return "context_length_exceeded";
+    case ErrorCode::overloaded: return "overloaded";
+    case ErrorCode::slow_consumer: return "slow_consumer";
+    case ErrorCode::internal: return "internal";
+  }
+  return "internal";
+}
+
+constexpr std::optional<ErrorCode> error_code_from_string(std::string_view s) {
+  for (ErrorCode c : kAllErrorCodes)
+    if (to_string(c) == s) return c;
+  return std::nullopt;
+}
+
+enum class FinishReason {
+  stop,       // end-of-sequence token or a stop string
+  length,     // max_tokens reached (or the context is full)
+  cancelled,  // the client cancelled (or closed the connection)
+};
+
+constexpr std::string_view to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::cancelled: return "cancelled";
+  }
+  return "stop";
+}
+
+// {"type":"token","id":"r1","text":"Hel","tokens":[9906],"index":0}
+// Several tokens may be coalesced into one frame; `index` counts the tokens generated before
+// this frame, so the next frame's index is this index + tokens.size(). `text` is the text these
+// tokens completed (it can be empty while a UTF-8 sequence or a possible stop string is held back).
+struct TokenFrame {
+  std::string id;
+  std::string text;
+  std::vector<int32_t> tokens;
+  uint64_t index = 0;
+};
+
+struct Usage {
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+};
+
+struct Timings {
+  std::optional<double> ttft_ms;  // time to first token; absent (null) when none was generated
+  double total_ms = 0.0;          // from the request's arrival to its end
+};
+
+// {"type":"done","id":"r1","finish_reason":"stop","usage":{...},"timings":{...}}
+struct DoneFrame {
+  std::string id;
+  FinishReason finish_reason = FinishReason::stop;
+  Usage usage;
+  Timings timings;
+};
+
+// {"type":"error","id":"r1","code":"bad_value","message":"..."}; `id` is absent when the error
+// cannot be tied to a request (unparseable frame, ping, ...). The parser's ProtocolError is the
+// same struct: it becomes the error frame as it is.
+struct ErrorFrame {
+  ErrorCode code = ErrorCode::internal;
+  std::string message;
+  std::optional<std::string> id;
+};
+using ProtocolError = ErrorFrame;
+
+// {"type":"pong"}
+struct PongFrame {};
+
+using ServerFrame = std::variant<TokenFrame, DoneFrame, ErrorFrame, PongFrame>;
+
+}  // namespace rz::proto

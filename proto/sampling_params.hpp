@@ -1,0 +1,26 @@
+// Conversion of a request's sampling fields (proto::Sampling, whose defaults are the CLI's) into
+// the executor's rz::SamplingParams (model/sampling.hpp, whose defaults mean "off"). Header-only,
+// so rz_proto does not link the CPU executor; only the SamplingParams struct is used.
+#pragma once
+#include <cstdint>
+
+#include "model/sampling.hpp"
+#include "proto/messages.hpp"
+
+namespace rz::proto {
+
+// `random_seed` is used when the request gave no seed (the caller draws it, e.g. from
+// std::random_device, so that this stays deterministic and testable). repetition_last_n keeps
+// SamplingParams' default: the protocol does not expose it.
+inline SamplingParams to_sampling_params(const Sampling& s, uint64_t random_seed) {
+  SamplingParams p;
+  p.temperature = s.temperature;
+  p.top_k = s.top_k;
+  p.top_p = s.top_p;
+  p.min_p = s.min_p;
+  p.repetition_penalty = s.repetition_penalty;
+  p.seed = s.seed.value_or(random_seed);
+  return p;
+}
+
+}  // namespace rz::proto
