@@ -33,6 +33,8 @@ class ChatTemplate {
   std::string name_;
   std::string bos_, eos_;
   std::string default_system_;  // system prompt the template inserts when none is given
+  int variant_ = 0;             // which template of the family (see chat_template.cpp)
+  std::string preamble_;        // fixed text a template puts before the system prompt
 };
 
 }  // namespace rz
