@@ -44,11 +44,13 @@ float signed_absmax(const float* x, int n) {
   return max;
 }
 
+// numpy's min / max reductions: on a tie the later element wins, which decides the sign of a
+// zero min or max (and so the sign bit of a zero Q4_1 / Q5_1 m field).
 void min_max(const float* x, int n, float* mn, float* mx) {
   float lo = x[0], hi = x[0];
   for (int j = 1; j < n; ++j) {
-    lo = x[j] < lo ? x[j] : lo;
-    hi = x[j] > hi ? x[j] : hi;
+    lo = lo < x[j] ? lo : x[j];
+    hi = hi > x[j] ? hi : x[j];
   }
   *mn = lo;
   *mx = hi;
