@@ -67,40 +67,6 @@ const std::vector<Entry>& table() {
   return t;
 }
 
-// PCRE2's \s under UCP omits U+0085 (NEXT LINE), which the Unicode White_Space property (and
-// Hugging Face's regex engine) include: widen \s and \S to cover it.
-std::string widen_space(const std::string& re) {
-  std::string out;
-  bool in_class = false;
-  for (size_t i = 0; i < re.size(); ++i) {
-    char c = re[i];
-    if (c == '\\' && i + 1 < re.size()) {
-      char n = re[i + 1];
-      if (n == 's') {
-        out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
-      } else if (n == 'S' && !in_class) {
-        out += "[^\\s\\x{85}]";
-      } else {
-        out += c;
-        out += n;
-      }
-      ++i;
-      continue;
-    }
-    if (c == '[' && !in_class) {
-      in_class = true;
-      out += c;
-      // a ']' (or '^]') right after '[' is a literal
-      if (i + 1 < re.size() && re[i + 1] == '^') out += re[++i];
-      if (i + 1 < re.size() && re[i + 1] == ']') out += re[++i];
-      continue;
-    }
-    if (c == ']' && in_class) in_class = false;
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 const char* PreTokenizer::gpt2_regex() { return kGpt2; }
@@ -135,7 +101,7 @@ PreTokenizer::PreTokenizer(const std::vector<std::string>& regexes, const std::s
 
 void PreTokenizer::compile(const std::vector<std::string>& regexes, const std::string& source) {
   for (const auto& re : regexes) {
-    std::string pat = widen_space(re);
+    const std::string& pat = re;
     int err = 0;
     PCRE2_SIZE off = 0;
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(),
