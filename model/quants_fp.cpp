@@ -1,6 +1,9 @@
 // Plain float formats: fp16 and bf16 conversions (numpy's and gguf.quants' exact rounding and NaN
 // rules) and the F32/F16/BF16 rows of dequantize_row / quantize_row.
 #include <cstring>
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "model/quants.hpp"
 #include "model/quants_impl.hpp"
@@ -104,7 +107,25 @@ void dequantize_f32(const void* src, float* dst, int64_t n) {
 void dequantize_f16(const void* src, float* dst, int64_t n) {
   const float* table = half_table();
   const auto* s = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  // Eight at a time in hardware, except where a lane holds inf/NaN: the hardware quiets
+  // signalling NaNs, numpy keeps them, so those chunks take the table below.
+  const __m128i exp_mask = _mm_set1_epi16(0x7c00);
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * i));
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, exp_mask), exp_mask)) != 0) {
+      for (int64_t k = i; k < i + 8; ++k) {
+        uint16_t v;
+        std::memcpy(&v, s + 2 * k, 2);
+        dst[k] = table[v];
+      }
+      continue;
+    }
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, s + 2 * i, 2);
     dst[i] = table[h];

@@ -102,25 +102,35 @@ void dequantize_q5_k(const void* src, float* dst, int64_t n) {
 }
 
 // Element 128 c + 32 k + l: low 4 bits from ql[64 c + l + 32 (k % 2)] (nibble k / 2), high 2
-// bits at shift 2 k of qh[32 c + l]; value - 32, times d * scales[p / 16].
+// bits at shift 2 k of qh[32 c + l]; value - 32, times d * scales[p / 16]. K is a template
+// argument so that the shifts are constants and the loops vectorise.
+template <int K>
+void dequantize_q6_k_quarter(const BlockQ6_K* b, float d, int c, float* y) {
+  const uint8_t* ql = b->ql + 64 * c + 32 * (K % 2);
+  const uint8_t* qh = b->qh + 32 * c;
+  const int sidx = 8 * c + 2 * K;
+  const float d0 = d * static_cast<float>(b->scales[sidx]);
+  const float d1 = d * static_cast<float>(b->scales[sidx + 1]);
+  for (int l = 0; l < 16; ++l) {
+    const int v = (((ql[l] >> (4 * (K / 2))) & 0x0f) | ((qh[l] >> (2 * K)) & 3) << 4) - 32;
+    y[l] = d0 * static_cast<float>(v);
+  }
+  for (int l = 16; l < 32; ++l) {
+    const int v = (((ql[l] >> (4 * (K / 2))) & 0x0f) | ((qh[l] >> (2 * K)) & 3) << 4) - 32;
+    y[l] = d1 * static_cast<float>(v);
+  }
+}
+
 void dequantize_q6_k(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ6_K*>(src);
   for (int64_t i = 0; i < n / QK_K; ++i, ++b, dst += QK_K) {
     const float d = fp16_to_fp32(b->d);
     for (int c = 0; c < 2; ++c) {
-      for (int k = 0; k < 4; ++k) {
-        const uint8_t* ql = b->ql + 64 * c + 32 * (k % 2);
-        const uint8_t* qh = b->qh + 32 * c;
-        const int lshift = 4 * (k / 2), hshift = 2 * k;
-        float* y = dst + 128 * c + 32 * k;
-        const int sidx = 8 * c + 2 * k;
-        const float d0 = d * static_cast<float>(b->scales[sidx]);
-        const float d1 = d * static_cast<float>(b->scales[sidx + 1]);
-        for (int l = 0; l < 32; ++l) {
-          const int v = (((ql[l] >> lshift) & 0x0f) | ((qh[l] >> hshift) & 3) << 4) - 32;
-          y[l] = (l < 16 ? d0 : d1) * static_cast<float>(v);
-        }
-      }
+      float* y = dst + 128 * c;
+      dequantize_q6_k_quarter<0>(b, d, c, y);
+      dequantize_q6_k_quarter<1>(b, d, c, y + 32);
+      dequantize_q6_k_quarter<2>(b, d, c, y + 64);
+      dequantize_q6_k_quarter<3>(b, d, c, y + 96);
     }
   }
 }

@@ -70,10 +70,8 @@ void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   const auto* b = blocks_of<BlockQ4_0>(src);
   for (int64_t i = 0; i < n / QK4_0; ++i, ++b, dst += QK4_0) {
     const float d = fp16_to_fp32(b->d);
-    for (int j = 0; j < QK4_0 / 2; ++j) {
-      dst[j] = d * static_cast<float>((b->qs[j] & 0x0f) - 8);
-      dst[j + QK4_0 / 2] = d * static_cast<float>((b->qs[j] >> 4) - 8);
-    }
+    for (int j = 0; j < QK4_0 / 2; ++j) dst[j] = d * static_cast<float>((b->qs[j] & 0x0f) - 8);
+    for (int j = 0; j < QK4_0 / 2; ++j) dst[j + QK4_0 / 2] = d * static_cast<float>((b->qs[j] >> 4) - 8);
   }
 }
 
@@ -81,10 +79,8 @@ void dequantize_q4_1(const void* src, float* dst, int64_t n) {
   const auto* b = blocks_of<BlockQ4_1>(src);
   for (int64_t i = 0; i < n / QK4_1; ++i, ++b, dst += QK4_1) {
     const float d = fp16_to_fp32(b->d), m = fp16_to_fp32(b->m);
-    for (int j = 0; j < QK4_1 / 2; ++j) {
-      dst[j] = d * static_cast<float>(b->qs[j] & 0x0f) + m;
-      dst[j + QK4_1 / 2] = d * static_cast<float>(b->qs[j] >> 4) + m;
-    }
+    for (int j = 0; j < QK4_1 / 2; ++j) dst[j] = d * static_cast<float>(b->qs[j] & 0x0f) + m;
+    for (int j = 0; j < QK4_1 / 2; ++j) dst[j + QK4_1 / 2] = d * static_cast<float>(b->qs[j] >> 4) + m;
   }
 }
 
