@@ -45,19 +45,17 @@ class BpeTokenizer final : public VocabTokenizer {
       append_utf8(s, bm.to_cp[b]);
       byte_token_[b] = find_token(s);
     }
-    merges_.reserve(d_.merges.size());
-    for (size_t r = 0; r < d_.merges.size(); ++r) {
-      const std::string& m = d_.merges[r];
-      size_t sp = m.find(' ', 1);
-      if (sp == std::string::npos)
-        throw file_error(d_.source, "malformed merge #" + std::to_string(r) + ": '" + m + "'");
-      std::string_view l(m.data(), sp), rt(m.data() + sp + 1, m.size() - sp - 1);
-      int32_t a = find_token(l), b = find_token(rt);
-      if (a < 0 || b < 0) continue;  // can never apply: symbols are always vocabulary tokens
-      std::string joined = m.substr(0, sp) + std::string(rt);
-      int32_t c = find_token(joined);
-      if (c < 0) continue;
-      merges_.emplace(key(a, b), Merge{static_cast<int32_t>(r), c});  // first rank wins
+    if (d_.merge_pairs.empty()) {
+      for (size_t r = 0; r < d_.merges.size(); ++r) {
+        const std::string& m = d_.merges[r];
+        size_t sp = m.find(' ', 1);
+        if (sp == std::string::npos)
+          throw file_error(d_.source, "malformed merge #" + std::to_string(r) + ": '" + m + "'");
+        add_merge(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1), r);
+      }
+    } else {
+      for (size_t r = 0; r < d_.merge_pairs.size(); ++r)
+        add_merge(d_.merge_pairs[r].first, d_.merge_pairs[r].second, r);
     }
   }
 
@@ -180,6 +178,14 @@ class BpeTokenizer final : public VocabTokenizer {
       consider(c.left, L.next);
     }
     for (int i = 0; i >= 0; i = syms[i].next) push_id(syms[i].id, out);
+  }
+
+  void add_merge(std::string_view l, std::string_view r, size_t rank) {
+    int32_t a = find_token(l), b = find_token(r);
+    if (a < 0 || b < 0) return;  // can never apply: symbols are always vocabulary tokens
+    int32_t c = find_token(std::string(l) + std::string(r));
+    if (c < 0) return;
+    merges_.emplace(key(a, b), Merge{static_cast<int32_t>(rank), c});  // first rank wins
   }
 
   void push_id(int32_t id, std::vector<int32_t>& out) const {

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "model/tokenizer.hpp"
@@ -27,6 +28,9 @@ struct VocabData {
   std::vector<TokenType> types;      // [n_vocab]
   std::vector<float> scores;         // [n_vocab] SentencePiece merge scores (llama only)
   std::vector<std::string> merges;   // "left right", rank = index (gpt2 only)
+  // Merges given as pairs (tokenizer.json's array form, where a side may contain a space);
+  // used instead of `merges` when not empty.
+  std::vector<std::pair<std::string, std::string>> merge_pairs;
   int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   bool ignore_merges = false;        // a whole word found in the vocabulary skips the merges
