@@ -57,16 +57,18 @@ using ClientMessage = std::variant<GenerateRequest, CancelRequest, PingRequest>;
 // ---- server -> client ---------------------------------------------------------------------------
 
 enum class ErrorCode {
-  bad_json,                 // the frame is not JSON, or not a JSON object, or repeats a key
+  bad_json,                 // the frame is not JSON, not a JSON object, or repeats a key it uses
   unknown_type,             // "type" names no known message
   missing_field,            // a required field is absent (or null)
   bad_value,                // a field has the wrong JSON type or is out of range
-  duplicate_id,             // a generate reuses the id of a request still running on this connection
-  unknown_id,               // a cancel names no running request
+  duplicate_id,             // a generate reuses the id of a request still running on this
+                            // connection (that request goes on)
+  unknown_id,               // a cancel names no running request of this connection
   too_large,                // the frame is longer than ProtocolLimits::max_frame_bytes
   context_length_exceeded,  // prompt tokens + max_tokens do not fit the model's context
-  overloaded,               // the server cannot take the request now (queue full)
-  slow_consumer,            // the client did not read its frames fast enough; request ended
+  overloaded,               // the server cannot take the request now (queue or per-connection
+                            // limit full)
+  slow_consumer,            // the client did not read its frames fast enough; the request ended
   internal,                 // a bug or a failure on the server's side
 };
 
@@ -102,7 +104,7 @@ constexpr std::optional<ErrorCode> error_code_from_string(std::string_view s) {
 
 enum class FinishReason {
   stop,       // end-of-sequence token or a stop string
-  length,     // max_tokens reached (or the context is full)
+  length,     // max_tokens reached
   cancelled,  // the client cancelled (or closed the connection)
 };
 
