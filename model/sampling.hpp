@@ -1,5 +1,7 @@
 // Token sampling from logits: greedy, temperature, top-k, top-p, min-p, repetition penalty, and a
 // per-slot seeded random stream (same seed, same settings, same logits: same tokens).
+// Order: penalty -> (greedy) -> top-k -> temperature -> softmax -> top-p -> min-p -> draw; see
+// model/sampling.cpp.
 #pragma once
 #include <cstdint>
 #include <random>

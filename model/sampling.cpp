@@ -1,0 +1,182 @@
+// Token sampling: turns one row of logits into a token id for one slot. Runs after the executor's
+// step, before detokenising; each slot owns a Sampler (its settings and its random stream).
+//
+// Order of the stages (each one optional, as SamplingParams says):
+//   1. repetition penalty  ids seen in the last `repetition_last_n` history tokens (each id once):
+//                          a positive logit is divided by the penalty, a negative one multiplied
+//                          (llama.cpp / Hugging Face); this edits `logits` in place
+//   2. greedy              temperature <= 0: argmax, ties to the lowest id, one pass; stop here
+//   3. top-k               keep the k largest logits (one scan with a k-sized heap, no full sort)
+//   4. temperature         logit / temperature on the candidates
+//   5. softmax             over the candidates (float64 sum)
+//   6. top-p               candidates in descending order; keep the smallest prefix whose mass
+//                          reaches top_p (at least one); without top-k only a growing prefix
+//                          is sorted
+//   7. min-p               drop candidates whose probability < min_p * the largest probability
+//                          (the code filters before top-p's sort: the kept set is the same)
+//   8. draw                u in [0, 1) from the top 53 bits of one mt19937_64 output, walked over
+//                          the kept candidates' cumulative mass
+// Candidates are ordered by (logit descending, id ascending) whenever they are sorted, so equal
+// logits never make the result depend on the sort. std::mt19937_64 is specified exactly by the C++
+// standard, and nothing here uses the implementation-defined <random> distributions, so a seed
+// gives the same tokens with every standard library.
+#include "model/sampling.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace rz {
+namespace {
+
+using Candidate = std::pair<float, int32_t>;  // (logit, then probability; token id)
+
+// Larger logit first; equal logits: lower id first. NaN never reaches here (see below).
+bool before(const Candidate& a, const Candidate& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+float finite_or_lowest(float x) {
+  return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x;
+}
+
+// The k best (logit, id) pairs in ranked order, by one scan with a k-sized heap whose top is the
+// worst kept candidate (an equal logit met later has a higher id and never displaces it).
+void select_top_k(std::span<const float> logits, size_t k, std::vector<Candidate>& out) {
+  out.clear();
+  out.reserve(k);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    Candidate c{finite_or_lowest(logits[i]), int32_t(i)};
+    if (out.size() < k) {
+      out.push_back(c);
+      std::push_heap(out.begin(), out.end(), before);
+    } else if (c.first > out.front().first) {
+      std::pop_heap(out.begin(), out.end(), before);
+      out.back() = c;
+      std::push_heap(out.begin(), out.end(), before);
+    }
+  }
+  std::sort_heap(out.begin(), out.end(), before);
+}
+
+void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
+                              float penalty, int last_n, std::vector<int32_t>& ids) {
+  size_t n = last_n < 0 ? history.size() : std::min(history.size(), size_t(last_n));
+  ids.assign(history.end() - n, history.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (int32_t id : ids) {
+    if (id < 0 || size_t(id) >= logits.size()) continue;
+    float& l = logits[id];
+    l = l > 0 ? l / penalty : l * penalty;
+  }
+}
+
+}  // namespace
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = logits.empty() ? -1 : 0;
+  float best_v = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] > best_v) {  // strict: a tie keeps the lower id; NaN never compares greater
+      best_v = logits[i];
+      best = int32_t(i);
+    }
+  }
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.empty()) return -1;
+  if (p_.repetition_penalty != 1.0f && p_.repetition_penalty > 0.0f && p_.repetition_last_n != 0) {
+    std::vector<int32_t> ids;
+    apply_repetition_penalty(logits, history, p_.repetition_penalty, p_.repetition_last_n, ids);
+  }
+  if (p_.temperature <= 0.0f) return argmax(logits);
+
+  const size_t n = logits.size();
+  const bool use_top_k = p_.top_k > 0 && size_t(p_.top_k) < n;
+  const bool use_top_p = p_.top_p < 1.0f;
+  size_t count = n;
+  bool sorted = false;
+  if (use_top_k) {
+    count = size_t(p_.top_k);
+    select_top_k(logits, count, scratch_);
+    sorted = true;
+  } else {
+    scratch_.resize(n);
+    for (size_t i = 0; i < n; ++i) scratch_[i] = {finite_or_lowest(logits[i]), int32_t(i)};
+  }
+
+  // temperature and softmax over scratch_[0, count)
+  const float inv_t = 1.0f / p_.temperature;
+  float max_l = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < count; ++i) {
+    scratch_[i].first *= inv_t;
+    max_l = std::max(max_l, scratch_[i].first);
+  }
+  if (!std::isfinite(max_l)) {  // every candidate is -inf (or overflowed): fall back to greedy
+    return sorted ? scratch_[0].second : argmax(logits);
+  }
+  double sum = 0.0;
+  float max_p = 0.0f;
+  for (size_t i = 0; i < count; ++i) {
+    float e = std::exp(scratch_[i].first - max_l);
+    scratch_[i].first = e;
+    sum += e;
+    max_p = std::max(max_p, e);
+  }
+
+  // min-p: probabilities relative to the largest; the normalisation cancels out. It runs before
+  // top-p here because that keeps the same set (both keep a prefix of the descending order, so
+  // together they keep the shorter one: top-p still measures against the full mass) and leaves
+  // top-p fewer candidates to sort.
+  if (p_.min_p > 0.0f) {
+    const float threshold = p_.min_p * max_p;
+    size_t kept = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (scratch_[i].first >= threshold) scratch_[kept++] = scratch_[i];
+    }
+    count = std::max<size_t>(kept, 1);  // the largest always passes; guard anyway
+  }
+  // top-p: the smallest prefix (in descending order) whose probability reaches top_p. Without
+  // top-k the candidates are unsorted: sort a growing prefix (256, 1024, ...) until it holds
+  // enough mass, which for a peaked distribution is far cheaper than sorting the vocabulary.
+  if (use_top_p) {
+    const double target = double(p_.top_p) * sum;
+    size_t sorted_len = sorted ? count : std::min<size_t>(256, count);
+    for (;;) {
+      if (!sorted && sorted_len == count) {
+        std::sort(scratch_.begin(), scratch_.begin() + count, before);
+      } else if (!sorted) {
+        std::partial_sort(scratch_.begin(), scratch_.begin() + sorted_len,
+                          scratch_.begin() + count, before);
+      }
+      double cum = 0.0;
+      size_t keep = 0;
+      while (keep < sorted_len && cum < target) cum += scratch_[keep++].first;
+      if (cum >= target || sorted_len == count) {
+        count = std::max<size_t>(keep, 1);
+        break;
+      }
+      sorted_len = sorted_len * 4 > count / 8 ? count : sorted_len * 4;  // big: sort it all
+    }
+  }
+
+  double mass = 0.0;
+  for (size_t i = 0; i < count; ++i) mass += scratch_[i].first;
+
+  // draw: u in [0, 1) with 53 random bits, scaled to the kept mass
+  const double u = double(rng_() >> 11) * 0x1.0p-53;
+  const double target = u * mass;
+  double cum = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    cum += scratch_[i].first;
+    if (target < cum) return scratch_[i].second;
+  }
+  return scratch_[count - 1].second;  // rounding left target at the very end
+}
+
+}  // namespace rz
