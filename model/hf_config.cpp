@@ -105,31 +105,41 @@ class Keys {
   std::string prefix_;
 };
 
-RopeScaling parse_rope_scaling(const Keys& top, int max_pos, const std::string& where) {
+// Rope scaling from "rope_parameters" (transformers 5) or "rope_scaling" (earlier), with
+// transformers' defaulting: "rope_type" wins over "type"; for yarn and llama3 a top-level
+// original_max_position_embeddings wins over the one in the dict, and max_position_embeddings
+// stands in when neither is given; a yarn factor left out is max_pos / original.
+RopeScaling parse_rope_scaling(const Keys& top, const char* dict_key, int max_pos,
+                               const std::string& where) {
   RopeScaling rs;
-  auto e = top.find("rope_scaling");
+  auto e = top.find(dict_key);
   if (!e) return rs;
   object obj;
-  if (e->get_object().get(obj) != simdjson::SUCCESS) top.fail("rope_scaling", "must be an object");
-  Keys k(obj, where, "rope_scaling.");
-  // transformers accepts both spellings; "rope_type" wins when both are present.
+  if (e->get_object().get(obj) != simdjson::SUCCESS) top.fail(dict_key, "must be an object");
+  Keys k(obj, where, std::string(dict_key) + ".");
   auto type = k.opt_string("rope_type");
   if (!type) type = k.opt_string("type");
-  if (!type) k.fail("rope_type", "is missing");
-  auto factor = [&] {
+  if (!type || *type == "default") return rs;
+  auto original = [&] {
+    if (top.opt_int("original_max_position_embeddings"))
+      return top.int_or("original_max_position_embeddings", 0);
+    return k.int_or("original_max_position_embeddings", max_pos);
+  };
+  auto factor = [&](std::optional<double> def) {
     auto f = k.opt_float("factor");
+    if (!f) f = def;
     if (!f) k.fail("factor", "is missing");
-    if (!(*f >= 1.0) || !std::isfinite(*f)) k.fail("factor", "must be a number >= 1");
+    if (!(*f > 0.0) || !std::isfinite(*f)) k.fail("factor", "must be a positive number");
     return static_cast<float>(*f);
   };
-  if (*type == "default") return rs;
   if (*type == "linear") {
     rs.type = RopeScaling::Type::Linear;
-    rs.factor = factor();
+    rs.factor = factor(std::nullopt);
   } else if (*type == "yarn") {
     rs.type = RopeScaling::Type::Yarn;
-    rs.factor = factor();
-    rs.original_context = k.int_or("original_max_position_embeddings", max_pos);
+    rs.original_context = original();
+    if (rs.original_context <= 0) k.fail("original_max_position_embeddings", "must be positive");
+    rs.factor = factor(static_cast<double>(max_pos) / rs.original_context);
     // RopeScaling carries only factor and original context, so the executor must use YaRN's
     // defaults (beta_fast 32, beta_slow 1, attention factor 0.1 * ln(factor) + 1); a config that
     // sets others would silently compute a different model.
@@ -137,9 +147,10 @@ RopeScaling parse_rope_scaling(const Keys& top, int max_pos, const std::string& 
     if (k.float_or("beta_slow", 1.0f) != 1.0f) k.fail("beta_slow", "other than 1 is not supported");
     for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"})
       if (k.find(key)) k.fail(key, "is not supported");
+    if (k.bool_or("truncate", true) != true) k.fail("truncate", "false is not supported");
   } else if (*type == "llama3") {
     rs.type = RopeScaling::Type::Llama3;
-    rs.factor = factor();
+    rs.factor = factor(std::nullopt);
     auto lo = k.opt_float("low_freq_factor"), hi = k.opt_float("high_freq_factor");
     if (!lo) k.fail("low_freq_factor", "is missing");
     if (!hi) k.fail("high_freq_factor", "is missing");
@@ -147,10 +158,12 @@ RopeScaling parse_rope_scaling(const Keys& top, int max_pos, const std::string& 
     rs.high_freq_factor = static_cast<float>(*hi);
     if (!(rs.high_freq_factor > rs.low_freq_factor) || !(rs.low_freq_factor > 0))
       k.fail("high_freq_factor", "must be greater than low_freq_factor > 0");
-    rs.original_context = k.req_int("original_max_position_embeddings");
+    rs.original_context = original();
   } else {
     k.fail("rope_type", "\"" + *type + "\" is not supported (rz supports linear, yarn, llama3)");
   }
+  if (auto prf = k.opt_float("partial_rotary_factor"); prf && *prf != 1.0)
+    k.fail("partial_rotary_factor", "other than 1 is not supported");
   return rs;
 }
 
@@ -180,18 +193,34 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   c.n_embd = k.req_int("hidden_size");
   c.n_layer = k.req_int("num_hidden_layers");
   c.n_head = k.req_int("num_attention_heads");
-  c.n_head_kv = k.int_or("num_key_value_heads", c.n_head);
+  // transformers: an explicit null means "as many as num_attention_heads"; a missing key gets
+  // the config class's default (LlamaConfig: num_attention_heads, Qwen2Config 32, MistralConfig 8).
+  {
+    const int absent = c.arch == Arch::Qwen2 ? 32 : c.arch == Arch::Mistral ? 8 : c.n_head;
+    element dummy;
+    const bool present = obj.at_key("num_key_value_heads").get(dummy) == simdjson::SUCCESS;
+    c.n_head_kv = k.int_or("num_key_value_heads", present ? c.n_head : absent);
+  }
   c.n_ff = k.req_int("intermediate_size");
   c.n_vocab = k.req_int("vocab_size");
   if (c.n_head <= 0) k.fail("num_attention_heads", "must be positive");
+  if (auto prf = k.opt_float("partial_rotary_factor"); prf && *prf != 1.0)
+    k.fail("partial_rotary_factor", "other than 1 is not supported");
   c.head_dim = k.int_or("head_dim", c.n_embd / c.n_head);
   c.n_rot = c.head_dim;
   const int default_ctx = c.arch == Arch::Llama ? 2048 : c.arch == Arch::Qwen2 ? 32768 : 131072;
   c.n_ctx_train = k.int_or("max_position_embeddings", default_ctx);
   c.rope_theta = k.float_or("rope_theta", 10000.0f);
+  const char* rope_dict = "rope_scaling";
+  if (auto rp = k.find("rope_parameters")) {  // transformers 5: theta lives in the dict
+    rope_dict = "rope_parameters";
+    object ro;
+    if (rp->get_object().get(ro) != simdjson::SUCCESS) k.fail("rope_parameters", "must be an object");
+    c.rope_theta = Keys(ro, where, "rope_parameters.").float_or("rope_theta", c.rope_theta);
+  }
   c.norm_eps = k.float_or("rms_norm_eps", 1e-6f);
   c.rope_neox = true;  // Hugging Face layout: rotate_half pairs (i, i + d/2)
-  c.rope_scaling = parse_rope_scaling(k, c.n_ctx_train, where);
+  c.rope_scaling = parse_rope_scaling(k, rope_dict, c.n_ctx_train, where);
   c.tied_embeddings = k.bool_or("tie_word_embeddings", false);
   switch (c.arch) {
     case Arch::Qwen2: c.qkv_bias = true; break;  // Qwen2Attention: bias on q/k/v, none on o
