@@ -99,11 +99,8 @@ int generate(int argc, char** argv) {
 
   auto t_load = Clock::now();
   std::shared_ptr<const ModelFile> mf = ModelFile::open(f.str("model"));
-  // Tokenizer::from_hf_dir (safetensors models) is not implemented yet; GGUF carries its own.
-  if (!mf->gguf())
-    throw file_error(mf->path(), "rz generate needs a GGUF model for now (no tokenizer for "
-                                 "safetensors models yet)");
-  std::shared_ptr<Tokenizer> tok = Tokenizer::from_gguf(*mf->gguf());
+  std::shared_ptr<Tokenizer> tok =
+      mf->gguf() ? Tokenizer::from_gguf(*mf->gguf()) : Tokenizer::from_hf_dir(mf->hf_dir());
   const ModelConfig& cfg = mf->config();
   long long ctx = cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
   if (f.has("ctx")) {

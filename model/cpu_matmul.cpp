@@ -233,19 +233,30 @@ void matmul_rows(const MatmulJob& job, int n_tok, int64_t r0, int64_t r1, bool f
   const RowFn* fns = force_generic ? nullptr : fast_kernels(w.type);
   // The fast kernels work on whole chunks of 32; F32 handles a tail, others need cols % 32 == 0.
   if (fns && w.type != GgmlType::F32 && cols % 32 != 0) fns = nullptr;
-  thread_local std::vector<float> scratch;  // one dequantized row, generic path
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.row(r);
+  thread_local std::vector<float> scratch;  // dequantized rows of a block, generic path
+  // Blocks of rows: within a block every token group passes over the same few weight rows, which
+  // stay in L1/L2 (this matters for prefill; a decode step has a single token group).
+  constexpr int64_t kRowBlock = 16;
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t re = std::min(r1, rb + kRowBlock);
     const RowFn* k = fns;
+    const uint8_t* base = nullptr;
+    size_t row_stride = w.row_bytes();
     if (!k) {
-      if (static_cast<int64_t>(scratch.size()) < cols) scratch.resize(cols);
-      dequantize_row(w.type, row, scratch.data(), cols);
-      row = reinterpret_cast<const uint8_t*>(scratch.data());
+      if (static_cast<int64_t>(scratch.size()) < kRowBlock * cols) scratch.resize(kRowBlock * cols);
+      for (int64_t r = rb; r < re; ++r)
+        dequantize_row(w.type, w.row(r), scratch.data() + (r - rb) * cols, cols);
+      base = reinterpret_cast<const uint8_t*>(scratch.data());
+      row_stride = cols * sizeof(float);
       k = Kernels<LoadF32>::fns;
+    } else {
+      base = w.row(rb);
     }
     for (int t0 = 0; t0 < n_tok; t0 += kTokGroup) {
-      int nt = std::min(kTokGroup, n_tok - t0);
-      k[nt](row, job.x + t0 * cols, cols, job.y + t0 * job.y_stride + r, job.y_stride);
+      const int nt = std::min(kTokGroup, n_tok - t0);
+      for (int64_t r = rb; r < re; ++r)
+        k[nt](base + (r - rb) * row_stride, job.x + t0 * cols, cols,
+              job.y + t0 * job.y_stride + r, job.y_stride);
     }
   }
 }

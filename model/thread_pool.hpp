@@ -1,6 +1,8 @@
-// A small persistent thread pool for the CPU executor: n threads (the caller is thread 0) run one
-// job at a time. Workers spin briefly between jobs (a decode step dispatches a few hundred small
-// jobs, so waking through the kernel each time would cost more than the work) and then sleep.
+// A small persistent thread pool for the CPU executor: parallel_for hands chunks of an index
+// range to whichever threads are free (the caller always takes part). Workers spin briefly
+// between jobs (a decode step dispatches a few hundred small jobs, so waking through the kernel
+// each time would cost more than the work) and then sleep. The caller never waits for a worker
+// that has not started: on a busy machine a descheduled worker only delays the chunk it holds.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -18,23 +20,30 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_; }
-  // Runs fn(thread_index) on every thread (the caller runs index 0) and returns when all are
-  // done. Not reentrant; fn must not throw.
-  void run(const std::function<void(int)>& fn);
-  // Splits [0, n) into chunks of at least `grain` items handed out dynamically;
-  // fn(begin, end, thread_index) runs for each chunk.
+  // Splits [0, n) into chunks of at least `grain` items (a multiple of grain) and runs
+  // fn(begin, end, thread_index) for each; thread_index < size() is unique among the threads
+  // running at the same time (use it to pick per-thread scratch). Not reentrant; fn must not
+  // throw.
   void parallel_for(int64_t n, int64_t grain,
                     const std::function<void(int64_t, int64_t, int)>& fn);
 
  private:
+  struct Job {
+    const std::function<void(int64_t, int64_t, int)>* fn;
+    int64_t n, chunk, n_chunks;
+    std::atomic<int64_t> next{0};  // next chunk to hand out
+    std::atomic<int64_t> done{0};  // chunks finished
+  };
   void worker(int index);
+  static void work(Job& job, int index);
 
   int n_ = 1;
   std::vector<std::thread> threads_;
-  const std::function<void(int)>* job_ = nullptr;
+  Job* job_ = nullptr;
+  std::atomic<bool> open_{false};   // job_ may be joined
+  std::atomic<int> active_{0};      // workers inside job_
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};    // workers still running the current job
-  std::atomic<int> sleeping_{0};   // workers blocked in generation_.wait()
+  std::atomic<int> sleeping_{0};    // workers blocked in generation_.wait()
   std::atomic<bool> stop_{false};
 };
 

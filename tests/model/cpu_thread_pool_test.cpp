@@ -29,13 +29,18 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
   }
 }
 
-TEST(ThreadPool, RunReachesEveryThreadAfterSleeping) {
-  ThreadPool pool(3);
-  for (int rep = 0; rep < 5; ++rep) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers go to sleep
-    std::vector<std::atomic<int>> seen(3);
-    pool.run([&](int t) { seen[t].fetch_add(1); });
-    for (int t = 0; t < 3; ++t) EXPECT_EQ(seen[t].load(), 1);
+TEST(ThreadPool, WorksAfterWorkersSleptAndWithMoreThreadsThanCores) {
+  ThreadPool pool(8);
+  for (int rep = 0; rep < 20; ++rep) {
+    if (rep % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers sleep
+    std::vector<std::atomic<int>> hits(1000);
+    std::vector<std::atomic<int>> busy(8);  // a thread index is never used twice at once
+    pool.parallel_for(1000, 7, [&](int64_t b, int64_t e, int t) {
+      ASSERT_EQ(busy[t].fetch_add(1), 0);
+      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      busy[t].fetch_sub(1);
+    });
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(hits[i].load(), 1);
   }
 }
 
