@@ -137,7 +137,15 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& w
       size_t pos = 0, start = 0;
       while (pos < piece.size()) {
         int rc = pcre2_match(code, subj, piece.size(), pos, 0, md, nullptr);
-        if (rc < 0) break;  // no (further) match; errors cannot occur with MATCH_INVALID_UTF
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)  // e.g. JIT stack exhausted: interpreter
+          rc = pcre2_match(code, subj, piece.size(), pos, PCRE2_NO_JIT, md, nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+          PCRE2_UCHAR msg[256];
+          pcre2_get_error_message(rc, msg, sizeof msg);
+          throw Error(std::string("pre-tokenizer regex failed: ") +
+                      reinterpret_cast<const char*>(msg));
+        }
         PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         size_t ms = ov[0], me = ov[1];
         if (me <= ms) {  // empty match: step over one character
