@@ -8,6 +8,8 @@ and decodes greedily. Writes tests/golden/smollm2_cpu_golden.json:
   prompts[i].top_ids/top_logits  [32][50]: the top-50 logits of each step (step 0 = after the
                                  prompt, step s = after feeding greedy_ids[s-1])
   prompts[i].margin          per step: top-1 minus top-2 logit (how safe greedy equality is)
+  prompts[i].greedy_text_until_eog  HF's decode of greedy_ids before the first end-of-generation
+                                    token (what `rz generate --temperature 0` prints)
   full_logits_prompt0_step0  all n_vocab logits of the first step of prompt 0
 
 Run with the reference environment (torch, transformers, gguf):
@@ -92,6 +94,10 @@ def main():
                 res = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
                 past = res.past_key_values
                 logits = res.logits[0, -1]
+        eog = {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>"),
+               tok.convert_tokens_to_ids("<|endoftext|>")}
+        upto = next((k for k, t in enumerate(rec["greedy_ids"]) if t in eog), STEPS)
+        rec["greedy_text_until_eog"] = tok.decode(rec["greedy_ids"][:upto])
         print(i, len(ids), "min margin %.4f" % min(rec["margin"]), repr(tok.decode(rec["greedy_ids"])),
               flush=True)
         out["prompts"].append(rec)
