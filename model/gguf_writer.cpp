@@ -4,6 +4,7 @@
 #include "model/gguf_writer.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -198,42 +199,7 @@ std::vector<uint64_t> GgufWriter::relative_offsets() const {
   return offs;
 }
 
-size_t GgufWriter::header_size() const {
-  std::vector<uint8_t> buf;
-  Out o(buf);
-  o.put<uint32_t>(magic_);
-  o.put<uint32_t>(version_);
-  o.put<uint64_t>(0);
-  o.put<uint64_t>(0);
-  for (const auto& [k, v] : kv_) {
-    o.put_string(k);
-    o.put<uint32_t>(static_cast<uint32_t>(v.type));
-    put_value(o, v.type, v);
-  }
-  for (const auto& t : tensors_) {
-    o.put_string(t.name);
-    o.put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
-    for (int64_t d : t.ne) o.put<uint64_t>(static_cast<uint64_t>(d));
-    o.put<uint32_t>(t.type);
-    o.put<uint64_t>(0);
-  }
-  return buf.size();
-}
-
-size_t GgufWriter::data_offset() const {
-  const size_t al = alignment();
-  return (header_size() + al - 1) / al * al;
-}
-
-size_t GgufWriter::tensor_data_offset(const std::string& name) const {
-  auto offs = relative_offsets();
-  for (size_t i = 0; i < tensors_.size(); ++i)
-    if (tensors_[i].name == name) return data_offset() + offs[i];
-  throw Error("GgufWriter: no tensor '" + name + "'");
-}
-
-std::vector<uint8_t> GgufWriter::bytes() const {
-  const size_t al = alignment();
+std::vector<uint8_t> GgufWriter::header_bytes() const {
   const auto offs = relative_offsets();
   std::vector<uint8_t> buf;
   Out o(buf);
@@ -254,7 +220,22 @@ std::vector<uint8_t> GgufWriter::bytes() const {
     o.put<uint32_t>(t.type);
     o.put<uint64_t>(t.offset_override.value_or(offs[i]));
   }
-  o.pad_to(al);
+  o.pad_to(alignment());
+  return buf;
+}
+
+size_t GgufWriter::data_offset() const { return header_bytes().size(); }
+
+size_t GgufWriter::tensor_data_offset(const std::string& name) const {
+  auto offs = relative_offsets();
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].name == name) return data_offset() + offs[i];
+  throw Error("GgufWriter: no tensor '" + name + "'");
+}
+
+std::vector<uint8_t> GgufWriter::bytes() const {
+  const auto offs = relative_offsets();
+  std::vector<uint8_t> buf = header_bytes();
   const size_t base = buf.size();
   for (size_t i = 0; i < tensors_.size(); ++i) {
     buf.resize(base + offs[i], 0);  // zero padding up to this tensor's aligned offset
@@ -263,12 +244,27 @@ std::vector<uint8_t> GgufWriter::bytes() const {
   return buf;
 }
 
+// Streams header and tensors to the file (no second copy of the tensor data in memory).
 void GgufWriter::write(const std::string& path, std::optional<size_t> truncate_to) const {
-  std::vector<uint8_t> b = bytes();
-  size_t n = truncate_to ? std::min(*truncate_to, b.size()) : b.size();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) throw file_error(path, std::string("cannot create: ") + std::strerror(errno));
-  bool ok = std::fwrite(b.data(), 1, n, f) == n;
+  size_t left = truncate_to.value_or(SIZE_MAX);
+  bool ok = true;
+  auto put = [&](const uint8_t* p, size_t n) {
+    n = std::min(n, left);
+    if (n > 0) ok = ok && std::fwrite(p, 1, n, f) == n;
+    left -= n;
+  };
+  const std::vector<uint8_t> header = header_bytes();
+  put(header.data(), header.size());
+  const auto offs = relative_offsets();
+  const std::vector<uint8_t> zeros(alignment(), 0);
+  uint64_t pos = 0;  // relative to the data section
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    put(zeros.data(), static_cast<size_t>(offs[i] - pos));
+    put(tensors_[i].data.data(), tensors_[i].data.size());
+    pos = offs[i] + tensors_[i].data.size();
+  }
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) throw file_error(path, "write failed");
 }

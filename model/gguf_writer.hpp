@@ -64,8 +64,8 @@ class GgufWriter {
 
   // ---- output ------------------------------------------------------------------------------
   std::vector<uint8_t> bytes() const;
-  // Writes bytes() to `path`; with `truncate_to`, only the first that many bytes. Throws
-  // rz::Error naming the path on I/O failure.
+  // Writes bytes() to `path` (streamed, tensor data are not copied again); with `truncate_to`,
+  // only the first that many bytes. Throws rz::Error naming the path on I/O failure.
   void write(const std::string& path, std::optional<size_t> truncate_to = std::nullopt) const;
 
   // Where the data section and each tensor's data start in bytes() (absolute file offsets).
@@ -81,7 +81,7 @@ class GgufWriter {
     std::vector<uint8_t> data;
     std::optional<uint64_t> offset_override;
   };
-  size_t header_size() const;
+  std::vector<uint8_t> header_bytes() const;  // through the padding before the data
   std::vector<uint64_t> relative_offsets() const;
   Tensor& tensor(const std::string& name);
   const Tensor& tensor(const std::string& name) const;

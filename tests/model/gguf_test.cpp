@@ -90,7 +90,10 @@ std::string run_dump(const std::vector<std::string>& paths) {
     return {};
   }
   std::string cmd = test::shell_quote(kPython) + " " + test::shell_quote(kDump);
-  for (const auto& p : paths) cmd += " " + test::shell_quote(p);
+  for (const auto& p : paths) {
+    cmd += ' ';
+    cmd += test::shell_quote(p);
+  }
   auto r = test::run_command(cmd);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.out;

@@ -57,9 +57,12 @@ TEST(HfConfig, MatchesTransformersGolden) {
     const T want = rt == "default" ? T::None : rt == "linear" ? T::Linear : rt == "yarn" ? T::Yarn
                  : rt == "llama3" ? T::Llama3 : T(-1);
     EXPECT_EQ(int(m.rope_scaling.type), int(want)) << rt;
-    if (want != T::None) EXPECT_EQ(m.rope_scaling.factor, float(double(ex["rope_factor"])));
-    if (want == T::Yarn || want == T::Llama3)
+    if (want != T::None) {
+      EXPECT_EQ(m.rope_scaling.factor, float(double(ex["rope_factor"])));
+    }
+    if (want == T::Yarn || want == T::Llama3) {
       EXPECT_EQ(m.rope_scaling.original_context, int64_t(ex["rope_original_context"]));
+    }
     if (want == T::Llama3) {
       EXPECT_EQ(m.rope_scaling.low_freq_factor, float(double(ex["rope_low_freq_factor"])));
       EXPECT_EQ(m.rope_scaling.high_freq_factor, float(double(ex["rope_high_freq_factor"])));
