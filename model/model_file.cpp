@@ -109,7 +109,6 @@ class SafetensorsModel final : public ModelFile {
  public:
   // `path` is a .safetensors file or a directory; `dir` holds config.json.
   SafetensorsModel(std::string path, std::string dir) : path_(std::move(path)), dir_(std::move(dir)) {
-    config_ = read_hf_config((fs::path(dir_) / "config.json").string());
     SafetensorsShards shards;
     if (fs::is_directory(path_)) shards = find_safetensors_shards(path_);
     else shards.files = {path_};
@@ -133,6 +132,7 @@ class SafetensorsModel final : public ModelFile {
         if (fs::path(file).filename() == shard && !sf.find_tensor(name))
           throw file_error(file, "tensor '" + name + "' listed in model.safetensors.index.json is missing");
     }
+    config_ = read_hf_config((fs::path(dir_) / "config.json").string());
   }
   const std::string& path() const override { return path_; }
   std::string_view format() const override { return "safetensors"; }

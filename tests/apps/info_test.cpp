@@ -112,7 +112,7 @@ TEST_F(InfoTest, BadFiles) {
   v.set_version(7);
   v.write(d.file("v7.gguf"));
   expect_failure(d.file("v7.gguf"), "unsupported GGUF version 7");
-  expect_failure(d.path(), "config.json");
+  expect_failure(d.path(), "no *.safetensors files");
 }
 
 TEST_F(InfoTest, Flags) {

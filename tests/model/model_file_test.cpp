@@ -165,7 +165,8 @@ TEST(ModelFile, DispatchAndBadPaths) {
   expect_open_error(d.file("missing.gguf"), "no such file");
   expect_open_error(d.write("notes.txt", "just some text\n"), "not a GGUF file");
   expect_open_error(d.write("empty.gguf", ""), "empty");
-  expect_open_error(d.path(), "config.json");  // an empty directory
+  expect_open_error(d.path(), "no *.safetensors files");  // an empty directory
+  expect_open_error(d.file("absent.safetensors"), "absent.safetensors: no such file");
   // GGUF content wins over a misleading extension.
   const std::string odd = d.file("model.safetensors");
   test::tiny_gguf(TinyDims{}).write(odd);
@@ -246,6 +247,12 @@ TEST(ModelFile, SafetensorsErrors) {
   auto entries = test::tiny_safetensors(dm);
   write_safetensors(d.file("model.safetensors"), entries);
   expect_open_error(d.path(), "config.json", "no such file");
+  try {  // the file named in the message is the one that is missing
+    ModelFile::open(d.file("model.safetensors"));
+    ADD_FAILURE() << "opened without config.json";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), d.file("config.json") + ": no such file");
+  }
   d.write("config.json", "{\"model_type\": \"gemma\", \"hidden_size\": 64}");
   expect_open_error(d.path(), "config.json", "unsupported model_type \"gemma\"");
   d.write("config.json", test::tiny_config_json(dm));
