@@ -95,7 +95,7 @@ int generate(int argc, char** argv) {
   sp.seed = f.has("seed") ? static_cast<uint64_t>(f.integer("seed"))
                           : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   const long long threads = f.has("threads") ? f.integer("threads") : 0;
-  if (threads < 0 || threads > 1024) throw Error("--threads: must be between 1 and 1024");
+  if (threads < 0 || threads > 1024) throw Error("--threads: must be between 0 (all cores) and 1024");
 
   auto t_load = Clock::now();
   std::shared_ptr<const ModelFile> mf = ModelFile::open(f.str("model"));
