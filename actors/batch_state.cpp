@@ -309,4 +309,28 @@ std::vector<SchedEvent> BatchedDecodeState::fail_step(const StepPlan& p,
   return out;
 }
 
+std::vector<SchedEvent> BatchedDecodeState::abort_all(const std::string& message) {
+  std::vector<SchedEvent> out = end_step();
+  for (Queued& q : queue_) {
+    FailedEvent ev;
+    ev.request = q.req.ref;
+    ev.code = ErrorCode::internal;
+    ev.message = message;
+    ev.usage.prompt_tokens = static_cast<int>(q.req.prompt.size());
+    ev.timings.enqueued = q.enqueued;
+    ev.timings.finished = now();
+    ++counters_.failed;
+    live_.erase(q.req.ref.id);
+    out.push_back(std::move(ev));
+  }
+  queue_.clear();
+  for (int i = 0; i < cfg_.max_slots; ++i) {
+    BatchSlot& s = slots_[static_cast<size_t>(i)];
+    if (!s.busy()) continue;
+    out.push_back(s.cancel_requested ? finish_slot(i, FinishReason::cancelled)
+                                     : fail_slot(i, message));
+  }
+  return out;
+}
+
 }  // namespace rz

@@ -149,6 +149,12 @@ class BatchedDecodeState {
   // if its cancel was pending), its slot is freed and put on the release list.
   std::vector<SchedEvent> fail_step(const StepPlan& p, const std::string& message);
 
+  // Ends every live request now, for when the executor is gone or the engine stops: queued and
+  // running requests get FailedEvent{internal, message} (FinishedEvent{cancelled} where a cancel
+  // was pending), the step in flight, if any, is dropped (applying it later is a logic_error),
+  // and every held slot goes on the release list. Returns all the events not yet handed out.
+  std::vector<SchedEvent> abort_all(const std::string& message);
+
   // Observation (tests, metrics).
   enum class Where { unknown, queued, running };
   Where where(uint64_t id) const;

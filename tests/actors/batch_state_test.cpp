@@ -619,3 +619,43 @@ TEST(BatchState, CountersAddUp) {
   EXPECT_EQ(s.active_slots(), 0);
   expect_clean(log, ex);
 }
+
+TEST(BatchFailure, AbortAllEndsEveryLiveRequestOnce) {
+  BatchedDecodeState s(make_config(2, 64));
+  FakeExecutor ex(2, 64, kVocab);
+  EventLog log;
+  for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(s.submit(make_req(id, prompt_of(3), 9)).ok());
+  for (const auto& e : execute(s, ex, s.plan())) log(e);  // 1 and 2 run
+  s.cancel(4);                                            // queued: its event is pending
+  s.cancel(2);                                            // running: pending at the boundary
+  StepPlan p = s.plan();  // decode of 1, in flight when the executor dies
+  EXPECT_EQ(p.release, std::vector<int>{1});
+  for (int slot : p.release) ex.release(slot);
+  for (const auto& e : p.events) log(e);
+  for (const auto& e : s.abort_all("executor lost")) log(e);
+  EXPECT_FALSE(s.in_flight());
+  EXPECT_THROW(s.apply(p, std::vector<int32_t>(p.size(), 1)), std::logic_error);
+  for (uint64_t id = 1; id <= 5; ++id) EXPECT_EQ(log.at(id).finals, 1) << id;
+  EXPECT_TRUE(log.at(1).failed);
+  EXPECT_EQ(log.at(1).failed_event.message, "executor lost");
+  EXPECT_EQ(log.at(1).tokens.size(), 1u);
+  EXPECT_EQ(log.at(2).reason, FinishReason::cancelled);
+  EXPECT_TRUE(log.at(3).failed);
+  EXPECT_EQ(log.at(3).failed_event.slot, -1);
+  EXPECT_EQ(log.at(4).reason, FinishReason::cancelled);
+  EXPECT_TRUE(log.at(5).failed);
+  EXPECT_EQ(s.active_slots(), 0);
+  EXPECT_EQ(s.queue_depth(), 0);
+  EXPECT_TRUE(log.violations.empty()) << log.violations.front();
+  StepPlan after = s.plan();  // the state goes on: releases first, then new work
+  EXPECT_EQ(after.release, std::vector<int>{0});
+  EXPECT_TRUE(after.idle());
+  for (int slot : after.release) ex.release(slot);
+  EXPECT_TRUE(ex.active_slots().empty());
+  ASSERT_TRUE(s.submit(make_req(1, prompt_of(3), 2)).ok());
+  EventLog log2;
+  run_until_idle(s, ex, log2.sink());
+  EXPECT_EQ(log2.at(1).tokens, reference_tokens(prompt_of(3), 1, 2, kVocab));
+  const auto& c = s.counters();
+  EXPECT_EQ(c.submitted, c.finished + c.cancelled + c.failed);
+}

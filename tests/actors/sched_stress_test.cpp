@@ -134,6 +134,11 @@ class Stress {
     if (!p.release.empty() && p.kind == StepPlan::Kind::prefill) ++coverage.n["release+prefill"];
     if (chaos && chance(0.2)) cancel_some();
     if (chaos && chance(0.2)) submit_some();
+    if (chaos && chance(0.004)) {  // the executor is lost with this step in flight
+      ++coverage.n["abort_all"];
+      deliver(state_->abort_all("injected abort"), chaos);
+      return;
+    }
     std::vector<int32_t> toks;
     std::string err;
     try {
@@ -266,7 +271,7 @@ TEST(SchedStress, RandomSubmitsCancelsAndFailuresKeepEveryInvariant) {
   }
   for (const char* path : {"submit accepted", "submit overloaded", "submit context_length_exceeded",
                            "cancel in flight", "cancel between steps", "prefill joins > 1",
-                           "release+prefill", "failed", "stop", "length", "cancelled",
+                           "release+prefill", "failed", "abort_all", "stop", "length", "cancelled",
                            "context full"}) {
     EXPECT_GT(all.n[path], 10) << path;
   }
