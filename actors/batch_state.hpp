@@ -180,7 +180,7 @@ class BatchedDecodeState {
   void take_cancellations();                   // running, not in flight, cancel requested
   void plan_prefill(StepPlan& p);
   void plan_decode(StepPlan& p);
-  // Frees a slot and makes its final event. `reason` is used when `failed` is false.
+  // Free a slot (onto the release list) and make its final event.
   SchedEvent finish_slot(int i, FinishReason reason);
   SchedEvent fail_slot(int i, const std::string& message);
   void free_slot(int i);
