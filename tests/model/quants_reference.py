@@ -8,11 +8,13 @@ Each MANIFEST line is "OP TYPE N_PER_ROW IN OUT":
   dequantize  IN holds quantized rows of N_PER_ROW elements; OUT receives float32 values.
 
 Everything goes through the gguf package's gguf.quants.quantize / dequantize, except quantization
-to Q4_K and Q6_K: gguf.quants (0.19) has no quantizer for those, so this file carries a numpy port
-of ggml's reference quantizers (quantize_row_q4_K_ref, quantize_row_q6_K_ref in ggml-quants.c).
-The port is vectorised across blocks, keeps every value float32, rounds each operation separately
-and sums in ggml's sequential order. quants_ggml_crosscheck.py checks it against ggml itself.
+to Q4_K and Q6_K: gguf.quants (0.19) has no quantizer for those, so those go through ggml's own
+reference quantizers (quantize_row_q4_K_ref, quantize_row_q6_K_ref in ggml-quants.c), loaded from
+the libggml-python package with ctypes. This file also carries a numpy port of those two
+quantizers (vectorised across blocks, every value float32, each operation rounded separately, sums
+in ggml's sequential order); every call checks that the port agrees with ggml byte for byte.
 """
+import os
 import sys
 
 import numpy as np
@@ -208,6 +210,38 @@ def quantize_q6_k(rows):
 
 
 PORTED = {T.Q4_K: quantize_q4_k, T.Q6_K: quantize_q6_k}
+GGML_REF = {T.Q4_K: ("quantize_row_q4_K_ref", 144), T.Q6_K: ("quantize_row_q6_K_ref", 210)}
+_ggml = None
+
+
+def ggml_library():
+    """ggml's own C library from the libggml-python package (a test requirement)."""
+    global _ggml
+    if _ggml is None:
+        import ctypes
+        import glob
+        import importlib.util
+        spec = importlib.util.find_spec("libggml")
+        roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
+        hits = sorted(h for r in roots for h in glob.glob(os.path.join(r, "**", "libggml-base.so*"),
+                                                           recursive=True))
+        if not hits:
+            raise SystemExit("libggml-base.so not found: install libggml-python (scripts/setup.sh)")
+        _ggml = ctypes.CDLL(hits[0])
+    return _ggml
+
+
+def quantize_with_ggml(rows, qtype):
+    """Q4_K / Q6_K through ggml's reference quantizers (quantize_row_*_ref), called via ctypes."""
+    import ctypes
+    name, type_size = GGML_REF[qtype]
+    fn = getattr(ggml_library(), name)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    fn.restype = None
+    x = np.ascontiguousarray(rows, dtype=F)
+    out = np.zeros(x.size // 256 * type_size, dtype=np.uint8)
+    fn(x.ctypes.data, out.ctypes.data, x.size)
+    return out.reshape(x.shape[0], -1)
 
 
 def run(op, type_name, n_per_row, src, dst):
@@ -216,7 +250,12 @@ def run(op, type_name, n_per_row, src, dst):
     if op == "quantize":
         rows = np.fromfile(src, dtype=F).reshape(-1, n_per_row)
         if qtype in PORTED:
-            out = PORTED[qtype](rows)
+            # gguf.quants has no K-quant quantizers: ggml's own C code is the reference, and the
+            # numpy port beside it must agree with it on every call.
+            out = quantize_with_ggml(rows, qtype)
+            port = np.ascontiguousarray(PORTED[qtype](rows)).view(np.uint8).reshape(out.shape)
+            if not np.array_equal(port, out):
+                raise SystemExit(f"numpy port of {type_name} disagrees with ggml's reference")
         else:
             out = gq.quantize(rows, qtype)
         np.ascontiguousarray(out).view(np.uint8).tofile(dst)
