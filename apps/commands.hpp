@@ -6,5 +6,6 @@ namespace rz::cmd {
 int generate(int argc, char** argv);
 int tokenize(int argc, char** argv);
 int info(int argc, char** argv);
+int serve(int argc, char** argv);
 
 }  // namespace rz::cmd

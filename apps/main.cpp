@@ -20,6 +20,7 @@ const Sub kSubs[] = {
     {"generate", rz::cmd::generate, "generate text from a prompt on the CPU, streamed to stdout"},
     {"tokenize", rz::cmd::tokenize, "turn text into token ids with a model's tokenizer"},
     {"info", rz::cmd::info, "show a model file's architecture, tensors, tokenizer, template"},
+    {"serve", rz::cmd::serve, "serve the model over WebSocket and HTTP (browser page, metrics)"},
 };
 
 void usage(FILE* out) {
