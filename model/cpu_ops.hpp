@@ -13,7 +13,10 @@ namespace rz {
 void rms_norm(const float* x, const float* w, float* y, int n, float eps);
 
 // Per-pair inverse frequencies of the rotary embedding after rope scaling, and the factor
-// multiplied into cos/sin (1 except yarn).
+// multiplied into cos/sin (1 except yarn). Linear and llama3 follow Hugging Face exactly. Yarn
+// follows Hugging Face's defaults (beta_fast 32, beta_slow 1, attention factor
+// 0.1 ln(factor) + 1): ModelConfig carries no beta or attention-factor overrides, so a model that
+// sets them gets these defaults instead (an approximation for such models).
 struct RopeFreqs {
   std::vector<float> inv_freq;  // [n_rot / 2]
   float attn_factor = 1.0f;
