@@ -1,0 +1,41 @@
+// Plain HTTP routes (see http_handler.hpp).
+#include "net/http_handler.hpp"
+
+#include "proto/json_writer.hpp"
+
+namespace rz::net {
+
+std::string health_json(const ServerSnapshot& s) {
+  std::string out = "{\"status\":";
+  out += s.draining ? "\"draining\"" : "\"ok\"";
+  out += ",\"model\":";
+  proto::append_json_string(out, s.model);
+  out += ",\"slots\":{\"active\":" + std::to_string(s.engine.active_slots) +
+         ",\"max\":" + std::to_string(s.engine.max_slots) + "}";
+  out += ",\"queue_depth\":" + std::to_string(s.engine.queue_depth);
+  out += ",\"connections\":" + std::to_string(s.net.connections_open) + "}";
+  return out;
+}
+
+HttpResponse route_http(std::string_view method, std::string_view target,
+                        const std::function<ServerSnapshot()>& snapshot) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  const bool known = path == "/" || path == "/index.html" || path == "/health" ||
+                     path == "/metrics" || path == "/v1/ws";
+  if (!known) return {404, "text/plain; charset=utf-8", "not found\n", ""};
+  if (path == "/v1/ws")  // reached only without an Upgrade header
+    return {426, "text/plain; charset=utf-8", "this is the WebSocket endpoint: upgrade to it\n",
+            ""};
+  if (method != "GET" && method != "HEAD")
+    return {405, "text/plain; charset=utf-8", "method not allowed\n", "GET, HEAD"};
+  if (path == "/" || path == "/index.html")
+    return {200, "text/html; charset=utf-8", std::string(page_html()), ""};
+  if (path == "/health") {
+    const ServerSnapshot s = snapshot();
+    return {s.draining ? 503 : 200, "application/json", health_json(s) + "\n", ""};
+  }
+  const ServerSnapshot s = snapshot();
+  return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(s.engine, s.net), ""};
+}
+
+}  // namespace rz::net

@@ -1,0 +1,100 @@
+// Prometheus text format for GET /metrics (see metrics_text.hpp). Every family gets # HELP and
+// # TYPE lines; histograms are exported cumulatively with an +Inf bucket, _sum and _count.
+#include "net/metrics_text.hpp"
+
+#include <cmath>
+#include <charconv>
+
+namespace rz::net {
+namespace {
+
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that reads back as v
+  return std::string(buf, r.ptr);
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, const std::string& name, const std::string& labels, double v) {
+  out += name;
+  if (!labels.empty()) out += "{" + labels + "}";
+  out += ' ';
+  out += number(v);
+  out += '\n';
+}
+
+void scalar(std::string& out, const char* name, const char* type, const char* help, double v) {
+  family(out, name, type, help);
+  sample(out, name, "", v);
+}
+
+void histogram(std::string& out, const char* name, const char* help, const engine::Histogram& h) {
+  family(out, name, "histogram", help);
+  uint64_t cum = 0;
+  for (std::size_t i = 0; i < h.bounds.size(); ++i) {
+    if (i < h.counts.size()) cum += h.counts[i];
+    sample(out, std::string(name) + "_bucket", "le=\"" + number(h.bounds[i]) + "\"",
+           static_cast<double>(cum));
+  }
+  // The +Inf bucket holds every observation; h.count is the engine's own total.
+  sample(out, std::string(name) + "_bucket", "le=\"+Inf\"", static_cast<double>(h.count));
+  sample(out, std::string(name) + "_sum", "", h.sum);
+  sample(out, std::string(name) + "_count", "", static_cast<double>(h.count));
+}
+
+}  // namespace
+
+std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
+  std::string out;
+  out.reserve(4096);
+  scalar(out, "rz_requests_started_total", "counter", "Generate requests accepted by the engine.",
+         m.requests_started);
+  family(out, "rz_requests_ended_total", "counter",
+         "Generate requests ended, by outcome (finished: stop or length; cancelled; failed: an "
+         "error after acceptance; rejected: refused before acceptance).");
+  sample(out, "rz_requests_ended_total", "outcome=\"finished\"", m.requests_finished);
+  sample(out, "rz_requests_ended_total", "outcome=\"cancelled\"", m.requests_cancelled);
+  sample(out, "rz_requests_ended_total", "outcome=\"failed\"", m.requests_failed);
+  sample(out, "rz_requests_ended_total", "outcome=\"rejected\"", m.requests_rejected);
+  scalar(out, "rz_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
+         m.prompt_tokens);
+  scalar(out, "rz_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
+  scalar(out, "rz_queue_depth", "gauge", "Requests waiting for a slot.", m.queue_depth);
+  scalar(out, "rz_active_slots", "gauge", "Slots running a request.", m.active_slots);
+  scalar(out, "rz_max_slots", "gauge", "Slots of the executor.", m.max_slots);
+  scalar(out, "rz_sessions", "gauge", "Open engine sessions.", m.sessions);
+  histogram(out, "rz_step_seconds", "Executor step duration (prefill and decode).",
+            m.step_seconds);
+  histogram(out, "rz_ttft_seconds", "Time from a request's arrival to its first token.",
+            m.ttft_seconds);
+  scalar(out, "rz_ws_connections_open", "gauge", "WebSocket connections open.",
+         n.connections_open);
+  scalar(out, "rz_ws_connections_total", "counter", "WebSocket connections accepted.",
+         n.connections_total);
+  scalar(out, "rz_ws_connections_refused_total", "counter",
+         "WebSocket upgrades refused (connection limit).", n.connections_refused);
+  scalar(out, "rz_ws_frames_received_total", "counter", "Client frames read.", n.frames_received);
+  scalar(out, "rz_ws_frames_sent_total", "counter", "Server frames written.", n.frames_sent);
+  scalar(out, "rz_ws_frames_coalesced_total", "counter",
+         "Token frames merged into a waiting frame of the same request.", n.frames_coalesced);
+  scalar(out, "rz_ws_slow_consumers_total", "counter",
+         "Times a connection's outgoing queue overflowed its bound.", n.slow_consumers);
+  scalar(out, "rz_http_requests_total", "counter", "Plain HTTP requests answered.",
+         n.http_requests);
+  return out;
+}
+
+}  // namespace rz::net

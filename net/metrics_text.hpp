@@ -1,0 +1,26 @@
+// The Prometheus text exposition (format 0.0.4) of the server's counters: the engine's
+// EngineMetrics snapshot plus the network edge's own counters. GET /metrics serves it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "proto/parse.hpp"  // ProtocolLimits (engine.hpp uses it without including it)
+#include "actors/engine.hpp"
+
+namespace rz::net {
+
+// Counters of the network edge (net/server.cpp keeps them as atomics and copies them here).
+struct NetStats {
+  uint64_t connections_open = 0;      // WebSocket connections now open
+  uint64_t connections_total = 0;     // WebSocket connections accepted since start
+  uint64_t connections_refused = 0;   // upgrades refused with 503 (connection limit)
+  uint64_t frames_received = 0;       // client text frames read
+  uint64_t frames_sent = 0;           // server frames written
+  uint64_t frames_coalesced = 0;      // token frames merged into a waiting one
+  uint64_t slow_consumers = 0;        // times a connection's queue overflowed
+  uint64_t http_requests = 0;         // plain HTTP requests answered
+};
+
+std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n);
+
+}  // namespace rz::net

@@ -1,0 +1,66 @@
+// The network edge: one listening port serving plain HTTP (the browser page, /health, /metrics)
+// and the WebSocket protocol at /v1/ws (docs/protocol.md), in front of an engine::Engine.
+// No Boost types here: the Beast code lives in net/server.cpp (listener, HTTP) and
+// net/ws_session.cpp (one WebSocket connection), so only those two files pay its compile time.
+//
+//   Server::start ─▶ io threads ─▶ accept ─▶ HttpSession ─(upgrade /v1/ws)─▶ WsSession
+//                                               │ GET / /health /metrics         │ one strand each
+//                                               ▼                                ▼
+//                                   net/http_handler.cpp           Engine::open_session(weak sink)
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
+#include "actors/engine.hpp"
+#include "net/metrics_text.hpp"
+#include "net/outgoing_queue.hpp"
+
+namespace rz::net {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;           // 0: an ephemeral port (Server::port() says which)
+  int io_threads = 1;             // threads running the connections' strands
+  int max_connections = 256;      // open WebSocket connections; more get HTTP 503
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};  // silent peer -> closed
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(15)};  // and HTTP reads
+  // A frame above the protocol's max_frame_bytes (the engine's limits) gets a `too_large` error;
+  // above this hard cap the connection is closed with close code 1009 (message too big).
+  // 0: 4 x max_frame_bytes, at least 64 KiB.
+  std::size_t hard_frame_cap = 0;
+  OutgoingQueueLimits queue;      // per connection
+  int socket_send_buffer = 0;     // SO_SNDBUF of accepted sockets in bytes; 0: the OS default
+  std::string model_name;         // shown by /health and the page
+};
+
+class Server {
+ public:
+  Server(std::shared_ptr<engine::Engine> engine, ServerConfig config);
+  ~Server();  // shuts down (no drain) if shutdown() was not called
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens, then runs the io threads. Throws rz::Error when the address cannot be
+  // bound ("127.0.0.1:8080: Address already in use").
+  void start();
+  uint16_t port() const;  // the bound port (after start)
+
+  // Stops accepting, drains the engine (Engine::shutdown(drain): running requests may finish,
+  // new ones get `overloaded`), then closes every connection with a WebSocket close frame
+  // (after its queued frames are written; a peer that reads nothing is cut off after a short
+  // grace period) and joins the io threads. Idempotent.
+  void shutdown(std::chrono::milliseconds drain);
+
+  NetStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rz::net

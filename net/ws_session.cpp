@@ -1,0 +1,157 @@
+// One WebSocket connection (see ws_session.hpp): read loop, typed outgoing queue with one write
+// at a time, slow-consumer signal, clean close at shutdown.
+#include "net/ws_session.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include "proto/parse.hpp"
+#include "proto/serialize.hpp"
+
+namespace rz::net {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+
+WsSession::WsSession(beast::tcp_stream&& stream, std::shared_ptr<ServerState> state)
+    : ws_(std::move(stream)), state_(std::move(state)), queue_(state_->config.queue) {}
+
+WsSession::~WsSession() {
+  if (session_.valid() && !ended_) session_.close();
+  state_->release(this);
+}
+
+void WsSession::run(http::request<http::string_body> req) {
+  const ServerConfig& cfg = state_->config;
+  beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timers
+  websocket::stream_base::timeout t;
+  t.handshake_timeout = cfg.handshake_timeout;
+  t.idle_timeout = cfg.idle_timeout;  // a ping at half of it; no answer at all -> closed
+  t.keep_alive_pings = true;
+  ws_.set_option(t);
+  ws_.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& res) { res.set(http::field::server, "rz"); }));
+  std::size_t cap = cfg.hard_frame_cap;
+  if (cap == 0) cap = std::max<std::size_t>(4 * state_->limits.max_frame_bytes, 64 << 10);
+  cap = std::max(cap, state_->limits.max_frame_bytes + 1);
+  ws_.read_message_max(cap);  // beyond: Beast closes with 1009 (too big)
+  ws_.text(true);
+  state_->add(this, weak_from_this());
+  ws_.async_accept(req, beast::bind_front_handler(&WsSession::on_accept, shared_from_this()));
+}
+
+void WsSession::on_accept(beast::error_code ec) {
+  if (ec) return end();
+  accepted_ = true;
+  state_->counters.connections_total++;
+  session_ = state_->engine->open_session(std::weak_ptr<engine::FrameSink>(shared_from_this()));
+  if (closing_) return do_write();  // shutdown began during the handshake
+  do_read();
+}
+
+void WsSession::do_read() {
+  ws_.async_read(rbuf_, beast::bind_front_handler(&WsSession::on_read, shared_from_this()));
+}
+
+void WsSession::on_read(beast::error_code ec, std::size_t) {
+  if (ec) return end();  // peer closed, timed out, too big (Beast sent 1009), reset, ...
+  state_->counters.frames_received++;
+  if (!ws_.got_text()) {
+    enqueue(proto::ErrorFrame{proto::ErrorCode::bad_json,
+                              "binary frames are not accepted: send JSON text frames", {}});
+  } else {
+    const auto data = rbuf_.cdata();
+    handle_text(std::string_view(static_cast<const char*>(data.data()), data.size()));
+  }
+  rbuf_.consume(rbuf_.size());
+  do_read();
+}
+
+void WsSession::handle_text(std::string_view text) {
+  proto::ParseResult r = proto::parse_client_message(text, state_->limits);
+  std::visit(
+      [&](auto&& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, proto::ProtocolError>)
+          enqueue(std::move(m));
+        else if constexpr (std::is_same_v<T, proto::GenerateRequest>)
+          session_.generate(std::move(m));
+        else if constexpr (std::is_same_v<T, proto::CancelRequest>)
+          session_.cancel(std::move(m.id));
+        else
+          session_.ping();
+      },
+      r);
+}
+
+void WsSession::deliver(proto::ServerFrame frame) {
+  boost::asio::post(ws_.get_executor(),
+                    [self = shared_from_this(), f = std::move(frame)]() mutable {
+                      self->enqueue(std::move(f));
+                    });
+}
+
+void WsSession::enqueue(proto::ServerFrame frame) {
+  if (ended_) return;
+  const OutgoingQueue::PushResult r = queue_.push(std::move(frame));
+  if (r.coalesced) state_->counters.frames_coalesced++;
+  if (r.over_limit && !slow_signalled_) {
+    slow_signalled_ = true;
+    state_->counters.slow_consumers++;
+    session_.slow_consumer();
+  }
+  do_write();
+}
+
+void WsSession::do_write() {
+  if (writing_ || close_sent_ || ended_ || !accepted_) return;
+  if (queue_.empty()) {
+    slow_signalled_ = false;
+    if (closing_) {
+      close_sent_ = true;
+      ws_.async_close(websocket::close_code::going_away,
+                      beast::bind_front_handler(&WsSession::on_close, shared_from_this()));
+    }
+    return;
+  }
+  wbuf_.clear();
+  proto::append_json(wbuf_, *queue_.pop());
+  writing_ = true;
+  ws_.async_write(boost::asio::buffer(wbuf_),
+                  beast::bind_front_handler(&WsSession::on_write, shared_from_this()));
+}
+
+void WsSession::on_write(beast::error_code ec, std::size_t) {
+  writing_ = false;
+  if (ec) return end();
+  state_->counters.frames_sent++;
+  do_write();
+}
+
+void WsSession::on_close(beast::error_code) {
+  // The pending read completes when the peer answers the close (or the socket fails).
+  end();
+}
+
+void WsSession::begin_close() {
+  boost::asio::post(ws_.get_executor(), [self = shared_from_this()] {
+    self->closing_ = true;
+    self->do_write();
+  });
+}
+
+void WsSession::force_close() {
+  boost::asio::post(ws_.get_executor(), [self = shared_from_this()] {
+    beast::error_code ignored;
+    beast::get_lowest_layer(self->ws_).socket().close(ignored);
+  });
+}
+
+void WsSession::end() {
+  if (ended_) return;
+  ended_ = true;
+  queue_.clear();
+  if (session_.valid()) session_.close();
+}
+
+}  // namespace rz::net

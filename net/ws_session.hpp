@@ -1,0 +1,64 @@
+// One WebSocket connection at /v1/ws (Beast), created by the HTTP session that read the upgrade
+// request. Everything it does runs on its strand (the socket's executor): one async_read always
+// pending, at most one async_write, and the bounded OutgoingQueue of typed frames between the
+// engine and the writer. It is the engine session's FrameSink; the engine holds it only weakly,
+// and deliver() just posts the frame onto the strand. Pending operations keep it alive.
+//
+//   client text frame ─▶ parse_client_message ─▶ Session::generate / cancel / ping
+//                                 └─ ProtocolError ─▶ queue (error frame)
+//   engine frame ─deliver─▶ post(strand) ─▶ queue ─▶ serialize ─▶ async_write
+//   queue over its bound ─▶ Session::slow_consumer() once (re-armed when the queue empties)
+//   read error / peer close ─▶ Session::close() (requests cancelled, slots freed)
+#pragma once
+#include <memory>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "net/outgoing_queue.hpp"
+#include "net/server_state.hpp"
+
+namespace rz::net {
+
+class WsSession : public engine::FrameSink,
+                  public Connection,
+                  public std::enable_shared_from_this<WsSession> {
+ public:
+  // `stream` carries the upgrade request already read; a place was reserved in `state`.
+  WsSession(boost::beast::tcp_stream&& stream, std::shared_ptr<ServerState> state);
+  ~WsSession() override;
+
+  // Accepts the upgrade (answers the handshake) and starts reading.
+  void run(boost::beast::http::request<boost::beast::http::string_body> req);
+
+  void deliver(proto::ServerFrame frame) override;  // any thread
+  void begin_close() override;                      // any thread
+  void force_close() override;                      // any thread
+
+ private:
+  void on_accept(boost::beast::error_code ec);
+  void do_read();
+  void on_read(boost::beast::error_code ec, std::size_t bytes);
+  void handle_text(std::string_view text);
+  void enqueue(proto::ServerFrame frame);
+  void do_write();
+  void on_write(boost::beast::error_code ec, std::size_t bytes);
+  void on_close(boost::beast::error_code ec);
+  void end();  // the connection is over: close the engine session once, drop the queue
+
+  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  std::shared_ptr<ServerState> state_;
+  boost::beast::flat_buffer rbuf_;
+  std::string wbuf_;  // the frame being written
+  OutgoingQueue queue_;
+  engine::Session session_;
+  bool accepted_ = false;
+  bool writing_ = false;
+  bool closing_ = false;     // shutdown: close once the queue is written
+  bool close_sent_ = false;
+  bool ended_ = false;
+  bool slow_signalled_ = false;
+};
+
+}  // namespace rz::net
