@@ -23,6 +23,7 @@
 #include "model/executor.hpp"
 #include "model/tokenizer.hpp"
 #include "proto/messages.hpp"
+#include "proto/parse.hpp"  // ProtocolLimits
 
 namespace caf {
 class actor_system;
