@@ -411,7 +411,8 @@ void Bench::connect_failed(Conn& c, const std::string& why) {
     // A connection that fails during setup is not retried: the run goes on with the others
     // (or stops if there are none).
     if (first_connect_error_.empty()) first_connect_error_ = why;
-    std::fprintf(stderr, "rz-wsbench: connection %zu: %s\n", c.slot(), why.c_str());
+    if (conns_.size() > 1)  // with one connection, run() prints the error once
+      std::fprintf(stderr, "rz-wsbench: connection %zu: %s\n", c.slot(), why.c_str());
     c.kill(kErrNotSent);
     if (--setup_left_ == 0) start();
     return;

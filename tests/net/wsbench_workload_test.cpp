@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "proto/parse.hpp"
+#include "proto/serialize.hpp"
 
 namespace rz::wsbench {
 namespace {
