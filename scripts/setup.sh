@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config python3-venv
-  libcaf-dev libboost1.81-dev libsimdjson-dev libgtest-dev libgmock-dev libpcre2-dev)
+  libcaf-dev libboost1.81-dev libsimdjson-dev libgtest-dev libgmock-dev libpcre2-dev
+  chromium chromium-driver)  # the browser page test (tests/net/page_browser.py)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
