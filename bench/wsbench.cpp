@@ -161,6 +161,7 @@ class Bench {
   bool started_ = false;       // setup over, requests being issued
   bool stopping_ = false;      // finish() or abort_run() ran
   bool arrivals_done_ = false; // open loop: no more arrivals
+  bool interrupted_ = false;   // SIGINT / SIGTERM
   std::size_t setup_left_ = 0; // connections whose first attempt has not settled
   std::string first_connect_error_;
   double t_start_ = 0.0, t_end_ = 0.0;
@@ -374,7 +375,10 @@ int Bench::run() {
     }
   }
   signals_.async_wait([this](beast::error_code ec, int) {
-    if (!ec) abort_run("interrupted");
+    if (!ec) {
+      interrupted_ = true;
+      abort_run("interrupted");
+    }
   });
   setup_left_ = static_cast<std::size_t>(o_.connections);
   for (std::size_t i = 0; i < setup_left_; ++i) {
@@ -390,6 +394,7 @@ int Bench::run() {
   const std::string report = o_.json ? format_json(o_, results_) : format_table(o_, results_);
   std::fwrite(report.data(), 1, report.size(), stdout);
   std::fflush(stdout);
+  if (interrupted_) return 130;  // as a shell reports SIGINT
   if (results_.completed == 0) {
     std::fprintf(stderr, "rz-wsbench: no request completed\n");
     return 1;
