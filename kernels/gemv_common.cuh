@@ -1,0 +1,167 @@
+// Internal to the gemv kernels (kernels/gemv*.cu): the one generic matrix-vector kernel, the
+// device helpers the per-type traits share, and the per-family launch tables that gemv.cu
+// dispatches through. See kernels/GEMV.md for the design and kernels/gemv.hpp for the API.
+//
+// A weight type is described by a traits struct T:
+//   kBlockElems, kBlockBytes   one block: elements and bytes (a pseudo-block of 8 for F16/BF16)
+//   kParts                     lanes that share one block (a power of two); lane part p of block
+//                              i is work item i * kParts + p
+//   kChunks                    float4 chunks of elements each work item yields
+//   Item load(blk, part)       reads the item's bytes (and its scales) from the block at blk
+//   float4 dequant(item, k)    values of chunk k (k a compile-time constant after unrolling)
+//   int chunk_col(part, k)     column of chunk k's first element, relative to the block
+// The kernel keeps x in fp32 and reads it through the read-only cache (float4 loads).
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/gemv.hpp"
+
+namespace rz::gpu::gemv_detail {
+
+constexpr int kWarps = 4;  // warps per thread block; each warp owns R consecutive rows
+
+// Rows per warp for a batch: with more activation rows, one float4 of x feeds R rows' FMAs
+// (fewer x loads per FMA), at the cost of R items' registers.
+__host__ __device__ constexpr int rows_per_warp(int batch) { return batch >= 4 ? 2 : 1; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {  // p 2-byte aligned
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+
+__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+
+// N bytes (N a multiple of 4) at a 2-byte aligned address as N / 4 little-endian words. Reads
+// aligned words from p rounded down to 4 bytes (at most 2 bytes before p, which must lie in the
+// same allocation: true when the buffer starts 4-byte aligned) and never past p + N.
+template <int N>
+__device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&out)[N / 4]) {
+  static_assert(N % 4 == 0 && N > 0);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const auto* q = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+  const uint32_t shift = static_cast<uint32_t>(a & 2u) * 8u;  // 0 or 16
+  uint32_t w[N / 4 + 1];
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) w[i] = __ldg(q + i);
+  w[N / 4] = load_u16(p + N - 2);  // the last two bytes when misaligned (ignored otherwise)
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
+}
+
+// Byte i (0..3) of word w as an unsigned value; nibbles likewise.
+__device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) { return (w >> (8 * i)) & 0xffu; }
+
+// y[b, row0 .. row0+R) for b < B. Grid: ceil(rows / (kWarps * R)) blocks of kWarps warps.
+template <class T, int B, int R>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
+                int64_t rows, int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * R;
+  if (row0 >= rows) return;  // uniform across the warp: the shuffles below see all 32 lanes
+  const int nblk = static_cast<int>(cols / T::kBlockElems);
+  const size_t row_bytes = static_cast<size_t>(nblk) * T::kBlockBytes;
+  const int items = nblk * T::kParts;
+
+  const uint8_t* wrow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {  // rows past the end repeat the last row; their sums are dropped
+    const int64_t row = row0 + r < rows ? row0 + r : rows - 1;
+    wrow[r] = w + static_cast<size_t>(row) * row_bytes;
+  }
+
+  float acc[R][B];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int b = 0; b < B; ++b) acc[r][b] = 0.0f;
+
+#pragma unroll 2
+  for (int i = lane; i < items; i += 32) {
+    const int blk = i / T::kParts, part = i % T::kParts;
+    typename T::Item it[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) it[r] = T::load(wrow[r] + static_cast<size_t>(blk) * T::kBlockBytes, part);
+    const float* xb = x + static_cast<size_t>(blk) * T::kBlockElems;
+#pragma unroll
+    for (int k = 0; k < T::kChunks; ++k) {
+      float4 wv[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[r] = T::dequant(it[r], k);
+      const int col = T::chunk_col(part, k);
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        const float4 xv = __ldg(reinterpret_cast<const float4*>(xb + static_cast<size_t>(b) * cols + col));
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float a = acc[r][b];
+          a = fmaf(wv[r].x, xv.x, a);
+          a = fmaf(wv[r].y, xv.y, a);
+          a = fmaf(wv[r].z, xv.z, a);
+          a = fmaf(wv[r].w, xv.w, a);
+          acc[r][b] = a;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const float s = warp_sum(acc[r][b]);
+      if (lane == 0 && row0 + r < rows) y[static_cast<size_t>(b) * rows + row0 + r] = s;
+    }
+}
+
+using LaunchFn = void (*)(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+                          cudaStream_t stream);
+
+// What gemv.cu needs to know about one kernel family: its block shape and a launcher per batch.
+struct Family {
+  int block_elems = 0;
+  int block_bytes = 0;
+  LaunchFn launch[kGemvMaxBatch] = {};  // [batch - 1]
+};
+
+template <class T, int B>
+void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  constexpr int R = rows_per_warp(B);
+  const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
+  const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
+  gemv_kernel<T, B, R><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(
+      static_cast<const uint8_t*>(w), x, y, rows, cols);
+}
+
+template <class T, size_t... Bm1>
+constexpr Family make_family(std::index_sequence<Bm1...>) {
+  return Family{T::kBlockElems, T::kBlockBytes, {&launch<T, static_cast<int>(Bm1) + 1>...}};
+}
+
+// The family of traits T: instantiates the kernel for every batch 1..kGemvMaxBatch.
+template <class T>
+constexpr Family make_family() {
+  return make_family<T>(std::make_index_sequence<kGemvMaxBatch>{});
+}
+
+// Defined one per file: gemv_q4k.cu, gemv_q6k.cu, gemv_legacy.cu, gemv_half.cu.
+const Family& family_q4_k();
+const Family& family_q6_k();
+const Family& family_q8_0();
+const Family& family_q4_0();
+const Family& family_q4_1();
+const Family& family_f16();
+const Family& family_bf16();
+
+}  // namespace rz::gpu::gemv_detail

@@ -1,0 +1,100 @@
+// gemv for the 32-element block formats Q8_0, Q4_0 and Q4_1: traits for the generic kernel in
+// kernels/gemv_common.cuh.
+//
+//   Q8_0 (34 bytes): d (fp16) | qs[32] int8;      element j = qs[j] * d
+//   Q4_0 (18 bytes): d (fp16) | qs[16];           element j = d * (nib - 8)
+//   Q4_1 (20 bytes): d, m (fp16) | qs[16];        element j = d * nib + m
+// where nib of element j < 16 is the low nibble of qs[j], of element j + 16 the high nibble.
+// Work split: Q8_0 two lanes per block (16 bytes of qs each); Q4_0 / Q4_1 one lane per block (all
+// 16 bytes of qs). Q8_0 / Q4_0 blocks are only 2-byte aligned, so the qs bytes are read as
+// aligned words and shifted (load_words_a2); Q4_1's qs are 4-byte aligned.
+#include "kernels/gemv_common.cuh"
+#include "model/quant_blocks.hpp"
+
+namespace rz::gpu::gemv_detail {
+namespace {
+
+struct Q8_0 {
+  static constexpr int kBlockElems = QK8_0;
+  static constexpr int kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr int kParts = 2;
+  static constexpr int kChunks = 4;  // chunk k: columns 16 part + 4 k + [0, 4)
+
+  struct Item {
+    float d;
+    uint32_t q[4];  // qs[16 part, +16)
+  };
+
+  __device__ static Item load(const uint8_t* blk, int part) {
+    Item it;
+    it.d = half_bits_to_float(load_u16(blk));
+    load_words_a2<16>(blk + 2 + 16 * part, it.q);
+    return it;
+  }
+
+  __device__ static float4 dequant(const Item& it, int k) {
+    const uint32_t wd = it.q[k];
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(static_cast<int8_t>(byte_of(wd, i))) * it.d;
+    return make_float4(v[0], v[1], v[2], v[3]);
+  }
+
+  __device__ static int chunk_col(int part, int k) { return 16 * part + 4 * k; }
+};
+
+// Q4_0 and Q4_1 share the nibble layout; kHasMin says how a nibble becomes a value.
+template <class Block, bool kHasMin>
+struct Q4Legacy {
+  static constexpr int kBlockElems = 32;
+  static constexpr int kBlockBytes = sizeof(Block);
+  static constexpr int kParts = 1;
+  static constexpr int kChunks = 8;  // chunks 0..3 low nibbles of word k, 4..7 high of word k - 4
+  static constexpr int kQsOffset = kHasMin ? 4 : 2;
+
+  struct Item {
+    float d, m;     // m = minimum (Q4_1); unused for Q4_0
+    uint32_t q[4];  // qs[16]
+  };
+
+  __device__ static Item load(const uint8_t* blk, int) {
+    Item it;
+    it.d = half_bits_to_float(load_u16(blk));
+    it.m = kHasMin ? half_bits_to_float(load_u16(blk + 2)) : 0.0f;
+    load_words_a2<16>(blk + kQsOffset, it.q);
+    return it;
+  }
+
+  __device__ static float4 dequant(const Item& it, int k) {
+    const uint32_t wd = it.q[k & 3] >> (k < 4 ? 0 : 4);
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t nib = (wd >> (8 * i)) & 0x0fu;
+      v[i] = kHasMin ? it.d * static_cast<float>(nib) + it.m
+                     : it.d * static_cast<float>(static_cast<int>(nib) - 8);
+    }
+    return make_float4(v[0], v[1], v[2], v[3]);
+  }
+
+  __device__ static int chunk_col(int, int k) { return (k < 4 ? 0 : 16) + 4 * (k & 3); }
+};
+
+}  // namespace
+
+const Family& family_q8_0() {
+  static constexpr Family f = make_family<Q8_0>();
+  return f;
+}
+
+const Family& family_q4_0() {
+  static constexpr Family f = make_family<Q4Legacy<BlockQ4_0, false>>();
+  return f;
+}
+
+const Family& family_q4_1() {
+  static constexpr Family f = make_family<Q4Legacy<BlockQ4_1, true>>();
+  return f;
+}
+
+}  // namespace rz::gpu::gemv_detail

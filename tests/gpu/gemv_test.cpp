@@ -1,0 +1,261 @@
+// Tests of kernels/gemv.hpp: the chooser and shape checks (run anywhere), every weight type
+// against a float64 CPU reference over a sweep of shapes and batches 1..16 (GPU only), and a
+// disabled-by-default bandwidth bench (GemvBench.DISABLED_*; run with
+// --gtest_also_run_disabled_tests --gtest_filter='GemvBench.*').
+//
+// Reference: W made by model/quants.hpp's quantize_row from random fp32 (F16/BF16: its
+// conversion), dequantized with dequantize_row, dotted with x in float64. Tolerance:
+//   |y - ref| <= kRelTol * sqrt(cols) * sum_c |w_c * x_c|,   kRelTol = 2e-6
+// (fp32 accumulation in a different order, and fused multiply-adds in the kernels' dequant).
+// For cols = 5632 that is 1.5e-4 of the sum; one element of typical size is 1.8e-4 of it, so the
+// small-cols cases (tolerance 3e-5 .. 1e-4 of the sum) are the ones that pin single elements.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda_check.hpp"
+#include "gpu/device_buffer.hpp"
+#include "gpu/test_support.hpp"
+#include "kernels/gemv.hpp"
+#include "model/common.hpp"
+#include "model/quants.hpp"
+
+namespace rz::gpu {
+namespace {
+
+constexpr double kRelTol = 2e-6;
+
+const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                           GgmlType::Q4_1, GgmlType::F16,  GgmlType::BF16};
+
+std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
+
+// ---------------------------------------------------------------- chooser (no GPU needed)
+
+TEST(GemvChooser, SupportedTypesAndBatches) {
+  for (GgmlType t : kTypes) {
+    for (int b = 1; b <= kGemvMaxBatch; ++b) EXPECT_NE(gemv_supported(t, b), GemvKernel::none) << name_of(t) << " batch " << b;
+    EXPECT_EQ(gemv_supported(t, 0), GemvKernel::none) << name_of(t);
+    EXPECT_EQ(gemv_supported(t, kGemvMaxBatch + 1), GemvKernel::none) << name_of(t);
+  }
+  EXPECT_EQ(gemv_supported(GgmlType::Q4_K, 1), GemvKernel::q4_k);
+  EXPECT_EQ(gemv_supported(GgmlType::BF16, 16), GemvKernel::bf16);
+  for (GgmlType t : {GgmlType::F32, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_XS})
+    EXPECT_EQ(gemv_supported(t, 1), GemvKernel::none) << name_of(t);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::Q4_K), 256);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::Q6_K), 256);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::Q8_0), 32);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::F16), 8);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::Q5_K), 0);
+}
+
+// The checks come before any CUDA call, so these run without a GPU.
+TEST(GemvChooser, BadShapesThrowBeforeLaunch) {
+  EXPECT_THROW(gemv(GgmlType::Q4_K, nullptr, nullptr, nullptr, 4, 100, 1, nullptr), rz::Error);
+  EXPECT_THROW(gemv(GgmlType::F16, nullptr, nullptr, nullptr, 4, 12, 1, nullptr), rz::Error);
+  EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, nullptr, nullptr, 0, 32, 1, nullptr), rz::Error);
+  EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, nullptr, nullptr, 4, 32, 0, nullptr), rz::Error);
+  EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, nullptr, nullptr, 4, 32, 17, nullptr), rz::Error);
+  EXPECT_THROW(gemv(GgmlType::Q5_K, nullptr, nullptr, nullptr, 4, 256, 1, nullptr), rz::Error);
+  alignas(16) static float buf[64];
+  EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, buf + 1, buf, 4, 32, 1, nullptr), rz::Error);
+  try {
+    gemv(GgmlType::Q4_K, nullptr, nullptr, nullptr, 4, 100, 1, nullptr);
+  } catch (const rz::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------- correctness (GPU)
+
+struct HostWeights {
+  std::vector<uint8_t> bytes;  // [rows, row_size(type, cols)]
+  std::vector<float> values;   // [rows, cols] dequantize_row of each row
+};
+
+HostWeights make_weights(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(0.05f, 3.0f);
+  HostWeights w;
+  const size_t rb = row_size(t, cols);
+  w.bytes.resize(rb * rows);
+  w.values.resize(static_cast<size_t>(rows * cols));
+  std::vector<float> src(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = scale(rng);  // rows of different magnitude; an occasional offset row
+    const float off = (r % 5 == 3) ? 0.7f * s : 0.0f;
+    for (auto& v : src) v = s * nd(rng) + off;
+    quantize_row(t, src.data(), w.bytes.data() + rb * r, cols);
+    dequantize_row(t, w.bytes.data() + rb * r, w.values.data() + r * cols, cols);
+  }
+  return w;
+}
+
+struct Worst {
+  double ratio = 0;  // err / tol
+  std::string where;
+};
+
+class GemvTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GemvTest, MatchesFloat64Reference) {
+  RZ_REQUIRE_GPU();
+  const GgmlType t = GetParam();
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t m = gemv_cols_multiple(t);
+  const int64_t bs = type_traits(t).block_size == 1 ? m : type_traits(t).block_size;
+  std::vector<int64_t> col_list = {bs, 2 * bs, 3 * bs, 4 * bs, 2048, 5632};
+  const int64_t row_list[] = {1, 7, 64, 37, 1000};
+  Worst worst;
+  int failures = 0;
+  for (int64_t cols : col_list) {
+    ASSERT_EQ(cols % m, 0);
+    for (int64_t rows : row_list) {
+      const HostWeights w = make_weights(t, rows, cols, rng);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(kGemvMaxBatch * cols));  // [16, cols]
+      for (auto& v : x) v = nd(rng);
+      // ref, mag: [16, rows]; batch B uses x rows 0..B-1, so one reference serves every batch
+      std::vector<double> ref(kGemvMaxBatch * rows), mag(kGemvMaxBatch * rows);
+      for (int b = 0; b < kGemvMaxBatch; ++b)
+        for (int64_t r = 0; r < rows; ++r) {
+          double s = 0, a = 0;
+          const float* wr = w.values.data() + r * cols;
+          const float* xb = x.data() + b * cols;
+          for (int64_t c = 0; c < cols; ++c) {
+            const double p = static_cast<double>(wr[c]) * static_cast<double>(xb[c]);
+            s += p;
+            a += std::fabs(p);
+          }
+          ref[b * rows + r] = s;
+          mag[b * rows + r] = a;
+        }
+      DeviceBuffer<uint8_t> dw(w.bytes.size());
+      DeviceBuffer<float> dx(x.size()), dy(static_cast<size_t>(kGemvMaxBatch * rows));
+      dw.upload(w.bytes);
+      dx.upload(x);
+      for (int batch = 1; batch <= kGemvMaxBatch; ++batch) {
+        dy.fill_bytes(0xff);  // NaN everywhere: an output the kernel skips fails
+        gemv(t, dw.get(), dx.get(), dy.get(), rows, cols, batch, nullptr);
+        RZ_CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> y = dy.download();
+        for (int b = 0; b < batch; ++b)
+          for (int64_t r = 0; r < rows; ++r) {
+            const double got = y[b * rows + r], want = ref[b * rows + r];
+            const double tol = kRelTol * std::sqrt(static_cast<double>(cols)) * mag[b * rows + r] + 1e-30;
+            const double err = std::fabs(got - want);
+            const std::string where = name_of(t) + " rows " + std::to_string(rows) + " cols " +
+                                      std::to_string(cols) + " batch " + std::to_string(batch) + " y[" +
+                                      std::to_string(b) + ", " + std::to_string(r) + "] = " +
+                                      std::to_string(got) + ", want " + std::to_string(want) +
+                                      " (sum |w x| " + std::to_string(mag[b * rows + r]) + ")";
+            if (!(err <= tol)) {  // NaN fails here
+              if (++failures <= 10) ADD_FAILURE() << where << ": error " << err << " > tolerance " << tol;
+            } else if (err / tol > worst.ratio) {
+              worst = {err / tol, where};
+            }
+          }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "first 10 shown above";
+  std::printf("[ %s ] worst passing error / tolerance: %.3g at %s\n", name_of(t).c_str(), worst.ratio,
+              worst.where.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, GemvTest, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return name_of(i.param); });
+
+// ---------------------------------------------------------------- bandwidth bench (GPU)
+
+struct MatShape {
+  const char* model;
+  const char* name;
+  int64_t rows, cols;
+};
+
+// Linear layers of the shapes in PERFORMANCE.md (rows = output features).
+const MatShape kBenchShapes[] = {
+    {"qwen2.5-1.5b", "attn_q/o", 1536, 1536},   {"qwen2.5-1.5b", "attn_k/v", 256, 1536},
+    {"qwen2.5-1.5b", "ffn_gate/up", 8960, 1536}, {"qwen2.5-1.5b", "ffn_down", 1536, 8960},
+    {"qwen2.5-1.5b", "output", 151936, 1536},   {"llama3.1-8b", "attn_q/o", 4096, 4096},
+    {"llama3.1-8b", "attn_k/v", 1024, 4096},    {"llama3.1-8b", "ffn_gate/up", 14336, 4096},
+    {"llama3.1-8b", "ffn_down", 4096, 14336},   {"llama3.1-8b", "output", 128256, 4096},
+};
+
+// Device-to-device copy bandwidth (bytes read + written per second): the practical ceiling.
+double copy_bandwidth() {
+  const size_t n = size_t{1} << 30;
+  DeviceBuffer<uint8_t> a(n), b(n);
+  a.fill_bytes(1);
+  cudaEvent_t e0, e1;
+  RZ_CUDA_CHECK(cudaEventCreate(&e0));
+  RZ_CUDA_CHECK(cudaEventCreate(&e1));
+  RZ_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
+  RZ_CUDA_CHECK(cudaEventRecord(e0));
+  const int reps = 10;
+  for (int i = 0; i < reps; ++i) RZ_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
+  RZ_CUDA_CHECK(cudaEventRecord(e1));
+  RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * n * reps / (ms * 1e-3);
+}
+
+TEST(GemvBench, DISABLED_Bandwidth) {
+  RZ_REQUIRE_GPU();
+  const double ceiling = copy_bandwidth();
+  std::printf("device copy bandwidth (read + write): %.0f GB/s\n", ceiling / 1e9);
+  std::printf("%-13s %-12s %-5s %7s %6s %3s %9s %8s %6s\n", "model", "matrix", "type", "rows", "cols",
+              "B", "us", "GB/s", "%copy");
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                            GgmlType::Q4_1, GgmlType::F16,  GgmlType::BF16};
+  const int batches[] = {1, 2, 4, 8, 16};
+  cudaEvent_t e0, e1;
+  RZ_CUDA_CHECK(cudaEventCreate(&e0));
+  RZ_CUDA_CHECK(cudaEventCreate(&e1));
+  for (const MatShape& s : kBenchShapes)
+    for (GgmlType t : types) {
+      const size_t wbytes = row_size(t, s.cols) * s.rows;
+      // Enough copies of W to exceed the L2 (50-60 MB) several times over; launches rotate.
+      const size_t copies = std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1);
+      const size_t stride = (wbytes + 255) / 256 * 256;
+      DeviceBuffer<uint8_t> dw(stride * copies);
+      dw.fill_bytes(0x3a);  // fp16 scales 0x3a3a (about 0.78): finite values, timing only
+      DeviceBuffer<float> dx(static_cast<size_t>(kGemvMaxBatch * s.cols)), dy(static_cast<size_t>(kGemvMaxBatch * s.rows));
+      dx.fill_bytes(0);
+      for (int batch : batches) {
+        auto run = [&](size_t i) {
+          gemv(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols, batch, nullptr);
+        };
+        for (size_t i = 0; i < copies; ++i) run(i);  // warm-up
+        const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
+        RZ_CUDA_CHECK(cudaEventRecord(e0));
+        for (int i = 0; i < reps; ++i) run(static_cast<size_t>(i));
+        RZ_CUDA_CHECK(cudaEventRecord(e1));
+        RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        const double sec = ms * 1e-3 / reps;
+        const double bytes = static_cast<double>(wbytes) + 4.0 * batch * (s.cols + s.rows);
+        std::printf("%-13s %-12s %-5s %7lld %6lld %3d %9.2f %8.0f %5.0f%%\n", s.model, s.name,
+                    name_of(t).c_str(), static_cast<long long>(s.rows), static_cast<long long>(s.cols), batch,
+                    sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / ceiling);
+      }
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+}  // namespace
+}  // namespace rz::gpu
