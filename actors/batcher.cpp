@@ -1,0 +1,172 @@
+// The batcher actor (actors/batcher.hpp).
+#include "actors/batcher.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+
+namespace rz::engine {
+
+namespace {
+
+struct BatcherState {
+  std::unique_ptr<BatchedDecodeState> sched;
+  caf::actor gpu;
+  std::shared_ptr<MetricsRegistry> metrics;
+  std::unordered_map<uint64_t, caf::actor> route;  // live request id -> its session actor
+  std::optional<StepPlan> in_flight;
+  bool stopping = false;
+  std::optional<caf::response_promise> stop_promise;
+  static inline const char* name = "rz.batcher";
+};
+
+using Self = caf::stateful_actor<BatcherState>;
+
+GpuStep to_gpu_step(const StepPlan& p) {
+  GpuStep g;
+  g.step = p.step;
+  g.kind = p.kind == StepPlan::Kind::idle ? 0 : p.kind == StepPlan::Kind::prefill ? 1 : 2;
+  g.release = p.release;
+  g.prefill = p.prefill;
+  g.decode = p.decode;
+  return g;
+}
+
+void update_gauges(Self* self) {
+  auto& st = self->state;
+  st.metrics->scheduler(st.sched->queue_depth(), st.sched->active_slots());
+}
+
+// Sends each session its events, one message per session, in the scheduler's order.
+void route_events(Self* self, std::vector<SchedEvent> events) {
+  if (events.empty()) return;
+  auto& st = self->state;
+  std::vector<std::pair<caf::actor, EventBatch>> batches;
+  for (SchedEvent& e : events) {
+    const uint64_t id = event_request(e).id;
+    auto it = st.route.find(id);
+    if (it == st.route.end()) continue;
+    caf::actor dest = it->second;
+    if (is_final(e)) st.route.erase(it);
+    auto b = std::find_if(batches.begin(), batches.end(),
+                          [&](const auto& x) { return x.first == dest; });
+    if (b == batches.end()) {
+      batches.emplace_back(dest, EventBatch{});
+      b = std::prev(batches.end());
+    }
+    b->second.events.push_back(std::move(e));
+  }
+  for (auto& [dest, batch] : batches) self->send(dest, events_atom::value, std::move(batch));
+}
+
+void maybe_finish_stop(Self* self) {
+  auto& st = self->state;
+  if (!st.stopping || st.in_flight || st.sched->has_work() || !st.route.empty()) return;
+  self->send(st.gpu, stop_atom::value);
+  if (st.stop_promise) st.stop_promise->deliver(caf::unit);
+  st.stop_promise.reset();
+  self->quit();
+}
+
+void on_step_result(Self* self, StepResult r);
+
+// A step boundary: plan, route its events, then start its step (or just release slots).
+void kick(Self* self) {
+  auto& st = self->state;
+  if (st.in_flight) return;
+  StepPlan p = st.sched->plan();
+  route_events(self, std::move(p.events));
+  p.events.clear();
+  GpuStep g = to_gpu_step(p);
+  if (p.idle()) {
+    if (!g.release.empty()) self->send(st.gpu, release_atom::value, std::move(g.release));
+    update_gauges(self);
+    maybe_finish_stop(self);
+    return;
+  }
+  st.in_flight = std::move(p);
+  update_gauges(self);
+  self->request(st.gpu, caf::infinite, step_atom::value, std::move(g))
+      .then([self](StepResult& r) { on_step_result(self, std::move(r)); },
+            [self](caf::error& err) {
+              // The gpu actor is gone: nothing can run any more.
+              StepResult r;
+              r.step = self->state.in_flight ? self->state.in_flight->step : 0;
+              r.error = "the executor actor failed: " + self->system().render(err);
+              on_step_result(self, std::move(r));
+            });
+}
+
+void on_step_result(Self* self, StepResult r) {
+  auto& st = self->state;
+  if (!st.in_flight) return;
+  StepPlan p = std::move(*st.in_flight);
+  st.in_flight.reset();
+  if (r.error.empty()) st.metrics->step(r.seconds);
+  std::vector<SchedEvent> events;
+  if (r.error.empty()) {
+    try {
+      events = st.sched->apply(p, r.tokens);
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    }
+  }
+  if (!r.error.empty()) events = st.sched->fail_step(p, r.error);
+  route_events(self, std::move(events));
+  kick(self);
+}
+
+caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
+                            std::shared_ptr<MetricsRegistry> metrics) {
+  auto& st = self->state;
+  st.sched = std::make_unique<BatchedDecodeState>(std::move(cfg));
+  st.gpu = std::move(gpu);
+  st.metrics = std::move(metrics);
+  return {
+      [self](submit_atom, SubmitMsg& m, const caf::actor& session) {
+        auto& st = self->state;
+        const uint64_t id = m.req.ref.id;
+        SubmitResult res;
+        if (st.stopping)
+          res = {SubmitStatus::overloaded, "the engine is shutting down"};
+        else
+          res = st.sched->submit(std::move(m.req));
+        if (res.ok()) st.route[id] = session;
+        self->send(session, subres_atom::value,
+                   SubmitReply{id, static_cast<int>(res.status), res.message});
+        if (res.ok()) kick(self);
+        update_gauges(self);
+      },
+      [self](cancel_atom, uint64_t id) {
+        if (self->state.sched->cancel(id)) kick(self);
+      },
+      [self](stop_atom) -> caf::result<caf::unit_t> {
+        auto& st = self->state;
+        st.stopping = true;
+        for (const auto& [id, session] : st.route) st.sched->cancel(id);
+        auto promise = self->make_response_promise();
+        st.stop_promise = promise;
+        kick(self);
+        return promise;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
+                         std::shared_ptr<MetricsRegistry> metrics) {
+  return sys.spawn(batcher_actor, std::move(cfg), std::move(gpu), std::move(metrics));
+}
+
+}  // namespace rz::engine

@@ -1,0 +1,29 @@
+// The batcher actor: owns the BatchedDecodeState (actors/batch_state.hpp) and follows its call
+// protocol with exactly one step in flight at the gpu actor:
+//
+//   plan() ─▶ route plan.events ─▶ (idle: release-only message) | (step_atom, GpuStep) ─▶ gpu
+//      ▲                                                                                 │
+//      └──── route apply()/fail_step() events ◀── StepResult (tokens or error) ◀─────────┘
+//
+// Submits and cancels are handled while a step is in flight (they take effect at the next step
+// boundary); events go to the session actor that submitted each request (by RequestRef::id).
+// When idle it waits for a submit or cancel.
+//
+// Messages: (submit_atom, SubmitMsg, caf::actor session) -> the session gets
+// (subres_atom, SubmitReply); (cancel_atom, uint64_t id); (stop_atom) -> cancels every live
+// request, refuses new ones (overloaded), and once the last event is routed and the slots are
+// released, stops the gpu actor, answers with unit and quits.
+#pragma once
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "actors/batch_state.hpp"
+#include "actors/metrics.hpp"
+
+namespace rz::engine {
+
+caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
+                         std::shared_ptr<MetricsRegistry> metrics);
+
+}  // namespace rz::engine

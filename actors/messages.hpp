@@ -1,0 +1,114 @@
+// The CAF message vocabulary of the engine's actors (actors/session.cpp, actors/batcher.cpp,
+// actors/gpu_actor.cpp): atoms, the step and submit messages, and their inspect overloads. Only
+// the actor sources include this header; the public actors/engine.hpp stays free of CAF.
+//
+//   session ──(submit_atom, SubmitMsg, session)──▶ batcher ──(subres_atom, SubmitReply)──▶ session
+//   session ──(cancel_atom, uint64_t id)─────────▶ batcher ──(events_atom, EventBatch)───▶ session
+//   batcher ──(step_atom, GpuStep)──▶ gpu ──reply StepResult──▶ batcher
+//   batcher ──(release_atom, std::vector<int>)──▶ gpu         (idle boundary: release only)
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/sched_types.hpp"
+#include "model/executor.hpp"
+#include "proto/messages.hpp"
+
+namespace rz::engine {
+
+// Session handle -> session actor.
+using generate_atom = caf::atom_constant<caf::atom("generate")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;      // also session -> batcher
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+using slow_atom = caf::atom_constant<caf::atom("slowcons")>;     // slow_consumer()
+using close_atom = caf::atom_constant<caf::atom("close")>;
+using orphan_atom = caf::atom_constant<caf::atom("orphan")>;     // the last handle was dropped
+using estop_atom = caf::atom_constant<caf::atom("estop")>;       // engine shutdown: end and stop
+// Session <-> batcher.
+using submit_atom = caf::atom_constant<caf::atom("submit")>;
+using subres_atom = caf::atom_constant<caf::atom("subres")>;
+using events_atom = caf::atom_constant<caf::atom("events")>;
+// Batcher <-> gpu actor; stop_atom also engine -> batcher.
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+// One executor step as the gpu actor runs it: release the listed slots, then run the prefill or
+// decode step (kind 0: release only).
+struct GpuStep {
+  uint64_t step = 0;
+  int kind = 0;                         // 0 idle, 1 prefill, 2 decode
+  std::vector<int> release;
+  std::vector<PrefillRequest> prefill;  // kind 1
+  std::vector<DecodeRequest> decode;    // kind 2
+};
+
+// The gpu actor's answer: one token per request of the step, or the executor's error.
+struct StepResult {
+  uint64_t step = 0;
+  std::vector<int32_t> tokens;
+  std::string error;     // non-empty: the step failed (the batcher calls fail_step)
+  double seconds = 0.0;  // executor time of the step
+};
+
+struct SubmitMsg {
+  BatchRequest req;
+};
+
+struct SubmitReply {
+  uint64_t id = 0;
+  int status = 0;  // SubmitStatus
+  std::string message;
+};
+
+// Scheduler events for one session, in the order the scheduler made them.
+struct EventBatch {
+  std::vector<SchedEvent> events;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GpuStep& x) {
+  return f(caf::meta::type_name("GpuStep"), x.step, x.kind, x.release, x.prefill, x.decode);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
+  return f(caf::meta::type_name("StepResult"), x.step, x.tokens, x.error, x.seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SubmitMsg& x) {
+  return f(caf::meta::type_name("SubmitMsg"), x.req.ref.id, x.req.ref.owner, x.req.prompt,
+           x.req.sampling.temperature, x.req.sampling.top_k, x.req.sampling.top_p,
+           x.req.sampling.min_p, x.req.sampling.repetition_penalty,
+           x.req.sampling.repetition_last_n, x.req.sampling.seed, x.req.max_tokens,
+           x.req.ignore_eos);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SubmitReply& x) {
+  return f(caf::meta::type_name("SubmitReply"), x.id, x.status, x.message);
+}
+
+}  // namespace rz::engine
+
+namespace rz {
+// The executor's request structs travel inside GpuStep.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
+  return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
+           x.repetition_penalty, x.repetition_last_n, x.seed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PrefillRequest& x) {
+  return f(caf::meta::type_name("PrefillRequest"), x.slot, x.tokens, x.sampling);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DecodeRequest& x) {
+  return f(caf::meta::type_name("DecodeRequest"), x.slot, x.token);
+}
+}  // namespace rz
+
+// Local-only messages holding std::variant / std::optional fields that CAF 0.17 cannot inspect.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rz::engine::EventBatch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rz::proto::GenerateRequest)

@@ -1,0 +1,48 @@
+// The engine's metrics registry: counters, gauges and fixed-bound histograms that the session
+// and batcher actors update and any thread can read as one consistent EngineMetrics snapshot
+// (actors/engine.hpp). A mutex guards one plain struct; every update and snapshot is a few
+// dozen instructions under it.
+#pragma once
+#include <mutex>
+#include <vector>
+
+#include "actors/engine.hpp"
+
+namespace rz::engine {
+
+// A histogram with these ascending upper bounds and zero counts.
+Histogram make_histogram(std::vector<double> bounds);
+// Counts `v` in the first bucket whose bound is >= v (the last, +Inf, bucket otherwise). NaN is
+// counted in +Inf and left out of the sum.
+void observe(Histogram& h, double v);
+
+// Bounds in seconds: executor steps (1 ms .. 10 s) and time to first token (5 ms .. 60 s).
+std::vector<double> step_seconds_bounds();
+std::vector<double> ttft_seconds_bounds();
+
+class MetricsRegistry {
+ public:
+  explicit MetricsRegistry(int max_slots);
+
+  EngineMetrics snapshot() const;
+
+  // Session side (frames).
+  void request_started(int prompt_tokens);
+  void request_done(proto::FinishReason reason);
+  void request_failed();
+  void request_rejected();
+  void tokens_generated(int n);
+  void first_token(double seconds);
+  void session_opened();
+  void session_closed();
+
+  // Batcher side.
+  void step(double seconds);
+  void scheduler(int queue_depth, int active_slots);
+
+ private:
+  mutable std::mutex mu_;
+  EngineMetrics m_;
+};
+
+}  // namespace rz::engine

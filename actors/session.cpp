@@ -1,0 +1,386 @@
+// The session actor (actors/session.hpp).
+//
+// A request of this session is "live" from its accepted generate message until the session
+// sends its done or error frame. Requests that ended here first (a stop string matched,
+// slow_consumer) while the batcher may still hold them become "zombies": cancelled at the
+// batcher, their remaining events ignored until the batcher's final one.
+#include "actors/session.hpp"
+
+#include <chrono>
+#include <exception>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/session_stream.hpp"
+#include "proto/sampling_params.hpp"
+
+namespace rz::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct LiveRequest {
+  uint64_t gid = 0;
+  std::string id;
+  TokenStream stream;
+  int prompt_tokens = 0;
+  Clock::time_point arrival;
+  std::optional<Clock::time_point> first_token;
+  bool accepted = false;     // the batcher took it
+  bool cancel_sent = false;
+};
+
+struct SessionState {
+  std::shared_ptr<EngineContext> ctx;
+  std::weak_ptr<FrameSink> sink;
+  uint64_t owner = 0;
+  std::unordered_map<std::string, LiveRequest> live;  // client id -> request
+  std::unordered_map<uint64_t, std::string> by_gid;   // RequestRef::id -> client id
+  std::unordered_set<uint64_t> zombies;
+  std::mt19937_64 seeds{std::random_device{}()};
+  bool orphaned = false;
+  bool stopped = false;
+  static inline const char* name = "rz.session";
+};
+
+using Self = caf::stateful_actor<SessionState>;
+
+void cancel_at_batcher(Self* self, uint64_t gid) {
+  self->send(self->state.ctx->batcher, cancel_atom::value, gid);
+}
+
+// Ends the actor: every live request is cancelled at the batcher and counted as cancelled; no
+// frame goes out any more.
+void drop_all(Self* self) {
+  auto& st = self->state;
+  if (st.stopped) return;
+  for (auto& [id, r] : st.live) {
+    cancel_at_batcher(self, r.gid);
+    st.ctx->metrics->request_done(proto::FinishReason::cancelled);
+    st.ctx->request_ended();
+  }
+  st.live.clear();
+  st.by_gid.clear();
+  st.zombies.clear();
+  st.stopped = true;
+  self->quit();
+}
+
+// Hands a frame to the sink; when the sink is gone, drops everything and returns false.
+bool deliver(Self* self, proto::ServerFrame frame) {
+  auto& st = self->state;
+  if (st.stopped) return false;
+  std::shared_ptr<FrameSink> sink = st.sink.lock();
+  if (sink) {
+    try {
+      sink->deliver(std::move(frame));
+      return true;
+    } catch (...) {
+      // A sink that throws is treated as gone.
+    }
+  }
+  drop_all(self);
+  return false;
+}
+
+void maybe_quit_orphan(Self* self) {
+  auto& st = self->state;
+  if (st.orphaned && st.live.empty() && !st.stopped) {
+    st.stopped = true;
+    self->quit();
+  }
+}
+
+// Removes a live request (the caller has taken what it needs from it).
+void erase_request(Self* self, const std::string& id) {
+  auto& st = self->state;
+  auto it = st.live.find(id);
+  if (it == st.live.end()) return;
+  st.by_gid.erase(it->second.gid);
+  st.live.erase(it);
+  st.ctx->request_ended();
+}
+
+proto::DoneFrame done_frame(const LiveRequest& r, proto::FinishReason reason) {
+  proto::DoneFrame d;
+  d.id = r.id;
+  d.finish_reason = reason;
+  d.usage.prompt_tokens = static_cast<uint64_t>(r.prompt_tokens);
+  d.usage.completion_tokens = r.stream.sent_tokens();
+  if (r.first_token) d.timings.ttft_ms = ms_between(r.arrival, *r.first_token);
+  d.timings.total_ms = ms_between(r.arrival, Clock::now());
+  return d;
+}
+
+void finish_done(Self* self, const std::string& id, proto::FinishReason reason) {
+  auto& st = self->state;
+  proto::DoneFrame d = done_frame(st.live.at(id), reason);
+  erase_request(self, id);
+  st.ctx->metrics->request_done(reason);
+  if (deliver(self, std::move(d))) maybe_quit_orphan(self);
+}
+
+void finish_error(Self* self, const std::string& id, proto::ErrorCode code, std::string message,
+                  bool accepted) {
+  auto& st = self->state;
+  erase_request(self, id);
+  if (accepted)
+    st.ctx->metrics->request_failed();
+  else
+    st.ctx->metrics->request_rejected();
+  if (deliver(self, proto::ErrorFrame{code, std::move(message), id})) maybe_quit_orphan(self);
+}
+
+void reject(Self* self, const std::string& id, proto::ErrorCode code, std::string message) {
+  self->state.ctx->metrics->request_rejected();
+  deliver(self, proto::ErrorFrame{code, std::move(message), id});
+}
+
+void on_generate(Self* self, proto::GenerateRequest& req) {
+  auto& st = self->state;
+  if (st.stopped) return;
+  const Clock::time_point arrival = Clock::now();
+  const EngineContext& ctx = *st.ctx;
+  if (st.live.count(req.id)) {
+    reject(self, req.id, proto::ErrorCode::duplicate_id,
+           "id: a request with id \"" + req.id + "\" is still running on this connection");
+    return;
+  }
+  if (static_cast<int>(st.live.size()) >= ctx.config.max_inflight_per_session) {
+    reject(self, req.id, proto::ErrorCode::overloaded,
+           "this connection already runs " + std::to_string(st.live.size()) +
+               " requests, its limit; retry when one has ended");
+    return;
+  }
+  if (!ctx.accepting.load()) {
+    reject(self, req.id, proto::ErrorCode::overloaded, "the server is shutting down");
+    return;
+  }
+  st.ctx->request_began();  // before the second look: shutdown's drain then waits for it
+  auto refuse = [&](proto::ErrorCode code, std::string message) {
+    st.ctx->request_ended();
+    reject(self, req.id, code, std::move(message));
+  };
+  if (!ctx.accepting.load()) return refuse(proto::ErrorCode::overloaded, "the server is shutting down");
+  if (req.max_tokens < 1 || req.max_tokens > ctx.config.limits.max_tokens)
+    return refuse(proto::ErrorCode::bad_value,
+                  "max_tokens: must be between 1 and " +
+                      std::to_string(ctx.config.limits.max_tokens));
+  std::vector<int32_t> prompt;
+  try {
+    if (!req.is_chat()) {
+      prompt = ctx.tokenizer->encode(*req.prompt, true, false);
+    } else {
+      if (!ctx.chat)
+        return refuse(proto::ErrorCode::bad_value,
+                      "messages: the model has no chat template; send a prompt instead");
+      prompt = ctx.tokenizer->encode(ctx.chat->apply(req.messages, true), false, true);
+    }
+  } catch (const std::exception& e) {
+    return refuse(proto::ErrorCode::bad_value,
+                  std::string(req.is_chat() ? "messages: " : "prompt: ") + e.what());
+  }
+  if (prompt.empty())
+    return refuse(proto::ErrorCode::bad_value,
+                  std::string(req.is_chat() ? "messages" : "prompt") + ": encodes to no tokens");
+  if (static_cast<int64_t>(prompt.size()) + req.max_tokens > ctx.max_context)
+    return refuse(proto::ErrorCode::context_length_exceeded,
+                  "the prompt has " + std::to_string(prompt.size()) + " tokens; with max_tokens " +
+                      std::to_string(req.max_tokens) + " that exceeds the context of " +
+                      std::to_string(ctx.max_context) + " tokens");
+
+  BatchRequest b;
+  b.ref = RequestRef{st.ctx->next_request_id.fetch_add(1), st.owner};
+  b.sampling = proto::to_sampling_params(req.sampling, st.seeds());
+  b.max_tokens = req.max_tokens;
+  b.ignore_eos = req.ignore_eos;
+  const int prompt_tokens = static_cast<int>(prompt.size());
+  b.prompt = std::move(prompt);
+  const uint64_t gid = b.ref.id;
+  st.live.emplace(req.id, LiveRequest{gid, req.id, TokenStream(*ctx.tokenizer, req.id, req.stop),
+                                      prompt_tokens, arrival, std::nullopt, false, false});
+  st.by_gid.emplace(gid, req.id);
+  self->send(ctx.batcher, submit_atom::value, SubmitMsg{std::move(b)},
+             caf::actor_cast<caf::actor>(self));
+}
+
+void on_submit_reply(Self* self, const SubmitReply& rep) {
+  auto& st = self->state;
+  const bool ok = rep.status == static_cast<int>(SubmitStatus::accepted);
+  if (st.zombies.count(rep.id)) {
+    if (!ok) st.zombies.erase(rep.id);  // no event will come for it
+    return;
+  }
+  auto g = st.by_gid.find(rep.id);
+  if (g == st.by_gid.end()) return;
+  LiveRequest& r = st.live.at(g->second);
+  if (ok) {
+    r.accepted = true;
+    st.ctx->metrics->request_started(r.prompt_tokens);
+    return;
+  }
+  proto::ErrorCode code = proto::ErrorCode::bad_value;
+  if (rep.status == static_cast<int>(SubmitStatus::overloaded))
+    code = proto::ErrorCode::overloaded;
+  else if (rep.status == static_cast<int>(SubmitStatus::context_length_exceeded))
+    code = proto::ErrorCode::context_length_exceeded;
+  finish_error(self, g->second, code, rep.message, false);
+}
+
+proto::FinishReason to_proto(FinishReason r) {
+  switch (r) {
+    case FinishReason::stop: return proto::FinishReason::stop;
+    case FinishReason::length: return proto::FinishReason::length;
+    case FinishReason::cancelled: return proto::FinishReason::cancelled;
+  }
+  return proto::FinishReason::stop;
+}
+
+// One scheduler event; returns false once the actor stopped (sink gone).
+bool on_event(Self* self, const SchedEvent& e) {
+  auto& st = self->state;
+  const uint64_t gid = event_request(e).id;
+  if (st.zombies.count(gid)) {
+    if (is_final(e)) st.zombies.erase(gid);
+    return true;
+  }
+  auto g = st.by_gid.find(gid);
+  if (g == st.by_gid.end()) return true;
+  const std::string id = g->second;
+  LiveRequest& r = st.live.at(id);
+  if (const auto* t = std::get_if<TokenEvent>(&e)) {
+    if (t->eog) return true;  // ends the request; neither sent nor counted
+    if (!r.first_token) {
+      r.first_token = Clock::now();
+      st.ctx->metrics->first_token(ms_between(r.arrival, *r.first_token) / 1e3);
+    }
+    st.ctx->metrics->tokens_generated(1);
+    std::optional<proto::TokenFrame> f = r.stream.push(t->token);
+    if (r.stream.stopped()) {
+      // The stop string ends it here; the batcher still holds it until the next boundary.
+      st.zombies.insert(gid);
+      cancel_at_batcher(self, gid);
+      if (f && !deliver(self, std::move(*f))) return false;
+      finish_done(self, id, proto::FinishReason::stop);
+      return !st.stopped;
+    }
+    return !f || deliver(self, std::move(*f));
+  }
+  if (const auto* fin = std::get_if<FinishedEvent>(&e)) {
+    std::optional<proto::TokenFrame> f = r.stream.finish();
+    const proto::FinishReason reason =
+        r.stream.stopped() ? proto::FinishReason::stop : to_proto(fin->reason);
+    if (f && !deliver(self, std::move(*f))) return false;
+    finish_done(self, id, reason);
+    return !st.stopped;
+  }
+  const auto& fail = std::get<FailedEvent>(e);
+  finish_error(self, id, proto::ErrorCode::internal, "the request failed: " + fail.message,
+               r.accepted);
+  return !st.stopped;
+}
+
+void on_cancel(Self* self, const std::string& id) {
+  auto& st = self->state;
+  if (st.stopped) return;
+  auto it = st.live.find(id);
+  if (it == st.live.end()) {
+    deliver(self, proto::ErrorFrame{proto::ErrorCode::unknown_id,
+                                    "cancel: no request with id \"" + id +
+                                        "\" is running on this connection",
+                                    id});
+    return;
+  }
+  if (!it->second.cancel_sent) {
+    it->second.cancel_sent = true;
+    cancel_at_batcher(self, it->second.gid);
+  }
+}
+
+void on_slow_consumer(Self* self) {
+  auto& st = self->state;
+  if (st.stopped) return;
+  std::vector<proto::ErrorFrame> frames;
+  for (auto& [id, r] : st.live) {
+    cancel_at_batcher(self, r.gid);
+    st.zombies.insert(r.gid);
+    frames.push_back({proto::ErrorCode::slow_consumer,
+                      "the client did not read its frames fast enough; the request was ended", id});
+    st.ctx->metrics->request_failed();
+    st.ctx->request_ended();
+  }
+  st.live.clear();
+  st.by_gid.clear();
+  for (auto& f : frames)
+    if (!deliver(self, std::move(f))) return;
+  maybe_quit_orphan(self);
+}
+
+// Engine shutdown: the batcher has stopped; whatever is still live here ends as cancelled.
+void on_engine_stop(Self* self) {
+  auto& st = self->state;
+  if (st.stopped) return;
+  std::vector<proto::DoneFrame> frames;
+  for (auto& [id, r] : st.live) {
+    frames.push_back(done_frame(r, proto::FinishReason::cancelled));
+    st.ctx->metrics->request_done(proto::FinishReason::cancelled);
+    st.ctx->request_ended();
+  }
+  st.live.clear();
+  st.by_gid.clear();
+  for (auto& f : frames)
+    if (!deliver(self, std::move(f))) return;
+  st.stopped = true;
+  self->quit();
+}
+
+caf::behavior session_actor(Self* self, std::shared_ptr<EngineContext> ctx,
+                            std::weak_ptr<FrameSink> sink, uint64_t owner) {
+  self->state.ctx = ctx;
+  self->state.sink = std::move(sink);
+  self->state.owner = owner;
+  self->attach_functor([ctx, owner](const caf::error&) {
+    ctx->metrics->session_closed();
+    ctx->session_ended(owner);
+  });
+  return {
+      [self](generate_atom, proto::GenerateRequest& req) { on_generate(self, req); },
+      [self](cancel_atom, const std::string& id) { on_cancel(self, id); },
+      [self](ping_atom) { deliver(self, proto::PongFrame{}); },
+      [self](slow_atom) { on_slow_consumer(self); },
+      [self](close_atom) { drop_all(self); },
+      [self](orphan_atom) {
+        self->state.orphaned = true;
+        maybe_quit_orphan(self);
+      },
+      [self](estop_atom) { on_engine_stop(self); },
+      [self](subres_atom, const SubmitReply& rep) { on_submit_reply(self, rep); },
+      [self](events_atom, const EventBatch& batch) {
+        // A step boundary: a sink that is gone ends everything now, frames or not.
+        if (self->state.sink.expired()) return drop_all(self);
+        for (const SchedEvent& e : batch.events)
+          if (!on_event(self, e)) return;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_session(caf::actor_system& sys, std::shared_ptr<EngineContext> ctx,
+                         std::weak_ptr<FrameSink> sink, uint64_t owner) {
+  return sys.spawn(session_actor, std::move(ctx), std::move(sink), owner);
+}
+
+}  // namespace rz::engine
