@@ -13,7 +13,7 @@ namespace rz::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
+constexpr int64_t kMaxBlocks = 4096;  // 1M threads: several waves on any GPU; longer arrays loop
 
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
