@@ -29,12 +29,17 @@ racecheck_timeout=${RZ_RACECHECK_TIMEOUT:-90}
 racecheck_filter=${RZ_RACECHECK_FILTER-RmsNorm.*:Argmax.*}
 
 results=()
+step_start=0
+begin() {  # begin "NAME ..."
+  echo "== step $*"
+  step_start=$SECONDS
+}
 record() {  # record NAME RC
   local name=$1 rc=$2 what=ok
   [ "$rc" -eq 0 ] || what="FAILED (exit $rc)"
   [ "$rc" -eq 124 ] && what="TIMED OUT (exit 124)"
   [ "$rc" -eq 200 ] && what="skipped"
-  echo "== step $name: $what"
+  echo "== step $name: $what ($((SECONDS - step_start)) s)"
   results+=("$name=$rc")
 }
 
@@ -50,7 +55,7 @@ main() {
   echo "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root"
   echo "   LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
-  echo "== step device"
+  begin "device"
   local rc=0
   nvidia-smi -L || rc=$?
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv || rc=$?
@@ -59,7 +64,7 @@ main() {
   if [ -f "$bundle/MANIFEST" ]; then sed 's/^/   bundle: /' "$bundle/MANIFEST"; else echo "   no $bundle/MANIFEST"; rc=1; fi
   record device "$rc"
 
-  echo "== step libraries"
+  begin "libraries"
   rc=0
   if [ ! -d "$bundle/bin" ]; then
     echo "   no $bundle/bin: run scripts/gpu_bundle.sh on the build machine and carry .bundle"
@@ -73,7 +78,7 @@ main() {
   fi
   record libraries "$rc"
 
-  echo "== step gpu_test"
+  begin "gpu_test"
   rc=0
   if [ -x "$test_bin" ]; then
     timeout -k 10 "$test_timeout" "$test_bin" --gtest_output="xml:$out/gpu_test.xml" || rc=$?
@@ -84,7 +89,7 @@ main() {
   record gpu_test "$rc"
 
   # A GPU test that skips for want of a device passes gtest but proves nothing here.
-  echo "== step gpu_used"
+  begin "gpu_used"
   rc=0
   if [ -f "$out/gpu_test.xml" ]; then
     grep -m1 "<testsuites" "$out/gpu_test.xml" | sed 's/^ */   /'
@@ -101,7 +106,7 @@ main() {
 
   local san
   san=$(sanitizer)
-  echo "== step memcheck (${san:-compute-sanitizer not found})"
+  begin "memcheck (${san:-compute-sanitizer not found})"
   rc=0
   if [ -z "$san" ] || [ ! -x "$test_bin" ]; then
     rc=1
@@ -111,7 +116,7 @@ main() {
   fi
   record memcheck "$rc"
 
-  echo "== step racecheck (filter '${racecheck_filter}')"
+  begin "racecheck (filter '${racecheck_filter}')"
   rc=0
   if [ -z "$racecheck_filter" ]; then
     rc=200
