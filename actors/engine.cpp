@@ -130,11 +130,10 @@ const EngineConfig& Engine::config() const { return impl_->ctx->config; }
 int Engine::max_context() const { return impl_->ctx->max_context; }
 
 void Engine::shutdown(std::chrono::milliseconds drain) {
-  {
-    std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
-    if (impl_->shut_down) return;
-    impl_->shut_down = true;
-  }
+  // Held throughout: a second caller returns only once the first one's shutdown is complete.
+  std::lock_guard<std::mutex> once(impl_->shutdown_mu);
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
   EngineContext& ctx = *impl_->ctx;
   ctx.accepting.store(false);
   {

@@ -76,6 +76,8 @@ struct EngineMetrics {
 class Engine;
 
 // A handle to one session actor. Cheap to copy; all calls are asynchronous messages.
+// When the last copy of a handle is destroyed without close(), the session finishes its live
+// requests (frames still go to the sink) and then stops.
 class Session {
  public:
   Session() = default;
@@ -113,6 +115,8 @@ class Engine {
 
   // Stops admitting (new generate requests get `overloaded`), lets running and queued requests
   // finish for up to `drain`, then cancels what is left and stops the actors. Blocks until done.
+  // The destructor does shutdown(0ms) if it has not run. Shut down or destroy the Engine (and
+  // drop Session handles) before the actor_system, and not from inside an actor of that system.
   void shutdown(std::chrono::milliseconds drain);
 
   struct Impl;
