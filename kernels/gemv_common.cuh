@@ -7,6 +7,7 @@
 //   kParts                     lanes that share one block (a power of two); lane part p of block
 //                              i is work item i * kParts + p
 //   kChunks                    float4 chunks of elements each work item yields
+//   kUnroll                    work items a lane has in flight (loop unrolling)
 //   Item load(blk, part)       reads the item's bytes (and its scales) from the block at blk
 //   float4 dequant(item, k)    values of chunk k (k a compile-time constant after unrolling)
 //   int chunk_col(part, k)     column of chunk k's first element, relative to the block
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int b = 0; b < B; ++b) acc[r][b] = 0.0f;
 
-#pragma unroll 2
+#pragma unroll(T::kUnroll)
   for (int i = lane; i < items; i += 32) {
     const int blk = i / T::kParts, part = i % T::kParts;
     typename T::Item it[R];

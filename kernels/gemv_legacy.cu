@@ -5,9 +5,10 @@
 //   Q4_0 (18 bytes): d (fp16) | qs[16];           element j = d * (nib - 8)
 //   Q4_1 (20 bytes): d, m (fp16) | qs[16];        element j = d * nib + m
 // where nib of element j < 16 is the low nibble of qs[j], of element j + 16 the high nibble.
-// Work split: Q8_0 two lanes per block (16 bytes of qs each); Q4_0 / Q4_1 one lane per block (all
-// 16 bytes of qs). Q8_0 / Q4_0 blocks are only 2-byte aligned, so the qs bytes are read as
-// aligned words and shifted (load_words_a2); Q4_1's qs are 4-byte aligned.
+// Work split: one 4-byte word of qs per lane, so that the lanes of a block read consecutive
+// floats of x: Q8_0 8 lanes per block (lane p: columns 4 p + [0, 4)), Q4_0 / Q4_1 4 lanes per
+// block (lane p: columns 4 p + [0, 4) and 16 + 4 p + [0, 4)). Q8_0 / Q4_0 blocks are only 2-byte
+// aligned, so words are read as aligned words and shifted (load_words_a2).
 #include "kernels/gemv_common.cuh"
 #include "model/quant_blocks.hpp"
 
@@ -17,30 +18,29 @@ namespace {
 struct Q8_0 {
   static constexpr int kBlockElems = QK8_0;
   static constexpr int kBlockBytes = sizeof(BlockQ8_0);
-  static constexpr int kParts = 2;
-  static constexpr int kChunks = 4;  // chunk k: columns 16 part + 4 k + [0, 4)
+  static constexpr int kParts = 8;
+  static constexpr int kChunks = 1;  // columns 4 p + [0, 4)
+  static constexpr int kUnroll = 4;
 
   struct Item {
     float d;
-    uint32_t q[4];  // qs[16 part, +16)
+    uint32_t q;  // qs[4 p, +4)
   };
 
   __device__ static Item load(const uint8_t* blk, int part) {
-    Item it;
-    it.d = half_bits_to_float(load_u16(blk));
-    load_words_a2<16>(blk + 2 + 16 * part, it.q);
-    return it;
+    uint32_t w[1];
+    load_words_a2<4>(blk + 2 + 4 * part, w);
+    return Item{half_bits_to_float(load_u16(blk)), w[0]};
   }
 
-  __device__ static float4 dequant(const Item& it, int k) {
-    const uint32_t wd = it.q[k];
+  __device__ static float4 dequant(const Item& it, int) {
     float v[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(static_cast<int8_t>(byte_of(wd, i))) * it.d;
+    for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(static_cast<int8_t>(byte_of(it.q, i))) * it.d;
     return make_float4(v[0], v[1], v[2], v[3]);
   }
 
-  __device__ static int chunk_col(int part, int k) { return 16 * part + 4 * k; }
+  __device__ static int chunk_col(int part, int) { return 4 * part; }
 };
 
 // Q4_0 and Q4_1 share the nibble layout; kHasMin says how a nibble becomes a value.
@@ -48,25 +48,28 @@ template <class Block, bool kHasMin>
 struct Q4Legacy {
   static constexpr int kBlockElems = 32;
   static constexpr int kBlockBytes = sizeof(Block);
-  static constexpr int kParts = 1;
-  static constexpr int kChunks = 8;  // chunks 0..3 low nibbles of word k, 4..7 high of word k - 4
+  static constexpr int kParts = 4;
+  static constexpr int kChunks = 2;  // chunk 0: low nibbles, columns 4 p; 1: high, 16 + 4 p
+  static constexpr int kUnroll = 4;
   static constexpr int kQsOffset = kHasMin ? 4 : 2;
 
   struct Item {
-    float d, m;     // m = minimum (Q4_1); unused for Q4_0
-    uint32_t q[4];  // qs[16]
+    float d, m;  // m = minimum (Q4_1); unused for Q4_0
+    uint32_t q;  // qs[4 p, +4)
   };
 
-  __device__ static Item load(const uint8_t* blk, int) {
+  __device__ static Item load(const uint8_t* blk, int part) {
     Item it;
     it.d = half_bits_to_float(load_u16(blk));
     it.m = kHasMin ? half_bits_to_float(load_u16(blk + 2)) : 0.0f;
-    load_words_a2<16>(blk + kQsOffset, it.q);
+    uint32_t w[1];
+    load_words_a2<4>(blk + kQsOffset + 4 * part, w);
+    it.q = w[0];
     return it;
   }
 
   __device__ static float4 dequant(const Item& it, int k) {
-    const uint32_t wd = it.q[k & 3] >> (k < 4 ? 0 : 4);
+    const uint32_t wd = it.q >> (4 * k);
     float v[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -77,7 +80,7 @@ struct Q4Legacy {
     return make_float4(v[0], v[1], v[2], v[3]);
   }
 
-  __device__ static int chunk_col(int, int k) { return (k < 4 ? 0 : 16) + 4 * (k & 3); }
+  __device__ static int chunk_col(int part, int k) { return 16 * k + 4 * part; }
 };
 
 }  // namespace

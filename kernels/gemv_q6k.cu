@@ -4,9 +4,10 @@
 // Block: ql[128] | qh[64] | scales[16] (int8) | d (fp16). Element 128 c + 32 k + l (c < 2, k < 4,
 // l < 32) = d * scales[8 c + 2 k + l / 16] * (q - 32), q's low 4 bits the nibble k / 2 of
 // ql[64 c + 32 (k % 2) + l] and its high 2 bits at shift 2 k of qh[32 c + l].
-// Work split: 8 lanes per block; lane part p = 4 c + g owns l in [8 g, 8 g + 8) for every k:
-// 8 bytes of ql for k = 0, 2, 8 of ql for k = 1, 3, 8 of qh, 4 scales and d. Blocks are only
-// 2-byte aligned (210 bytes), so the 8-byte pieces are read as aligned words and shifted.
+// Work split: 8 lanes per block; lane p owns l in [4 p, 4 p + 4) for every (c, k): the words
+// ql[64 c + 32 (k % 2) + 4 p] and qh[32 c + 4 p], the scales 8 c + 2 k + p / 4, and d. So for
+// each chunk the 8 lanes of a block read 32 consecutive floats of x (one 128-byte line). Blocks
+// are only 2-byte aligned (210 bytes): words are read as aligned words and shifted.
 #include "kernels/gemv_common.cuh"
 #include "model/quant_blocks.hpp"
 
@@ -17,38 +18,49 @@ struct Q6K {
   static constexpr int kBlockElems = QK_K;
   static constexpr int kBlockBytes = sizeof(BlockQ6_K);
   static constexpr int kParts = 8;
-  static constexpr int kChunks = 8;  // chunk 2 k + j: columns 128 c + 32 k + 8 g + 4 j + [0, 4)
+  static constexpr int kChunks = 8;  // chunk m = 4 c + k: columns 128 c + 32 k + 4 p + [0, 4)
+  static constexpr int kUnroll = 2;
 
   struct Item {
-    float ds[4];     // d * scales[8 c + 2 k + g / 2] for k = 0..3
-    uint32_t ql0[2]; // ql[64 c + 8 g, +8): k = 0 (low nibbles), k = 2 (high nibbles)
-    uint32_t ql1[2]; // ql[64 c + 32 + 8 g, +8): k = 1, k = 3
-    uint32_t qh[2];  // qh[32 c + 8 g, +8)
+    float ds[8];      // [4 c + k] d * scales[8 c + 2 k + p / 4]
+    uint32_t ql[4];   // [2 c + k % 2] ql word at 64 c + 32 (k % 2) + 4 p
+    uint32_t qh[2];   // [c] qh word at 32 c + 4 p
   };
 
   __device__ static Item load(const uint8_t* blk, int part) {
-    const int c = part >> 2, g = part & 3;
     Item it;
-    load_words_a2<8>(blk + 64 * c + 8 * g, it.ql0);
-    load_words_a2<8>(blk + 64 * c + 32 + 8 * g, it.ql1);
-    load_words_a2<8>(blk + 128 + 32 * c + 8 * g, it.qh);
-    uint32_t sc[2];  // scales[8 c, +8)
-    load_words_a2<8>(blk + 192 + 8 * c, sc);
-    const float d = half_bits_to_float(load_u16(blk + 208));
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int j = 2 * k + (g >> 1);  // byte of scales[8 c, +8)
-      const int8_t s = static_cast<int8_t>(byte_of(sc[j >> 2], j & 3));
-      it.ds[k] = d * static_cast<float>(s);
+    for (int c = 0; c < 2; ++c) {
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        uint32_t w[1];
+        load_words_a2<4>(blk + 64 * c + 32 * odd + 4 * part, w);
+        it.ql[2 * c + odd] = w[0];
+      }
+      uint32_t w[1];
+      load_words_a2<4>(blk + 128 + 32 * c + 4 * part, w);
+      it.qh[c] = w[0];
     }
+    uint32_t sc[4];  // scales[0, 16)
+    load_words_a2<16>(blk + 192, sc);
+    const float d = half_bits_to_float(load_u16(blk + 208));
+    const int sub = part >> 2;  // l / 16
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int j = 8 * c + 2 * k + sub;  // byte of scales[]
+        const int8_t s = static_cast<int8_t>(byte_of(sc[j >> 2], j & 3));
+        it.ds[4 * c + k] = d * static_cast<float>(s);
+      }
     return it;
   }
 
   __device__ static float4 dequant(const Item& it, int m) {
-    const int k = m >> 1, j = m & 1;
-    const uint32_t lo = ((k & 1) ? it.ql1[j] : it.ql0[j]) >> (4 * (k >> 1));
-    const uint32_t hi = it.qh[j] >> (2 * k);
-    const float ds = it.ds[k];
+    const int c = m >> 2, k = m & 3;
+    const uint32_t lo = it.ql[2 * c + (k & 1)] >> (4 * (k >> 1));
+    const uint32_t hi = it.qh[c] >> (2 * k);
+    const float ds = it.ds[m];
     float v[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -58,10 +70,7 @@ struct Q6K {
     return make_float4(v[0], v[1], v[2], v[3]);
   }
 
-  __device__ static int chunk_col(int part, int m) {
-    const int c = part >> 2, g = part & 3;
-    return 128 * c + 32 * (m >> 1) + 8 * g + 4 * (m & 1);
-  }
+  __device__ static int chunk_col(int part, int m) { return 128 * (m >> 2) + 32 * (m & 3) + 4 * part; }
 };
 
 }  // namespace
