@@ -60,8 +60,21 @@ __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&out)[
   for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
 }
 
-// Byte i (0..3) of word w as an unsigned value; nibbles likewise.
+// Byte i (0..3) of word w as an unsigned value.
 __device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) { return (w >> (8 * i)) & 0xffu; }
+
+// Integer to float without the conversion unit (a quarter-rate pipe on sm_90, which would bound
+// the 4-bit kernels): 0x4B000000 | u is the float 2^23 + u for u < 2^23, and subtracting
+// 2^23 + bias is exact for the small integers here. Results equal static_cast<float>(u - bias).
+__device__ __forceinline__ float small_uint_to_float(uint32_t u, float bias = 0.0f) {
+  return __uint_as_float(0x4B000000u | u) - (8388608.0f + bias);
+}
+
+// Byte i of w, minus bias, as a float: one byte permute (PRMT) and one add.
+__device__ __forceinline__ float byte_to_float(uint32_t w, int i, float bias = 0.0f) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | static_cast<uint32_t>(i))) -
+         (8388608.0f + bias);
+}
 
 // y[b, row0 .. row0+R) for b < B. Grid: ceil(rows / (kWarps * R)) blocks of kWarps warps.
 template <class T, int B, int R>

@@ -36,7 +36,7 @@ struct Q8_0 {
   __device__ static float4 dequant(const Item& it, int) {
     float v[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(static_cast<int8_t>(byte_of(it.q, i))) * it.d;
+    for (int i = 0; i < 4; ++i) v[i] = byte_to_float(it.q ^ 0x80808080u, i, 128.0f) * it.d;  // int8
     return make_float4(v[0], v[1], v[2], v[3]);
   }
 
@@ -69,14 +69,11 @@ struct Q4Legacy {
   }
 
   __device__ static float4 dequant(const Item& it, int k) {
-    const uint32_t wd = it.q >> (4 * k);
+    const uint32_t nib = (it.q >> (4 * k)) & 0x0f0f0f0fu;
     float v[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t nib = (wd >> (8 * i)) & 0x0fu;
-      v[i] = kHasMin ? it.d * static_cast<float>(nib) + it.m
-                     : it.d * static_cast<float>(static_cast<int>(nib) - 8);
-    }
+    for (int i = 0; i < 4; ++i)
+      v[i] = kHasMin ? it.d * byte_to_float(nib, i) + it.m : it.d * byte_to_float(nib, i, 8.0f);
     return make_float4(v[0], v[1], v[2], v[3]);
   }
 

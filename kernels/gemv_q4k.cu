@@ -45,20 +45,18 @@ struct Q4K {
         sc = (lo & 0x0fu) | ((byte_of(b[0], s - 4) >> 6) << 4);
         mn = (lo >> 4) | ((byte_of(b[1], s - 4) >> 6) << 4);
       }
-      it.ds[s] = d * static_cast<float>(sc);
-      it.ms[s] = dmin * static_cast<float>(mn);
+      it.ds[s] = d * small_uint_to_float(sc);
+      it.ms[s] = dmin * small_uint_to_float(mn);
     }
     return it;
   }
 
   __device__ static float4 dequant(const Item& it, int m) {
     const int j = m >> 1, hi = m & 1, s = 2 * j + hi;
-    const uint32_t wd = it.q[j] >> (4 * hi);
+    const uint32_t nib = (it.q[j] >> (4 * hi)) & 0x0f0f0f0fu;
     const float ds = it.ds[s], ms = it.ms[s];
-    return make_float4(ds * static_cast<float>(wd & 0x0fu) - ms,
-                       ds * static_cast<float>((wd >> 8) & 0x0fu) - ms,
-                       ds * static_cast<float>((wd >> 16) & 0x0fu) - ms,
-                       ds * static_cast<float>((wd >> 24) & 0x0fu) - ms);
+    return make_float4(ds * byte_to_float(nib, 0) - ms, ds * byte_to_float(nib, 1) - ms,
+                       ds * byte_to_float(nib, 2) - ms, ds * byte_to_float(nib, 3) - ms);
   }
 
   __device__ static int chunk_col(int part, int m) { return 64 * (m >> 1) + 32 * (m & 1) + 4 * part; }

@@ -58,15 +58,13 @@ struct Q6K {
 
   __device__ static float4 dequant(const Item& it, int m) {
     const int c = m >> 2, k = m & 3;
-    const uint32_t lo = it.ql[2 * c + (k & 1)] >> (4 * (k >> 1));
-    const uint32_t hi = it.qh[c] >> (2 * k);
+    const uint32_t lo = (it.ql[2 * c + (k & 1)] >> (4 * (k >> 1))) & 0x0f0f0f0fu;
+    const uint32_t hi = (it.qh[c] >> (2 * k)) & 0x03030303u;
+    const uint32_t q = lo | (hi << 4);  // four 6-bit values, one per byte
     const float ds = it.ds[m];
     float v[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int q = static_cast<int>(((lo >> (8 * i)) & 0x0fu) | (((hi >> (8 * i)) & 3u) << 4)) - 32;
-      v[i] = ds * static_cast<float>(q);
-    }
+    for (int i = 0; i < 4; ++i) v[i] = ds * byte_to_float(q, i, 32.0f);
     return make_float4(v[0], v[1], v[2], v[3]);
   }
 
