@@ -1,13 +1,172 @@
-// rz serve: placeholder until the server lands; it refuses to run rather than pretend.
-#include <cstdio>
+// rz serve: loads a model onto the CPU executor, starts the actor engine (actors/engine.hpp) in a
+// caf::actor_system, and serves it on one port (net/server.hpp): the browser page at /, /health,
+// /metrics and the WebSocket protocol at /v1/ws (docs/protocol.md). SIGINT/SIGTERM stop accepting,
+// drain the engine for up to --drain-seconds, close every connection cleanly and exit 0.
+#include <signal.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <simdjson.h>
+
+#include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "model/chat_template.hpp"
+#include "model/common.hpp"
+#include "model/cpu_executor.hpp"
+#include "model/gguf.hpp"
+#include "model/model_file.hpp"
+#include "model/tokenizer.hpp"
+#include "net/server.hpp"
 
 namespace rz::cmd {
+namespace {
 
-int serve(int, char**) {
-  std::fprintf(stderr, "rz serve: not built yet\n");
-  return 1;
+// The model's Jinja chat template: GGUF metadata, or tokenizer_config.json for safetensors.
+std::string chat_template_source(const ModelFile& mf) {
+  if (auto g = mf.gguf()) return g->get_string("tokenizer.chat_template").value_or("");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.load(mf.hf_dir() + "/tokenizer_config.json").get(doc)) return {};
+  std::string_view tmpl;
+  if (doc["chat_template"].get_string().get(tmpl)) return {};
+  return std::string(tmpl);
+}
+
+std::string token_text_or_empty(const Tokenizer& tok, int32_t id) {
+  return id >= 0 && id < tok.n_vocab() ? tok.token_text(id) : std::string();
+}
+
+long long ranged(const cli::Flags& f, const char* name, long long lo, long long hi) {
+  const long long v = f.integer(name);
+  if (v < lo || v > hi)
+    throw Error(std::string("--") + name + ": must be between " + std::to_string(lo) + " and " +
+                std::to_string(hi));
+  return v;
+}
+
+std::string base_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+}  // namespace
+
+int serve(int argc, char** argv) {
+  cli::Flags f("serve", "Serve a model over WebSocket (/v1/ws) and HTTP: a browser page at /, "
+                        "/health and /metrics. SIGINT/SIGTERM drain and exit.");
+  f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
+      .opt("host", "ADDR", "address to listen on", "127.0.0.1")
+      .opt("port", "N", "port; 0 picks a free one (printed at start)", "8080")
+      .opt("device", "auto|cpu|cuda", "executor; auto uses the CPU for now", "auto")
+      .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4")
+      .opt("ctx", "N", "context length per slot (prompt + generated)", "min(training context, 4096)")
+      .opt("threads", "N", "CPU threads of the executor; 0 = all cores", "0")
+      .opt("max-queue", "N", "waiting requests beyond the slots; more get `overloaded`", "64")
+      .opt("max-inflight", "N", "running requests per connection; more get `overloaded`", "16")
+      .opt("max-connections", "N", "open WebSocket connections; more get HTTP 503", "256")
+      .opt("idle-timeout", "S", "close a connection whose peer sent nothing (not even a pong to "
+                                "the ping sent at half this time) for S seconds", "60")
+      .opt("max-frame-bytes", "N", "longest client frame; longer ones get `too_large`, and "
+                                   "beyond 4x (at least 64 KiB) the connection is closed", "1048576")
+      .opt("queue-frames", "N", "outgoing frames waiting per connection before the client "
+                                "counts as a slow consumer", "512")
+      .opt("queue-bytes", "N", "outgoing bytes waiting per connection (same)", "4194304")
+      .opt("io-threads", "N", "network threads", "1")
+      .opt("drain-seconds", "S", "at SIGINT/SIGTERM, let running requests finish for up to S "
+                                 "seconds", "10");
+  int code = 0;
+  if (!f.parse(argc, argv, code)) return code;
+  if (!f.has("model")) throw Error("--model FILE is required (see rz serve --help)");
+
+  const std::string device = f.str("device");
+  if (device == "cuda") throw Error("--device cuda: the CUDA executor is not built yet; use cpu");
+  if (device != "auto" && device != "cpu")
+    throw Error("--device: expected auto, cpu or cuda, got '" + device + "'");
+
+  net::ServerConfig scfg;
+  scfg.host = f.str("host");
+  scfg.port = static_cast<uint16_t>(ranged(f, "port", 0, 65535));
+  scfg.max_connections = static_cast<int>(ranged(f, "max-connections", 1, 1 << 20));
+  scfg.idle_timeout = std::chrono::seconds(ranged(f, "idle-timeout", 1, 86400));
+  scfg.queue.max_frames = static_cast<std::size_t>(ranged(f, "queue-frames", 1, 1 << 24));
+  scfg.queue.max_bytes = static_cast<std::size_t>(ranged(f, "queue-bytes", 1024, 1LL << 32));
+  scfg.io_threads = static_cast<int>(ranged(f, "io-threads", 1, 64));
+  engine::EngineConfig ecfg;
+  ecfg.max_queue = static_cast<int>(ranged(f, "max-queue", 0, 1 << 20));
+  ecfg.max_inflight_per_session = static_cast<int>(ranged(f, "max-inflight", 1, 1 << 16));
+  ecfg.limits.max_frame_bytes = static_cast<std::size_t>(ranged(f, "max-frame-bytes", 256, 1 << 28));
+  const int slots = static_cast<int>(ranged(f, "max-slots", 1, 256));
+  const int threads = static_cast<int>(ranged(f, "threads", 0, 1024));
+  const auto drain = std::chrono::seconds(ranged(f, "drain-seconds", 0, 3600));
+
+  // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts so that
+  // every thread (CAF's, the executor's, the network's) inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  std::shared_ptr<const ModelFile> mf = ModelFile::open(f.str("model"));
+  std::shared_ptr<Tokenizer> tok =
+      mf->gguf() ? Tokenizer::from_gguf(*mf->gguf()) : Tokenizer::from_hf_dir(mf->hf_dir());
+  const ModelConfig& cfg = mf->config();
+  int ctx = cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
+  if (f.has("ctx")) ctx = static_cast<int>(ranged(f, "ctx", 1, 1 << 24));
+
+  std::optional<ChatTemplate> chat;
+  if (const std::string src = chat_template_source(*mf); !src.empty()) {
+    try {
+      chat = ChatTemplate::from_jinja(src, token_text_or_empty(*tok, tok->bos_id()),
+                                      token_text_or_empty(*tok, tok->eos_id()));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "rz serve: warning: %s; chat requests (messages) will be refused\n",
+                   e.what());
+    }
+  }
+
+  auto executor = std::make_unique<CpuExecutor>(
+      mf, CpuExecutorOptions{.slots = slots, .max_context = ctx, .threads = threads});
+  std::fprintf(stderr,
+               "rz serve: model %s (%s, %d layers, vocab %d), device %s%s, %d slots, context %d "
+               "tokens per slot, %d threads, chat template %s\n",
+               mf->path().c_str(), arch_name(cfg.arch), cfg.n_layer, cfg.n_vocab, "cpu",
+               device == "auto" ? " (auto: the CUDA executor is not built yet)" : "",
+               executor->max_slots(), executor->max_context(), executor->threads(),
+               chat ? chat->name().c_str() : "none");
+  scfg.model_name = base_name(mf->path());
+
+  caf::actor_system_config caf_cfg;
+  caf::actor_system system{caf_cfg};
+  {
+    std::shared_ptr<engine::Engine> eng =
+        engine::Engine::start(system, std::move(executor), tok, std::move(chat), ecfg);
+    net::Server server(eng, scfg);
+    server.start();
+    std::fprintf(stderr, "rz serve: listening on http://%s:%u/ — open it in a browser\n",
+                 scfg.host.c_str(), static_cast<unsigned>(server.port()));
+    std::fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "rz serve: %s: stopping (draining for up to %lld s)\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", static_cast<long long>(drain.count()));
+    std::fflush(stderr);
+    server.shutdown(drain);
+    const net::NetStats st = server.stats();
+    std::fprintf(stderr, "rz serve: stopped after %llu connections\n",
+                 static_cast<unsigned long long>(st.connections_total));
+  }
+  return 0;
 }
 
 }  // namespace rz::cmd

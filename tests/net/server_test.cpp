@@ -1,0 +1,402 @@
+// The server end to end, in process: the real default model on the CPU executor behind the
+// engine, the Beast server on an ephemeral port of 127.0.0.1, and test clients that bound every
+// wait. Covers /health, /metrics, 404, several clients, multiplexing, cancel, unknown and
+// duplicate ids, disconnect mid-stream (slot freed), malformed, oversized and too-big frames,
+// the connection limit, the idle timeout, a slow reader (coalescing, then slow_consumer while
+// another client is unaffected), greedy determinism under load, and graceful shutdown.
+#include "net/server.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "model/cpu_executor.hpp"
+#include "model/gguf.hpp"
+#include "model/model_file.hpp"
+#include "model/tokenizer.hpp"
+#include "proto/serialize.hpp"
+#include "tests/net/net_test_util.hpp"
+
+namespace rz::net {
+namespace {
+
+using namespace testing;
+using namespace std::chrono_literals;
+
+const char* kModel = RZ_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+constexpr int kSlots = 4, kCtx = 2048;
+
+std::string generate_json(const std::string& id, const std::string& prompt, int max_tokens,
+                          float temperature = 0.0f, bool ignore_eos = false,
+                          std::optional<uint64_t> seed = std::nullopt) {
+  proto::GenerateRequest r;
+  r.id = id;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  r.ignore_eos = ignore_eos;
+  return proto::to_json(proto::ClientMessage(r));
+}
+
+// Checks the frames of one request: token frames with contiguous indices from 0, then exactly
+// one final frame. Returns the generated tokens.
+std::vector<int64_t> check_stream(const std::vector<Frame>& frames, std::string* text = nullptr) {
+  std::vector<int64_t> toks;
+  EXPECT_FALSE(frames.empty());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    if (i + 1 < frames.size()) {
+      EXPECT_EQ(f.type, "token") << f.raw;
+      EXPECT_EQ(f.index, toks.size()) << f.raw;
+      EXPECT_FALSE(f.tokens.empty()) << f.raw;
+      toks.insert(toks.end(), f.tokens.begin(), f.tokens.end());
+      if (text) *text += f.text;
+    } else if (f.type == "done") {
+      EXPECT_EQ(f.completion_tokens, toks.size()) << f.raw;
+    } else {
+      EXPECT_EQ(f.type, "error") << f.raw;
+    }
+  }
+  return toks;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(kModel)) return;
+    file_ = ModelFile::open(kModel);
+    tok_ = Tokenizer::from_gguf(*file_->gguf());
+  }
+  static void TearDownTestSuite() {
+    tok_.reset();
+    file_.reset();
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(file_) << kModel << " is missing: run scripts/setup.sh";
+  }
+
+  void start(ServerConfig sc = {}, engine::EngineConfig ec = {}) {
+    sys_ = std::make_unique<caf::actor_system>(caf_cfg_);
+    auto ex = std::make_unique<CpuExecutor>(
+        file_, CpuExecutorOptions{.slots = kSlots, .max_context = kCtx, .threads = 2});
+    engine_ = engine::Engine::start(*sys_, std::move(ex), tok_, std::nullopt, ec);
+    sc.host = "127.0.0.1";
+    sc.port = 0;
+    sc.io_threads = 2;
+    sc.model_name = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    server_ = std::make_unique<Server>(engine_, sc);
+    server_->start();
+    port_ = server_->port();
+    ASSERT_NE(port_, 0);
+  }
+
+  void TearDown() override {
+    if (server_) server_->shutdown(0ms);
+    server_.reset();
+    engine_.reset();
+    sys_.reset();
+  }
+
+  std::string metrics() { return http_request(port_, "/metrics").body; }
+
+  // Polls /metrics until NAME has VALUE (bounded).
+  bool wait_metric(const std::string& name, double value, std::chrono::milliseconds limit = 10s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      if (metric(metrics(), name) == value) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // Greedy tokens straight from a fresh CPU executor (no engine, no network): the reference.
+  std::vector<int64_t> direct_greedy(const std::string& prompt, int max_tokens) {
+    CpuExecutor ex(file_, CpuExecutorOptions{.slots = 1, .max_context = kCtx, .threads = 2});
+    SamplingParams sp;
+    sp.temperature = 0;
+    PrefillRequest pr{0, tok_->encode(prompt, true, false), sp};
+    std::vector<int64_t> out;
+    int32_t next = ex.prefill({&pr, 1})[0];
+    while (!tok_->is_eog(next) && static_cast<int>(out.size()) < max_tokens) {
+      out.push_back(next);
+      if (static_cast<int>(out.size()) == max_tokens) break;
+      DecodeRequest d{0, next};
+      next = ex.decode({&d, 1})[0];
+    }
+    return out;
+  }
+
+  static inline std::shared_ptr<const ModelFile> file_;
+  static inline std::shared_ptr<Tokenizer> tok_;
+  caf::actor_system_config caf_cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::shared_ptr<engine::Engine> engine_;
+  std::unique_ptr<Server> server_;
+  uint16_t port_ = 0;
+};
+
+const std::string kPrompt = "The capital of France is";
+
+TEST_F(ServerTest, HealthMetricsAndNotFound) {
+  start();
+  const HttpResult h = http_request(port_, "/health");
+  EXPECT_EQ(h.status, 200);
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(p.parse(h.body).get(doc)) << h.body;
+  EXPECT_EQ(std::string_view(doc["status"]), "ok");
+  EXPECT_EQ(std::string_view(doc["model"]), "SmolLM2-135M-Instruct.Q4_1.gguf");
+  EXPECT_EQ(int64_t(doc["slots"]["max"]), kSlots);
+  EXPECT_EQ(int64_t(doc["slots"]["active"]), 0);
+
+  const HttpResult m = http_request(port_, "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.headers.find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_EQ(metric(m.body, "rz_active_slots"), 0);
+  EXPECT_EQ(metric(m.body, "rz_max_slots"), kSlots);
+  EXPECT_NE(m.body.find("# TYPE rz_step_seconds histogram"), std::string::npos);
+  EXPECT_NE(m.body.find("rz_ttft_seconds_bucket{le=\"+Inf\"}"), std::string::npos);
+
+  EXPECT_EQ(http_request(port_, "/nope").status, 404);
+  EXPECT_EQ(http_request(port_, "/v1/wss").status, 404);
+  EXPECT_EQ(http_request(port_, "/health", "POST").status, 405);
+  const HttpResult page = http_request(port_, "/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<!doctype html>"), std::string::npos);
+  const HttpResult head = http_request(port_, "/", "HEAD");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+}
+
+TEST_F(ServerTest, GreedyIsTheSameAloneAndUnderLoadAndMatchesTheExecutor) {
+  start();
+  const std::vector<int64_t> ref = direct_greedy(kPrompt, 24);
+  ASSERT_FALSE(ref.empty());
+  WsClient alone(port_);
+  alone.send(generate_json("g", kPrompt, 24));
+  std::string text_alone;
+  EXPECT_EQ(check_stream(alone.until_end("g"), &text_alone), ref);
+
+  // The same request amid load: other clients sampling other prompts at the same time.
+  std::vector<std::unique_ptr<WsClient>> load;
+  for (int i = 0; i < 3; ++i) {
+    load.push_back(std::make_unique<WsClient>(port_));
+    load.back()->send(generate_json("l" + std::to_string(i), "Once upon a time, " +
+                                    std::to_string(i), 40, 0.9f, true, 7 + i));
+  }
+  std::this_thread::sleep_for(100ms);  // let the load start first
+  WsClient busy(port_);
+  busy.send(generate_json("g", kPrompt, 24));
+  std::string text_busy;
+  EXPECT_EQ(check_stream(busy.until_end("g"), &text_busy), ref);
+  EXPECT_EQ(text_busy, text_alone);
+  EXPECT_EQ(text_alone, tok_->decode(std::vector<int32_t>(ref.begin(), ref.end())));
+  for (int i = 0; i < 3; ++i) {
+    const auto frames = load[i]->until_end("l" + std::to_string(i));
+    EXPECT_EQ(frames.back().type, "done");
+    EXPECT_EQ(check_stream(frames).size(), 40u);  // ignore_eos: exactly max_tokens
+  }
+}
+
+TEST_F(ServerTest, SeveralClientsAndMultiplexedRequests) {
+  start();
+  std::vector<std::unique_ptr<WsClient>> clients;
+  for (int c = 0; c < 3; ++c) clients.push_back(std::make_unique<WsClient>(port_));
+  // Client 0 runs three requests at once on one connection; the others one each.
+  for (int r = 0; r < 3; ++r)
+    clients[0]->send(generate_json("m" + std::to_string(r), "Count: " + std::to_string(r), 12 + r,
+                                   0.7f, true, 100 + r));
+  clients[1]->send(generate_json("a", kPrompt, 10, 0.0f, true));
+  clients[2]->send(generate_json("b", "Hello", 10, 0.5f, true, 5));
+  // Client 0: frames of the three ids interleave; each id's own stream is well formed.
+  std::map<std::string, std::vector<Frame>> per_id;
+  int ended = 0;
+  while (ended < 3) {
+    Frame f = clients[0]->read_frame(60s);
+    const bool end = f.type == "done" || f.type == "error";
+    per_id[f.id].push_back(std::move(f));
+    ended += end;
+  }
+  ASSERT_EQ(per_id.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    const auto& frames = per_id["m" + std::to_string(r)];
+    EXPECT_EQ(frames.back().type, "done") << frames.back().raw;
+    EXPECT_EQ(frames.back().finish_reason, "length");
+    EXPECT_EQ(check_stream(frames).size(), static_cast<std::size_t>(12 + r));
+  }
+  EXPECT_EQ(check_stream(clients[1]->until_end("a")).size(), 10u);
+  EXPECT_EQ(check_stream(clients[2]->until_end("b")).size(), 10u);
+  EXPECT_TRUE(wait_metric("rz_active_slots", 0));
+  EXPECT_EQ(metric(metrics(), "rz_ws_connections_open"), 3);
+  EXPECT_GE(metric(metrics(), "rz_requests_started_total"), 5);
+}
+
+TEST_F(ServerTest, CancelUnknownAndDuplicateIds) {
+  start();
+  WsClient c(port_);
+  c.send(generate_json("long", kPrompt, 1500, 0.0f, true));
+  Frame first = c.read_frame();
+  ASSERT_EQ(first.type, "token") << first.raw;
+  c.send(generate_json("long", kPrompt, 5));  // the id is still running
+  c.send(R"({"type":"cancel","id":"nobody"})");
+  c.send(R"({"type":"cancel","id":"long"})");
+  // Frames until the done of "long"; the duplicate generate's error carries the same id (and
+  // must not end the running request), so it is separated from the stream.
+  std::vector<Frame> others, stream{first};
+  bool saw_duplicate = false;
+  for (;;) {
+    Frame f = c.read_frame();
+    if (f.id != "long") others.push_back(f);
+    else if (f.type == "error" && f.code == "duplicate_id") saw_duplicate = true;
+    else stream.push_back(f);
+    if (f.id == "long" && f.type == "done") break;
+    ASSERT_NE(f.type == "error" && f.id == "long" && f.code != "duplicate_id", true) << f.raw;
+  }
+  EXPECT_TRUE(saw_duplicate);
+  ASSERT_EQ(stream.back().type, "done") << stream.back().raw;
+  EXPECT_EQ(stream.back().finish_reason, "cancelled");
+  EXPECT_LT(check_stream(stream).size(), 1500u);
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others[0].code, "unknown_id");
+  EXPECT_EQ(others[0].id, "nobody");
+  // The id can be used again, and the connection still works.
+  c.send(R"({"type":"ping"})");
+  EXPECT_EQ(c.read_frame().type, "pong");
+  c.send(generate_json("long", kPrompt, 3));
+  EXPECT_EQ(c.until_end("long").back().type, "done");
+}
+
+TEST_F(ServerTest, DisconnectMidStreamFreesTheSlot) {
+  start();
+  {
+    WsClient a(port_), b(port_);
+    a.send(generate_json("x", kPrompt, 1500, 0.0f, true));
+    b.send(generate_json("y", kPrompt, 1500, 0.0f, true));
+    EXPECT_EQ(a.read_frame().type, "token");
+    EXPECT_EQ(b.read_frame().type, "token");
+    EXPECT_EQ(metric(metrics(), "rz_active_slots"), 2);
+    a.drop();   // no close handshake
+    b.close();  // a clean close
+  }
+  EXPECT_TRUE(wait_metric("rz_active_slots", 0, 5s)) << metrics();
+  EXPECT_TRUE(wait_metric("rz_ws_connections_open", 0, 5s));
+  EXPECT_LT(metric(metrics(), "rz_generated_tokens_total"), 2 * 1500);
+}
+
+TEST_F(ServerTest, MalformedOversizedAndTooBigFrames) {
+  ServerConfig sc;
+  sc.hard_frame_cap = 64 << 10;
+  engine::EngineConfig ec;
+  ec.limits.max_frame_bytes = 4096;
+  start(sc, ec);
+  WsClient c(port_);
+  c.send("not json");
+  Frame f = c.read_frame();
+  EXPECT_EQ(f.type, "error");
+  EXPECT_EQ(f.code, "bad_json");
+  EXPECT_FALSE(f.has_id);
+  c.send(R"({"type":"nope","id":"q"})");
+  f = c.read_frame();
+  EXPECT_EQ(f.code, "unknown_type");
+  EXPECT_EQ(f.id, "q");
+  c.send(R"({"type":"generate","id":"t","prompt":"x","top_p":2})");
+  f = c.read_frame();
+  EXPECT_EQ(f.code, "bad_value");
+  EXPECT_EQ(f.id, "t");
+  // Above max_frame_bytes: too_large, and the connection stays usable.
+  c.send(generate_json("big", std::string(5000, 'a'), 4));
+  f = c.read_frame();
+  EXPECT_EQ(f.code, "too_large") << f.raw;
+  c.send(R"({"type":"ping"})");
+  EXPECT_EQ(c.read_frame().type, "pong");
+  // Above the hard cap: closed with 1009 (message too big).
+  c.send(std::string(100 << 10, ' '));
+  EXPECT_FALSE(c.read(10s).has_value());
+  EXPECT_EQ(c.close_reason().code, beast::websocket::close_code::too_big);
+}
+
+TEST_F(ServerTest, ConnectionLimitRefusesWith503) {
+  ServerConfig sc;
+  sc.max_connections = 2;
+  start(sc);
+  WsClient a(port_), b(port_);
+  EXPECT_EQ(WsClient::try_upgrade(port_), 503);
+  EXPECT_GE(metric(metrics(), "rz_ws_connections_refused_total"), 1);
+  a.close();
+  EXPECT_FALSE(a.read(5s).has_value());
+  EXPECT_TRUE(wait_metric("rz_ws_connections_open", 1, 5s));
+  EXPECT_EQ(WsClient::try_upgrade(port_), 101);
+}
+
+TEST_F(ServerTest, IdleTimeoutClosesASilentPeer) {
+  ServerConfig sc;
+  sc.idle_timeout = 600ms;
+  start(sc);
+  WsClient c(port_);
+  // The client reads nothing for a while, so it never answers the server's keep-alive ping.
+  std::this_thread::sleep_for(2s);
+  EXPECT_TRUE(wait_metric("rz_ws_connections_open", 0, 5s));
+}
+
+TEST_F(ServerTest, SlowReaderGetsCoalescedFramesThenSlowConsumerOthersUnaffected) {
+  ServerConfig sc;
+  sc.socket_send_buffer = 4096;
+  sc.queue = {.max_frames = 64, .max_bytes = 2048};
+  start(sc);
+  const std::vector<int64_t> ref = direct_greedy(kPrompt, 24);
+  WsClient slow(port_, 4096);
+  slow.send(generate_json("s", kPrompt, 1800, 0.0f, true));
+  // While the slow client reads nothing, another client is served as usual.
+  WsClient other(port_);
+  other.send(generate_json("o", kPrompt, 24));
+  EXPECT_EQ(check_stream(other.until_end("o")), ref);
+  // The slow client's queue overflows: the server tells the engine.
+  EXPECT_TRUE(wait_metric("rz_ws_slow_consumers_total", 1, 30s)) << metrics();
+  EXPECT_TRUE(wait_metric("rz_active_slots", 0, 10s));
+  // Now read everything: well-formed stream, some frames carry several tokens, and the request
+  // ended with slow_consumer.
+  const auto frames = slow.until_end("s");
+  const auto toks = check_stream(frames);
+  EXPECT_LT(toks.size(), 1800u);
+  EXPECT_EQ(frames.back().type, "error") << frames.back().raw;
+  EXPECT_EQ(frames.back().code, "slow_consumer");
+  std::size_t max_per_frame = 0;
+  for (const auto& f : frames) max_per_frame = std::max(max_per_frame, f.tokens.size());
+  EXPECT_GT(max_per_frame, 1u);
+  EXPECT_GE(metric(metrics(), "rz_ws_frames_coalesced_total"), 1);
+  // The session stays open.
+  slow.send(R"({"type":"ping"})");
+  EXPECT_EQ(slow.read_frame().type, "pong");
+}
+
+TEST_F(ServerTest, GracefulShutdownDrainsThenClosesCleanly) {
+  start();
+  WsClient c(port_);
+  c.send(generate_json("d", kPrompt, 40, 0.0f, true));
+  EXPECT_EQ(c.read_frame().type, "token");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto stopping = std::async(std::launch::async, [&] { server_->shutdown(10s); });
+  // The running request may finish within the drain time.
+  std::vector<Frame> frames = c.until_end("d");
+  EXPECT_EQ(frames.back().type, "done") << frames.back().raw;
+  EXPECT_EQ(frames.back().finish_reason, "length");
+  // Then a close frame (1001 going away).
+  EXPECT_FALSE(c.read(10s).has_value());
+  EXPECT_EQ(c.error(), beast::websocket::error::closed) << c.error().message();
+  EXPECT_EQ(c.close_reason().code, beast::websocket::close_code::going_away);
+  ASSERT_EQ(stopping.wait_for(20s), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
+  // No longer listening.
+  EXPECT_THROW(http_request(port_, "/health"), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace rz::net
