@@ -2,9 +2,12 @@
 // the chosen port), answer a chat request through examples/chat_client.py and compare the text
 // with `rz generate` on the same settings, /health, then SIGTERM -> exit 0. Also the browser
 // page in headless Chromium (tests/net/page_browser.py) and the --device errors.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,8 +153,27 @@ TEST_F(ServeCliTest, DeviceFlag) {
   const ProcResult bad = run({RZ_BIN, "serve", "--model", kModel, "--device", "tpu"});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--device"), std::string::npos) << bad.err;
-  const ProcResult busy_port = run({RZ_BIN, "serve", "--model", kModel, "--port", "70000"});
-  EXPECT_EQ(busy_port.code, 1);
+  const ProcResult bad_port = run({RZ_BIN, "serve", "--model", kModel, "--port", "70000"});
+  EXPECT_EQ(bad_port.code, 1);
+  EXPECT_NE(bad_port.err.find("--port"), std::string::npos) << bad_port.err;
+}
+
+TEST_F(ServeCliTest, PortInUseIsAnError) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  const ProcResult r = run({RZ_BIN, "serve", "--model", kModel, "--port", port, "--ctx", "256"});
+  close(fd);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("127.0.0.1:" + port + ": Address already in use"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(ServeCliTest, BrowserPageStreamsInHeadlessChromium) {
