@@ -7,7 +7,8 @@
 //   kParts                     lanes that share one block (a power of two); lane part p of block
 //                              i is work item i * kParts + p
 //   kChunks                    float4 chunks of elements each work item yields
-//   kUnroll                    work items a lane has in flight (loop unrolling)
+//   kUnroll                    work items a lane has in flight (loop unrolling; 1 when R = 4)
+//   kMaxRows                   most rows per warp (register budget of an Item)
 //   Item load(blk, part)       reads the item's bytes (and its scales) from the block at blk
 //   float4 dequant(item, k)    values of chunk k (k a compile-time constant after unrolling)
 //   int chunk_col(part, k)     column of chunk k's first element, relative to the block
@@ -26,8 +27,12 @@ namespace rz::gpu::gemv_detail {
 constexpr int kWarps = 4;  // warps per thread block; each warp owns R consecutive rows
 
 // Rows per warp for a batch: with more activation rows, one float4 of x feeds R rows' FMAs
-// (fewer x loads per FMA), at the cost of R items' registers.
-__host__ __device__ constexpr int rows_per_warp(int batch) { return batch >= 4 ? 2 : 1; }
+// (fewer x loads per FMA), at the cost of R items' registers (capped by T::kMaxRows).
+template <class T>
+__host__ __device__ constexpr int rows_per_warp(int batch) {
+  const int r = batch >= 8 ? 4 : batch >= 4 ? 2 : 1;
+  return r < T::kMaxRows ? r : T::kMaxRows;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -60,16 +65,9 @@ __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&out)[
   for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
 }
 
-// Byte i (0..3) of word w as an unsigned value.
-__device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) { return (w >> (8 * i)) & 0xffu; }
-
-// Integer to float without the conversion unit (a quarter-rate pipe on sm_90, which would bound
+// Integer to float without the conversion unit (a quarter-rate pipe on sm_90, which bounded
 // the 4-bit kernels): 0x4B000000 | u is the float 2^23 + u for u < 2^23, and subtracting
-// 2^23 + bias is exact for the small integers here. Results equal static_cast<float>(u - bias).
-__device__ __forceinline__ float small_uint_to_float(uint32_t u, float bias = 0.0f) {
-  return __uint_as_float(0x4B000000u | u) - (8388608.0f + bias);
-}
-
+// 2^23 + bias is exact for the small integers here, so results equal static_cast<float>(u - bias).
 // Byte i of w, minus bias, as a float: one byte permute (PRMT) and one add.
 __device__ __forceinline__ float byte_to_float(uint32_t w, int i, float bias = 0.0f) {
   return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | static_cast<uint32_t>(i))) -
@@ -101,7 +99,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int b = 0; b < B; ++b) acc[r][b] = 0.0f;
 
-#pragma unroll(T::kUnroll)
+#pragma unroll(R >= 4 ? 1 : T::kUnroll)
   for (int i = lane; i < items; i += 32) {
     const int blk = i / T::kParts, part = i % T::kParts;
     typename T::Item it[R];
@@ -151,7 +149,7 @@ struct Family {
 
 template <class T, int B>
 void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
-  constexpr int R = rows_per_warp(B);
+  constexpr int R = rows_per_warp<T>(B);
   const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
   const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
   gemv_kernel<T, B, R><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(

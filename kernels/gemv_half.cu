@@ -14,6 +14,7 @@ struct Half {
   static constexpr int kParts = 1;
   static constexpr int kChunks = 2;  // chunk k: elements 4 k .. 4 k + 3
   static constexpr int kUnroll = 2;
+  static constexpr int kMaxRows = 4;
 
   struct Item {
     uint32_t h[4];  // two 16-bit values per word, the lower-addressed one in the low half

@@ -21,6 +21,7 @@ struct Q8_0 {
   static constexpr int kParts = 8;
   static constexpr int kChunks = 1;  // columns 4 p + [0, 4)
   static constexpr int kUnroll = 4;
+  static constexpr int kMaxRows = 4;
 
   struct Item {
     float d;
@@ -51,6 +52,7 @@ struct Q4Legacy {
   static constexpr int kParts = 4;
   static constexpr int kChunks = 2;  // chunk 0: low nibbles, columns 4 p; 1: high, 16 + 4 p
   static constexpr int kUnroll = 4;
+  static constexpr int kMaxRows = 4;
   static constexpr int kQsOffset = kHasMin ? 4 : 2;
 
   struct Item {

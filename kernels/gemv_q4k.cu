@@ -20,6 +20,7 @@ struct Q4K {
   static constexpr int kParts = 8;
   static constexpr int kChunks = 8;  // chunk m = 2 j + hi: word j, low (hi = 0) or high nibbles
   static constexpr int kUnroll = 2;
+  static constexpr int kMaxRows = 2;
 
   struct Item {
     float ds[8], ms[8];  // d * scale and dmin * min of sub-block s
@@ -32,21 +33,19 @@ struct Q4K {
 #pragma unroll
     for (int j = 0; j < 4; ++j) it.q[j] = __ldg(reinterpret_cast<const uint32_t*>(blk + 16 + 32 * j + 4 * part));
     const float d = half_bits_to_float(h.x & 0xffffu), dmin = half_bits_to_float(h.x >> 16);
-    // The 12 scale bytes b[0..11] are h.y, h.z, h.w; as model/quants_k.cpp's unpack_scale_min_k4.
-    const uint32_t b[3] = {h.y, h.z, h.w};
+    // The 12 scale bytes are h.y, h.z, h.w; unpacked four at a time, one 6-bit value per byte,
+    // as model/quants_k.cpp's unpack_scale_min_k4: sub-blocks 0-3 from the low 6 bits of bytes
+    // 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 from the nibbles of bytes 8-11 plus the top two
+    // bits of bytes 0-3 (scales) and 4-7 (mins).
+    const uint32_t sc_lo = h.y & 0x3f3f3f3fu, mn_lo = h.z & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (h.w & 0x0f0f0f0fu) | ((h.y >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((h.w >> 4) & 0x0f0f0f0fu) | ((h.z >> 2) & 0x30303030u);
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      uint32_t sc, mn;
-      if (s < 4) {
-        sc = byte_of(b[0], s) & 63u;
-        mn = byte_of(b[1], s) & 63u;
-      } else {
-        const uint32_t lo = byte_of(b[2], s - 4);
-        sc = (lo & 0x0fu) | ((byte_of(b[0], s - 4) >> 6) << 4);
-        mn = (lo >> 4) | ((byte_of(b[1], s - 4) >> 6) << 4);
-      }
-      it.ds[s] = d * small_uint_to_float(sc);
-      it.ms[s] = dmin * small_uint_to_float(mn);
+    for (int s = 0; s < 4; ++s) {
+      it.ds[s] = d * byte_to_float(sc_lo, s);
+      it.ms[s] = dmin * byte_to_float(mn_lo, s);
+      it.ds[s + 4] = d * byte_to_float(sc_hi, s);
+      it.ms[s + 4] = dmin * byte_to_float(mn_hi, s);
     }
     return it;
   }

@@ -20,6 +20,7 @@ struct Q6K {
   static constexpr int kParts = 8;
   static constexpr int kChunks = 8;  // chunk m = 4 c + k: columns 128 c + 32 k + 4 p + [0, 4)
   static constexpr int kUnroll = 2;
+  static constexpr int kMaxRows = 4;
 
   struct Item {
     float ds[8];      // [4 c + k] d * scales[8 c + 2 k + p / 4]
@@ -50,8 +51,7 @@ struct Q6K {
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int j = 8 * c + 2 * k + sub;  // byte of scales[]
-        const int8_t s = static_cast<int8_t>(byte_of(sc[j >> 2], j & 3));
-        it.ds[4 * c + k] = d * static_cast<float>(s);
+        it.ds[4 * c + k] = d * byte_to_float(sc[j >> 2] ^ 0x80808080u, j & 3, 128.0f);  // int8
       }
     return it;
   }
