@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "proto/parse.hpp"  // ProtocolLimits (engine.hpp uses it without including it)
+#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 #include "actors/engine.hpp"
 
 namespace rz::net {
