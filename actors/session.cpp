@@ -124,7 +124,8 @@ proto::DoneFrame done_frame(const LiveRequest& r, proto::FinishReason reason) {
   return d;
 }
 
-void finish_done(Self* self, const std::string& id, proto::FinishReason reason) {
+// The request's end. `id` is taken by value: callers often pass the map entry being erased.
+void finish_done(Self* self, std::string id, proto::FinishReason reason) {
   auto& st = self->state;
   proto::DoneFrame d = done_frame(st.live.at(id), reason);
   erase_request(self, id);
@@ -132,7 +133,7 @@ void finish_done(Self* self, const std::string& id, proto::FinishReason reason) 
   if (deliver(self, std::move(d))) maybe_quit_orphan(self);
 }
 
-void finish_error(Self* self, const std::string& id, proto::ErrorCode code, std::string message,
+void finish_error(Self* self, std::string id, proto::ErrorCode code, std::string message,
                   bool accepted) {
   auto& st = self->state;
   erase_request(self, id);
