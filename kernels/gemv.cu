@@ -71,7 +71,7 @@ void gemv(GgmlType type, const void* w, const float* x, float* y, int64_t rows, 
                                                            : "batch must be 1.." + std::to_string(kGemvMaxBatch)));
   }
   const Family& f = *family_of(k);
-  // The kernels index blocks within a row with 32-bit ints and launch one warp per 1-2 rows.
+  // The kernels index the blocks of a row with 32-bit ints.
   if (rows < 1 || cols < 1 || cols > (int64_t{1} << 30) || rows > (int64_t{1} << 31))
     throw Error(what + ": rows and cols must be in 1..2^31 and 1..2^30");
   if (cols % f.block_elems != 0)

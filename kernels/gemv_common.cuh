@@ -34,9 +34,12 @@ __host__ __device__ constexpr int rows_per_warp(int batch) {
   return r < T::kMaxRows ? r : T::kMaxRows;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
+// Sum over each aligned group of LPR lanes (LPR a power of two <= 32); every lane gets its
+// group's sum. All 32 lanes must call it.
+template <int LPR>
+__device__ __forceinline__ float group_sum(float v) {
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  for (int off = LPR / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
 
@@ -74,14 +77,21 @@ __device__ __forceinline__ float byte_to_float(uint32_t w, int i, float bias = 0
          (8388608.0f + bias);
 }
 
-// y[b, row0 .. row0+R) for b < B. Grid: ceil(rows / (kWarps * R)) blocks of kWarps warps.
-template <class T, int B, int R>
+// y[b, rows of this warp) for b < B. A warp is split into 32 / LPR groups of LPR lanes (LPR = 16
+// for short rows, so that fewer lanes idle); group g owns rows row0 + [0, R).
+// Grid: ceil(rows / (kWarps * R * 32 / LPR)) blocks of kWarps warps.
+template <class T, int B, int R, int LPR>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
                 int64_t rows, int64_t cols) {
+  static_assert(LPR == 16 || LPR == 32);
+  constexpr int lpr = LPR;
   const int lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * R;
-  if (row0 >= rows) return;  // uniform across the warp: the shuffles below see all 32 lanes
+  const int sub = lane & (lpr - 1);  // lane within its group
+  const int64_t warp_row0 =
+      (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * static_cast<int64_t>(R * (32 / lpr));
+  if (warp_row0 >= rows) return;  // uniform across the warp: the shuffles below see all 32 lanes
+  const int64_t row0 = warp_row0 + static_cast<int64_t>(lane / lpr) * R;
   const int nblk = static_cast<int>(cols / T::kBlockElems);
   const size_t row_bytes = static_cast<size_t>(nblk) * T::kBlockBytes;
   const int items = nblk * T::kParts;
@@ -100,7 +110,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int b = 0; b < B; ++b) acc[r][b] = 0.0f;
 
 #pragma unroll(R >= 4 ? 1 : T::kUnroll)
-  for (int i = lane; i < items; i += 32) {
+  for (int i = sub; i < items; i += lpr) {
     const int blk = i / T::kParts, part = i % T::kParts;
     typename T::Item it[R];
 #pragma unroll
@@ -132,8 +142,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int b = 0; b < B; ++b) {
-      const float s = warp_sum(acc[r][b]);
-      if (lane == 0 && row0 + r < rows) y[static_cast<size_t>(b) * rows + row0 + r] = s;
+      const float s = group_sum<LPR>(acc[r][b]);
+      if (sub == 0 && row0 + r < rows) y[static_cast<size_t>(b) * rows + row0 + r] = s;
     }
 }
 
@@ -150,10 +160,20 @@ struct Family {
 template <class T, int B>
 void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
   constexpr int R = rows_per_warp<T>(B);
-  const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
-  const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
-  gemv_kernel<T, B, R><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(
-      static_cast<const uint8_t*>(w), x, y, rows, cols);
+  // Short rows (fewer than two items per lane of a warp, e.g. 1536 columns of Q4_K / Q6_K) go
+  // to half-warps, so that a warp's lanes are not left idle; never fewer lanes than share a block.
+  const int64_t items = cols / T::kBlockElems * T::kParts;
+  if (T::kParts <= 16 && items < 64) {
+    const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R * 2;
+    const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
+    gemv_kernel<T, B, R, 16><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(
+        static_cast<const uint8_t*>(w), x, y, rows, cols);
+  } else {
+    const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
+    const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
+    gemv_kernel<T, B, R, 32><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(
+        static_cast<const uint8_t*>(w), x, y, rows, cols);
+  }
 }
 
 template <class T, size_t... Bm1>
