@@ -24,7 +24,7 @@
 
 namespace rz::gpu::gemv_detail {
 
-constexpr int kWarps = 4;  // warps per thread block; each warp owns R consecutive rows
+constexpr int kWarps = 4;  // warps per thread block; each row group of a warp owns R rows
 
 // Rows per warp for a batch: with more activation rows, one float4 of x feeds R rows' FMAs
 // (fewer x loads per FMA), at the cost of R items' registers (capped by T::kMaxRows).
@@ -68,10 +68,9 @@ __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&out)[
   for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
 }
 
-// Integer to float without the conversion unit (a quarter-rate pipe on sm_90, which bounded
-// the 4-bit kernels): 0x4B000000 | u is the float 2^23 + u for u < 2^23, and subtracting
-// 2^23 + bias is exact for the small integers here, so results equal static_cast<float>(u - bias).
-// Byte i of w, minus bias, as a float: one byte permute (PRMT) and one add.
+// Byte i of w, minus bias, as a float, without the conversion unit (a quarter-rate pipe on
+// sm_90, which bounded the 4-bit kernels): the byte permute (PRMT) builds 0x4B0000bb, the float
+// 2^23 + byte, and subtracting 2^23 + bias is exact, so the result equals float(byte - bias).
 __device__ __forceinline__ float byte_to_float(uint32_t w, int i, float bias = 0.0f) {
   return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | static_cast<uint32_t>(i))) -
          (8388608.0f + bias);
