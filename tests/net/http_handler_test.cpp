@@ -166,7 +166,9 @@ TEST(Metrics, PrometheusTextFormat) {
   std::string prev_name;
   for (const auto& x : s) {
     if (!x.name.ends_with("_bucket")) continue;
-    if (x.name == prev_name) EXPECT_GE(x.value, prev) << x.name << " " << x.labels;
+    if (x.name == prev_name) {
+      EXPECT_GE(x.value, prev) << x.name << " " << x.labels;
+    }
     prev_name = x.name;
     prev = x.value;
   }
