@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include <simdjson.h>
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
 #include "model/cpu_executor.hpp"
@@ -31,22 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The model's Jinja chat template: GGUF metadata, or tokenizer_config.json for safetensors.
-std::string chat_template_source(const ModelFile& mf) {
-  if (auto g = mf.gguf()) return g->get_string("tokenizer.chat_template").value_or("");
-  const std::string path = mf.hf_dir() + "/tokenizer_config.json";
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.load(path).get(doc)) return {};
-  std::string_view tmpl;
-  if (doc["chat_template"].get_string().get(tmpl)) return {};
-  return std::string(tmpl);
-}
-
-std::string token_text_or_empty(const Tokenizer& tok, int32_t id) {
-  return id >= 0 && id < tok.n_vocab() ? tok.token_text(id) : std::string();
 }
 
 void write_out(const std::string& s) {
@@ -98,11 +82,10 @@ int generate(int argc, char** argv) {
   if (threads < 0 || threads > 1024) throw Error("--threads: must be between 0 (all cores) and 1024");
 
   auto t_load = Clock::now();
-  std::shared_ptr<const ModelFile> mf = ModelFile::open(f.str("model"));
-  std::shared_ptr<Tokenizer> tok =
-      mf->gguf() ? Tokenizer::from_gguf(*mf->gguf()) : Tokenizer::from_hf_dir(mf->hf_dir());
-  const ModelConfig& cfg = mf->config();
-  long long ctx = cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
+  const LoadedModel lm = load_model(f.str("model"));
+  const std::shared_ptr<const ModelFile>& mf = lm.file;
+  const std::shared_ptr<Tokenizer>& tok = lm.tokenizer;
+  long long ctx = default_context(mf->config());
   if (f.has("ctx")) {
     ctx = f.integer("ctx");
     if (ctx < 1 || ctx > (1 << 24)) throw Error("--ctx: must be between 1 and 16777216");
@@ -111,15 +94,7 @@ int generate(int argc, char** argv) {
   std::vector<int32_t> prompt;
   std::string template_name;
   if (f.has("chat") || f.has("template")) {
-    const std::string bos = token_text_or_empty(*tok, tok->bos_id());
-    const std::string eos = token_text_or_empty(*tok, tok->eos_id());
-    ChatTemplate tmpl = [&] {
-      if (f.has("template")) return ChatTemplate::from_name(f.str("template"), bos, eos);
-      const std::string src = chat_template_source(*mf);
-      if (src.empty())
-        throw file_error(mf->path(), "the model has no chat template; choose one with --template");
-      return ChatTemplate::from_jinja(src, bos, eos);
-    }();
+    const ChatTemplate tmpl = chat_template_for(*mf, *tok, f.str("template"));
     template_name = tmpl.name();
     prompt = tok->encode(tmpl.apply({{"user", f.str("prompt")}}), false, true);
   } else {

@@ -5,7 +5,6 @@
 // vocabulary size, BOS/EOS ids and texts, add_bos/add_eos) and the chat template (its family
 // when rz recognises it, and its first lines). The whole report is built before anything is
 // printed, so a failure prints one line on stderr and nothing on stdout.
-#include <simdjson.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +14,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
 #include "model/gguf.hpp"
@@ -174,26 +174,6 @@ std::shared_ptr<Tokenizer> tokenizer(std::ostream& os, const ModelFile& m) {
   }
   os << "  rz cannot load it: " << printable(why) << "\n";
   return nullptr;
-}
-
-// The Jinja chat template: GGUF metadata, or tokenizer_config.json beside a safetensors model
-// (a string, or a list of {name, template} of which "default" is taken).
-std::string chat_template_source(const ModelFile& m) {
-  if (auto g = m.gguf()) return g->get_string("tokenizer.chat_template").value_or("");
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.load(m.hf_dir() + "/tokenizer_config.json").get(doc)) return {};
-  std::string_view s;
-  if (!doc["chat_template"].get_string().get(s)) return std::string(s);
-  simdjson::dom::array list;
-  if (!doc["chat_template"].get_array().get(list))
-    for (auto item : list) {
-      std::string_view name, tmpl;
-      if (!item["name"].get_string().get(name) && name == "default" &&
-          !item["template"].get_string().get(tmpl))
-        return std::string(tmpl);
-    }
-  return {};
 }
 
 void chat_template(std::ostream& os, const ModelFile& m, const Tokenizer* tok) {

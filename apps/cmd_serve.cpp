@@ -13,10 +13,10 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
-#include <simdjson.h>
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
 #include "model/cpu_executor.hpp"
@@ -27,21 +27,6 @@
 
 namespace rz::cmd {
 namespace {
-
-// The model's Jinja chat template: GGUF metadata, or tokenizer_config.json for safetensors.
-std::string chat_template_source(const ModelFile& mf) {
-  if (auto g = mf.gguf()) return g->get_string("tokenizer.chat_template").value_or("");
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.load(mf.hf_dir() + "/tokenizer_config.json").get(doc)) return {};
-  std::string_view tmpl;
-  if (doc["chat_template"].get_string().get(tmpl)) return {};
-  return std::string(tmpl);
-}
-
-std::string token_text_or_empty(const Tokenizer& tok, int32_t id) {
-  return id >= 0 && id < tok.n_vocab() ? tok.token_text(id) : std::string();
-}
 
 long long ranged(const cli::Flags& f, const char* name, long long lo, long long hi) {
   const long long v = f.integer(name);
@@ -116,18 +101,17 @@ int serve(int argc, char** argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  std::shared_ptr<const ModelFile> mf = ModelFile::open(f.str("model"));
-  std::shared_ptr<Tokenizer> tok =
-      mf->gguf() ? Tokenizer::from_gguf(*mf->gguf()) : Tokenizer::from_hf_dir(mf->hf_dir());
+  const LoadedModel lm = load_model(f.str("model"));
+  const std::shared_ptr<const ModelFile>& mf = lm.file;
+  const std::shared_ptr<Tokenizer>& tok = lm.tokenizer;
   const ModelConfig& cfg = mf->config();
-  int ctx = cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
+  int ctx = default_context(cfg);
   if (f.has("ctx")) ctx = static_cast<int>(ranged(f, "ctx", 1, 1 << 24));
 
   std::optional<ChatTemplate> chat;
-  if (const std::string src = chat_template_source(*mf); !src.empty()) {
+  if (!chat_template_source(*mf).empty()) {
     try {
-      chat = ChatTemplate::from_jinja(src, token_text_or_empty(*tok, tok->bos_id()),
-                                      token_text_or_empty(*tok, tok->eos_id()));
+      chat = chat_template_for(*mf, *tok);
     } catch (const Error& e) {
       std::fprintf(stderr, "rz serve: warning: %s; chat requests (messages) will be refused\n",
                    e.what());

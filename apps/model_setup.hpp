@@ -1,0 +1,36 @@
+// What the rz subcommands share when they load a model: the model file with its tokenizer, the
+// model's chat template, and the default context length.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "model/chat_template.hpp"
+#include "model/model_file.hpp"
+#include "model/tokenizer.hpp"
+
+namespace rz::cmd {
+
+struct LoadedModel {
+  std::shared_ptr<const ModelFile> file;
+  std::shared_ptr<Tokenizer> tokenizer;  // from the GGUF, or tokenizer.json beside safetensors
+};
+
+// Opens a model and its tokenizer; throws rz::Error naming the file and the cause.
+LoadedModel load_model(const std::string& path);
+
+// The model's Jinja chat template: GGUF metadata, or tokenizer_config.json beside a safetensors
+// model (a string, or a list of {name, template} of which "default" is taken). "" when none.
+std::string chat_template_source(const ModelFile& m);
+
+// The text of a token id, or "" when the id is out of range (absent BOS/EOS).
+std::string token_text_or_empty(const Tokenizer& tok, int32_t id);
+
+// The model's chat template family, or the family `forced_name` names when not empty. Throws
+// rz::Error when the model has none or it is not recognised.
+ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
+                               const std::string& forced_name = "");
+
+// Context per slot when --ctx is not given: the training context, at most 4096.
+int default_context(const ModelConfig& cfg);
+
+}  // namespace rz::cmd
