@@ -7,5 +7,6 @@ int generate(int argc, char** argv);
 int tokenize(int argc, char** argv);
 int info(int argc, char** argv);
 int serve(int argc, char** argv);
+int synth(int argc, char** argv);
 
 }  // namespace rz::cmd

@@ -21,6 +21,7 @@ const Sub kSubs[] = {
     {"tokenize", rz::cmd::tokenize, "turn text into token ids with a model's tokenizer"},
     {"info", rz::cmd::info, "show a model file's architecture, tensors, tokenizer, template"},
     {"serve", rz::cmd::serve, "serve the model over WebSocket and HTTP (browser page, metrics)"},
+    {"synth", rz::cmd::synth, "write a GGUF model with random weights in a real model's shape"},
 };
 
 void usage(FILE* out) {

@@ -136,8 +136,10 @@ size_t GgufWriter::alignment() const {
 
 // ---- tensors -----------------------------------------------------------------------------------
 
-GgufWriter& GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
-                                   std::span<const uint8_t> data) {
+namespace {
+
+// Bytes a tensor of this type and shape needs; throws rz::Error for a bad type or shape.
+size_t checked_size(const std::string& name, GgmlType type, const std::vector<int64_t>& ne) {
   const TypeTraits& tr = type_traits(type);
   if (tr.block_size == 0) throw Error("GgufWriter: tensor '" + name + "': unknown type");
   if (ne.empty() || ne.size() > 4)
@@ -149,12 +151,27 @@ GgufWriter& GgufWriter::add_tensor(const std::string& name, GgmlType type, std::
   }
   if (ne[0] % tr.block_size != 0)
     throw Error("GgufWriter: tensor '" + name + "': ne[0] not a multiple of the block size");
-  size_t want = static_cast<size_t>(n / tr.block_size) * tr.type_size;
+  return static_cast<size_t>(n / tr.block_size) * tr.type_size;
+}
+
+}  // namespace
+
+GgufWriter& GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                                   std::span<const uint8_t> data) {
+  const size_t want = checked_size(name, type, ne);
   if (data.size() != want)
     throw Error("GgufWriter: tensor '" + name + "': " + std::to_string(data.size()) +
                 " bytes given, " + std::to_string(want) + " needed");
   return add_tensor_raw(name, static_cast<uint32_t>(type), std::move(ne),
                         std::vector<uint8_t>(data.begin(), data.end()));
+}
+
+GgufWriter& GgufWriter::add_tensor_streamed(const std::string& name, GgmlType type,
+                                            std::vector<int64_t> ne, TensorProducer produce) {
+  const size_t size = checked_size(name, type, ne);
+  Tensor t{name, static_cast<uint32_t>(type), std::move(ne), {}, std::nullopt, std::move(produce), size};
+  tensors_.push_back(std::move(t));
+  return *this;
 }
 
 GgufWriter& GgufWriter::add_tensor_f32(const std::string& name, std::vector<int64_t> ne,
@@ -167,7 +184,8 @@ GgufWriter& GgufWriter::add_tensor_f32(const std::string& name, std::vector<int6
 
 GgufWriter& GgufWriter::add_tensor_raw(const std::string& name, uint32_t type,
                                        std::vector<int64_t> ne, std::vector<uint8_t> data) {
-  tensors_.push_back(Tensor{name, type, std::move(ne), std::move(data), std::nullopt});
+  const size_t size = data.size();
+  tensors_.push_back(Tensor{name, type, std::move(ne), std::move(data), std::nullopt, nullptr, size});
   return *this;
 }
 
@@ -194,7 +212,7 @@ std::vector<uint64_t> GgufWriter::relative_offsets() const {
   uint64_t pos = 0;
   for (const auto& t : tensors_) {
     offs.push_back(pos);
-    pos = (pos + t.data.size() + al - 1) / al * al;
+    pos = (pos + t.size + al - 1) / al * al;
   }
   return offs;
 }
@@ -233,13 +251,32 @@ size_t GgufWriter::tensor_data_offset(const std::string& name) const {
   throw Error("GgufWriter: no tensor '" + name + "'");
 }
 
+void GgufWriter::emit(size_t i, const ByteSink& sink) const {
+  const Tensor& t = tensors_[i];
+  if (!t.producer) {
+    sink(t.data.data(), t.data.size());
+    return;
+  }
+  size_t got = 0;
+  t.producer([&](const uint8_t* p, size_t n) {
+    if (got + n > t.size)
+      throw Error("GgufWriter: tensor '" + t.name + "': producer gave more than " +
+                  std::to_string(t.size) + " bytes");
+    got += n;
+    sink(p, n);
+  });
+  if (got != t.size)
+    throw Error("GgufWriter: tensor '" + t.name + "': producer gave " + std::to_string(got) +
+                " bytes, " + std::to_string(t.size) + " needed");
+}
+
 std::vector<uint8_t> GgufWriter::bytes() const {
   const auto offs = relative_offsets();
   std::vector<uint8_t> buf = header_bytes();
   const size_t base = buf.size();
   for (size_t i = 0; i < tensors_.size(); ++i) {
     buf.resize(base + offs[i], 0);  // zero padding up to this tensor's aligned offset
-    buf.insert(buf.end(), tensors_[i].data.begin(), tensors_[i].data.end());
+    emit(i, [&](const uint8_t* p, size_t n) { buf.insert(buf.end(), p, p + n); });
   }
   return buf;
 }
@@ -262,8 +299,13 @@ void GgufWriter::write(const std::string& path, std::optional<size_t> truncate_t
   uint64_t pos = 0;  // relative to the data section
   for (size_t i = 0; i < tensors_.size(); ++i) {
     put(zeros.data(), static_cast<size_t>(offs[i] - pos));
-    put(tensors_[i].data.data(), tensors_[i].data.size());
-    pos = offs[i] + tensors_[i].data.size();
+    try {
+      emit(i, put);
+    } catch (...) {
+      std::fclose(f);
+      throw;
+    }
+    pos = offs[i] + tensors_[i].size;
   }
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) throw file_error(path, "write failed");

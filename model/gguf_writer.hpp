@@ -4,6 +4,7 @@
 // described at the top of model/gguf.cpp; general.alignment, when set, is honoured.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +49,15 @@ class GgufWriter {
                          std::span<const uint8_t> data);
   GgufWriter& add_tensor_f32(const std::string& name, std::vector<int64_t> ne,
                              std::span<const float> data);
+  // Data produced only when the file is written (bytes() or write()), so that a large model need
+  // not sit in memory: `produce(sink)` must pass the tensor's bytes, in order, through any number
+  // of sink(ptr, n) calls totalling exactly the size the type and shape need (checked at write
+  // time). It may be called more than once (bytes() and write() each call it) and must then
+  // produce the same bytes.
+  using ByteSink = std::function<void(const uint8_t* data, size_t n)>;
+  using TensorProducer = std::function<void(const ByteSink& sink)>;
+  GgufWriter& add_tensor_streamed(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                                  TensorProducer produce);
   // No checks at all: any type number, any byte count (tests of the reader's validation).
   GgufWriter& add_tensor_raw(const std::string& name, uint32_t type, std::vector<int64_t> ne,
                              std::vector<uint8_t> data);
@@ -80,7 +90,11 @@ class GgufWriter {
     std::vector<int64_t> ne;
     std::vector<uint8_t> data;
     std::optional<uint64_t> offset_override;
+    TensorProducer producer;  // when set, the data come from it (size bytes), not from `data`
+    size_t size = 0;          // bytes of data
   };
+  // Passes tensor i's data to sink (from `data` or its producer; checks the producer's count).
+  void emit(size_t i, const ByteSink& sink) const;
   std::vector<uint8_t> header_bytes() const;  // through the padding before the data
   std::vector<uint64_t> relative_offsets() const;
   Tensor& tensor(const std::string& name);
