@@ -1,0 +1,254 @@
+// Decode attention kernels (see attention_decode.hpp): a partition kernel, one thread block of
+// 128 threads per (query head, slot, context partition), and a combine kernel per (query head,
+// slot) for slots whose context spans several partitions.
+//
+// Partition kernel, for its n <= kAttnPartition tokens:
+//   1. q (times scale) to shared; each token's K/V row offset from the block table to shared
+//   2. scores: one warp per token, lanes read consecutive half2 of the key row, warp-sum
+//   3. m = max score, p_i = exp(score_i - m), l = sum p_i   (block reductions)
+//   4. o = sum p_i v_i: a thread owns one dim pair; threads are split into groups over tokens
+//      when head_dim / 2 < 128, and the groups' sums are added in shared memory
+//   5. one partition: out = o / l; several: write (m, l, o) for the combine kernel
+// Combine kernel: M = max m_j, w_j = exp(m_j - M), out = sum w_j o_j / sum w_j l_j.
+#include "kernels/attention_decode.hpp"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "gpu/cuda_check.hpp"
+
+namespace rz::gpu {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kP = kAttnPartition;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide max or sum, returned to every thread. Starts and ends with all threads synced, so
+// shared writes made before the call are visible after it and `red` may be reused at once.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float* red) {
+  v = kMax ? warp_max(v) : warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // earlier readers of red are done
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < kWarps; ++w) r = kMax ? fmaxf(r, red[w]) : r + red[w];
+  __syncthreads();
+  return r;
+}
+
+// grid (n_head, n_slots, max_parts), block kThreads
+__global__ void __launch_bounds__(kThreads)
+    attn_decode_partition_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
+                                 const __half* __restrict__ v_cache,
+                                 const int32_t* __restrict__ tables,
+                                 const int32_t* __restrict__ lens, float* __restrict__ out,
+                                 float* __restrict__ part_o, float* __restrict__ part_m,
+                                 float* __restrict__ part_l, int n_head, int group, int n_blocks,
+                                 int n_head_kv, int block_size, int head_dim, int table_stride,
+                                 int max_context, int max_parts, float scale) {
+  const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int L = lens[s];
+  float* __restrict__ out_h = out + (int64_t(s) * n_head + h) * head_dim;
+  if (L <= 0 || L > max_context) {  // idle slot: zeros; impossible length: NaN
+    if (part == 0)
+      for (int d = tid; d < head_dim; d += kThreads) out_h[d] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
+    return;
+  }
+  const int n_parts = (L + kP - 1) / kP;
+  if (part >= n_parts) return;
+  const int t0 = part * kP;
+  const int n = min(kP, L - t0);
+  const int kvh = h / group;
+
+  __shared__ float2 q2_s[kAttnMaxHeadDim / 2];  // q * scale, as dim pairs
+  __shared__ float p_s[kP];                     // scores, then exp(score - m)
+  __shared__ int64_t row_s[kP];                 // token's K/V row: element offset in the layer
+  __shared__ float o_s[2 * kThreads];           // [groups][head_dim] partial outputs
+  __shared__ float red[kWarps];
+  __shared__ int bad_s;
+
+  if (tid == 0) bad_s = 0;
+  const int npairs = head_dim / 2;
+  const float2* __restrict__ q2 =
+      reinterpret_cast<const float2*>(q + (int64_t(s) * n_head + h) * head_dim);
+  for (int j = tid; j < npairs; j += kThreads) {
+    const float2 v = q2[j];
+    q2_s[j] = make_float2(v.x * scale, v.y * scale);
+  }
+  __syncthreads();  // bad_s initialised before anyone sets it
+  const int32_t* __restrict__ table = tables + int64_t(s) * table_stride;
+  for (int i = tid; i < n; i += kThreads) {
+    const int pos = t0 + i;
+    const int32_t blk = table[pos / block_size];
+    if (blk < 0 || blk >= n_blocks) {
+      atomicExch(&bad_s, 1);
+      row_s[i] = 0;
+    } else {
+      row_s[i] = ((int64_t(blk) * n_head_kv + kvh) * block_size + pos % block_size) * head_dim;
+    }
+  }
+  __syncthreads();
+  const bool bad = bad_s != 0;  // uniform across the block
+
+  if (!bad) {
+    for (int i = warp; i < n; i += kWarps) {
+      const __half2* __restrict__ kr = reinterpret_cast<const __half2*>(k_cache + row_s[i]);
+      float acc = 0.0f;
+      for (int j = lane; j < npairs; j += 32) {
+        const float2 kf = __half22float2(kr[j]);
+        const float2 qv = q2_s[j];
+        acc = fmaf(qv.x, kf.x, acc);
+        acc = fmaf(qv.y, kf.y, acc);
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) p_s[i] = acc;
+    }
+  }
+  __syncthreads();
+
+  float m = -INFINITY;
+  if (!bad)
+    for (int i = tid; i < n; i += kThreads) m = fmaxf(m, p_s[i]);
+  m = block_reduce<true>(m, red);
+  float l = 0.0f;
+  if (!bad)
+    for (int i = tid; i < n; i += kThreads) {
+      const float e = expf(p_s[i] - m);
+      p_s[i] = e;
+      l += e;
+    }
+  l = block_reduce<false>(l, red);  // its syncs publish p_s
+
+  const int groups = kThreads / npairs;  // >= 1: npairs <= kAttnMaxHeadDim / 2 == kThreads
+  const int g = tid / npairs, pr = tid % npairs;
+  if (g < groups) {
+    float ax = 0.0f, ay = 0.0f;
+    if (!bad)
+      for (int i = g; i < n; i += groups) {
+        const float2 vf = __half22float2(reinterpret_cast<const __half2*>(v_cache + row_s[i])[pr]);
+        const float p = p_s[i];
+        ax = fmaf(p, vf.x, ax);
+        ay = fmaf(p, vf.y, ay);
+      }
+    o_s[g * head_dim + 2 * pr] = ax;
+    o_s[g * head_dim + 2 * pr + 1] = ay;
+  }
+  __syncthreads();
+
+  const float nan = __int_as_float(0x7fc00000);
+  const int64_t pidx = (int64_t(s) * n_head + h) * max_parts + part;
+  for (int d = tid; d < head_dim; d += kThreads) {
+    float o = 0.0f;
+    for (int gg = 0; gg < groups; ++gg) o += o_s[gg * head_dim + d];
+    if (bad) o = nan;
+    if (n_parts == 1)
+      out_h[d] = o / l;
+    else
+      part_o[pidx * head_dim + d] = o;
+  }
+  if (tid == 0 && n_parts > 1) {
+    part_m[pidx] = bad ? nan : m;
+    part_l[pidx] = bad ? nan : l;
+  }
+}
+
+// grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats
+__global__ void __launch_bounds__(kThreads)
+    attn_decode_combine_kernel(const int32_t* __restrict__ lens, const float* __restrict__ part_o,
+                               const float* __restrict__ part_m, const float* __restrict__ part_l,
+                               float* __restrict__ out, int n_head, int head_dim, int max_context,
+                               int max_parts) {
+  extern __shared__ float w_s[];  // [n_parts] exp(m_j - M)
+  const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
+  const int L = lens[s];
+  if (L <= 0 || L > max_context) return;  // written by the partition kernel
+  const int n_parts = (L + kP - 1) / kP;
+  if (n_parts <= 1) return;  // likewise
+  const int64_t base = (int64_t(s) * n_head + h) * max_parts;
+  float M = -INFINITY;
+  for (int j = 0; j < n_parts; ++j) M = fmaxf(M, part_m[base + j]);
+  for (int j = tid; j < n_parts; j += kThreads) w_s[j] = expf(part_m[base + j] - M);
+  __syncthreads();
+  float lsum = 0.0f;
+  for (int j = 0; j < n_parts; ++j) lsum = fmaf(part_l[base + j], w_s[j], lsum);
+  float* __restrict__ out_h = out + (int64_t(s) * n_head + h) * head_dim;
+  for (int d = tid; d < head_dim; d += kThreads) {
+    float acc = 0.0f;
+    for (int j = 0; j < n_parts; ++j) acc = fmaf(part_o[(base + j) * head_dim + d], w_s[j], acc);
+    out_h[d] = acc / lsum;
+  }
+}
+
+int parts_for(int max_context) { return (max_context + kP - 1) / kP; }
+
+}  // namespace
+
+size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
+  const int parts = a.max_context > 0 ? parts_for(a.max_context) : 0;
+  if (parts <= 1 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0) return 0;
+  return size_t(a.n_slots) * a.n_head * parts * (size_t(a.cache.head_dim) + 2);
+}
+
+void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                      const int32_t* block_tables, const int32_t* context_lens, float* out,
+                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
+  const KvCacheShape& c = a.cache;
+  const auto shape = [&] {
+    return "n_slots " + std::to_string(a.n_slots) + ", n_head " + std::to_string(a.n_head) +
+           ", n_head_kv " + std::to_string(c.n_head_kv) + ", head_dim " +
+           std::to_string(c.head_dim) + ", n_blocks " + std::to_string(c.n_blocks) +
+           ", block_size " + std::to_string(c.block_size) + ", max_context " +
+           std::to_string(a.max_context) + ", table_stride " + std::to_string(a.table_stride);
+  };
+  if (a.n_slots < 0 || a.n_head <= 0 || c.n_head_kv <= 0 || a.n_head % c.n_head_kv != 0)
+    throw Error("attention_decode: n_head must be a positive multiple of n_head_kv (" + shape() + ")");
+  if (c.head_dim < 2 || c.head_dim % 2 != 0 || c.head_dim > kAttnMaxHeadDim)
+    throw Error("attention_decode: head_dim must be even and in [2, 256] (" + shape() + ")");
+  if (c.n_blocks < 0 || c.block_size <= 0 || a.max_context <= 0 || a.table_stride <= 0 ||
+      int64_t(a.table_stride) * c.block_size < a.max_context)
+    throw Error("attention_decode: block tables cannot hold max_context tokens (" + shape() + ")");
+  const int max_parts = parts_for(a.max_context);
+  if (a.n_slots > 65535 || a.n_head > 65535 || max_parts > 12288)
+    throw Error("attention_decode: too large (" + shape() + ")");
+  if (max_parts > 1 && workspace == nullptr)
+    throw Error("attention_decode: workspace required for max_context > " +
+                std::to_string(kP) + " (" + shape() + ")");
+  if (a.n_slots == 0) return;
+  const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(c.head_dim));
+  const size_t heads = size_t(a.n_slots) * a.n_head;
+  float* part_o = workspace;
+  float* part_m = workspace ? workspace + heads * max_parts * c.head_dim : nullptr;
+  float* part_l = workspace ? part_m + heads * max_parts : nullptr;
+  const auto* kc = reinterpret_cast<const __half*>(k_cache);
+  const auto* vc = reinterpret_cast<const __half*>(v_cache);
+  attn_decode_partition_kernel<<<dim3(a.n_head, a.n_slots, max_parts), kThreads, 0, stream>>>(
+      q, kc, vc, block_tables, context_lens, out, part_o, part_m, part_l, a.n_head,
+      a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
+      a.max_context, max_parts, scale);
+  RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
+  if (max_parts > 1) {
+    attn_decode_combine_kernel<<<dim3(a.n_head, a.n_slots), kThreads,
+                                 size_t(max_parts) * sizeof(float), stream>>>(
+        context_lens, part_o, part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts);
+    RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");
+  }
+}
+
+}  // namespace rz::gpu

@@ -1,0 +1,51 @@
+// Decode attention over the paged KV cache (layout in gpu/kv_blocks.hpp): for each slot of a
+// batch, one new query token q [n_head, head_dim] fp32 attends to the slot's first L_s cached
+// tokens (the new token's K/V already appended by kv_append):
+//   out[h] = softmax(q[h] . K[0..L_s)^T * scale) V[0..L_s),   kv head of h = h / (n_head / n_head_kv)
+// K and V are fp16, everything else fp32 (fp32 accumulation, max-subtracted softmax).
+//
+// Flash-decoding split: the context is cut into partitions of kAttnPartition tokens; one thread
+// block per (query head, slot, partition) writes that partition's max score m, sum of
+// exp(score - m) and unnormalized output; a second kernel combines the partitions of slots that
+// have more than one. Slots with a single partition are finished by the first kernel.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gpu/kv_blocks.hpp"
+
+namespace rz::gpu {
+
+inline constexpr int kAttnPartition = 256;  // context tokens per thread block
+inline constexpr int kAttnMaxHeadDim = 256;
+
+struct AttentionDecodeArgs {
+  int n_slots = 0;          // batch size (query tokens)
+  int n_head = 0;           // query heads; a multiple of cache.n_head_kv
+  KvCacheShape cache;       // one layer's K (and V) cache shape; head_dim even, <= 256
+  int max_context = 0;      // an upper bound on every context_lens[s] (sizes grid and workspace)
+  int table_stride = 0;     // int32s between consecutive slots' rows of block_tables;
+                            // max_context <= table_stride * block_size
+  float scale = 0.0f;       // score scale; 0 means 1 / sqrt(head_dim)
+};
+
+// Floats of workspace attention_decode needs (0 when max_context fits in one partition).
+size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a);
+
+// q: device [n_slots, n_head, head_dim] fp32
+// k_cache, v_cache: device, one layer's cache each, fp16 bits
+// block_tables: device [n_slots, table_stride] int32, slot s's token p in block
+//   block_tables[s * table_stride + p / block_size]
+// context_lens: device [n_slots] int32. 0 marks an idle slot: its output is zeros. A length above
+//   max_context, or a block id outside [0, n_blocks), makes that slot's output NaN (a bug
+//   upstream, never an out-of-bounds read).
+// out: device [n_slots, n_head, head_dim] fp32
+// workspace: device, attention_decode_workspace_floats(a) floats (may be null when that is 0)
+// Throws rz::Error for bad shapes; n_slots == 0 launches nothing.
+void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                      const int32_t* block_tables, const int32_t* context_lens, float* out,
+                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream);
+
+}  // namespace rz::gpu

@@ -1,0 +1,389 @@
+// Paged KV append (kernels/kv_append.cu) and decode attention (kernels/attention_decode.cu)
+// against host references. K/V are written through kv_append into caches poisoned with 0xFF
+// (fp16 NaN), with randomly permuted block tables, so a read of a wrong or unwritten position
+// shows up as NaN. Attention is compared with a float64 softmax(q K^T / sqrt(head_dim)) V over the
+// fp16-rounded K/V (rz::fp16_to_fp32), |err| <= 1e-4 * max |out| of the slot, for context lengths
+// 1, 7, 255, 256, 257, 1000, 4097 (and an idle slot, 0) in one batch, head_dim 64/128 (also 80,
+// 256), GQA ratios 1, 3, 4, 8, several block sizes; plus a decode loop driven by
+// KvBlockAllocator (grow, release, recycle), and the bad-input paths (NaN, shape errors).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/kv_blocks.hpp"
+#include "gpu/test_support.hpp"
+#include "kernels/attention_decode.hpp"
+#include "kernels/kv_append.hpp"
+#include "model/quants.hpp"
+#include "tests/gpu/elem_test_util.hpp"
+
+namespace rz::gpu {
+namespace {
+
+using namespace elem_test;
+
+constexpr double kRelTol = 1e-4;  // of the slot's max |out|: fp32 accumulation over <= 4097 tokens
+
+// Host mirror of one layer's K and V caches (fp16 bits), starting all 0xFFFF like the device.
+struct HostCache {
+  KvCacheShape sh;
+  std::vector<uint16_t> k, v;
+  explicit HostCache(const KvCacheShape& s)
+      : sh(s), k(s.layer_elems(), 0xFFFF), v(s.layer_elems(), 0xFFFF) {}
+};
+
+// Host kv_append: the fp16 rounding rz::fp32_to_fp16 does.
+void append_ref(HostCache& c, const std::vector<float>& kn, const std::vector<float>& vn,
+                int64_t k_stride, int64_t v_stride, const std::vector<int64_t>& rows) {
+  for (size_t t = 0; t < rows.size(); ++t) {
+    if (rows[t] < 0 || rows[t] >= int64_t(c.sh.n_blocks) * c.sh.block_size) continue;
+    const int64_t b = rows[t] / c.sh.block_size;
+    const int off = int(rows[t] % c.sh.block_size);
+    for (int h = 0; h < c.sh.n_head_kv; ++h)
+      for (int d = 0; d < c.sh.head_dim; ++d) {
+        const int e = h * c.sh.head_dim + d;
+        c.k[c.sh.index(b, h, off, d)] = fp32_to_fp16(kn[t * k_stride + e]);
+        c.v[c.sh.index(b, h, off, d)] = fp32_to_fp16(vn[t * v_stride + e]);
+      }
+  }
+}
+
+// float64 attention of one query row over the slot's first L tokens (block table `table`).
+void attention_ref(const HostCache& c, const float* q, int n_head, const int32_t* table, int L,
+                   double* out) {
+  const int hd = c.sh.head_dim, group = n_head / c.sh.n_head_kv, bs = c.sh.block_size;
+  const double scale = 1.0 / std::sqrt(double(hd));
+  std::vector<double> s(L);
+  for (int h = 0; h < n_head; ++h) {
+    const int kvh = h / group;
+    double* o = out + int64_t(h) * hd;
+    std::fill(o, o + hd, 0.0);
+    if (L == 0) continue;
+    double m = -INFINITY;
+    for (int t = 0; t < L; ++t) {
+      const int64_t base = c.sh.index(table[t / bs], kvh, t % bs, 0);
+      double acc = 0;
+      for (int d = 0; d < hd; ++d) acc += double(q[h * hd + d]) * fp16_to_fp32(c.k[base + d]);
+      s[t] = acc * scale;
+      m = std::max(m, s[t]);
+    }
+    double l = 0;
+    for (int t = 0; t < L; ++t) l += (s[t] = std::exp(s[t] - m));
+    for (int t = 0; t < L; ++t) {
+      const int64_t base = c.sh.index(table[t / bs], kvh, t % bs, 0);
+      for (int d = 0; d < hd; ++d) o[d] += s[t] / l * fp16_to_fp32(c.v[base + d]);
+    }
+  }
+}
+
+std::vector<float> randn(size_t n, float sd, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// Per slot: |got - ref| <= kRelTol * max |ref| over the slot's outputs (zeros exactly for L == 0).
+::testing::AssertionResult check_out(const std::vector<float>& got, const std::vector<double>& ref,
+                                     const std::vector<int32_t>& lens, int row,
+                                     const std::string& what) {
+  for (size_t s = 0; s < lens.size(); ++s) {
+    std::vector<float> g(got.begin() + s * row, got.begin() + (s + 1) * row);
+    std::vector<double> r(ref.begin() + s * row, ref.begin() + (s + 1) * row);
+    double mx = 0;
+    for (double x : r) mx = std::max(mx, std::fabs(x));
+    const auto res = all_close(g, r, 0.0, kRelTol * mx,
+                               what + " slot " + std::to_string(s) + " (L " +
+                                   std::to_string(lens[s]) + ", max |out| " + std::to_string(mx) + ")");
+    if (!res) return res;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+struct Config {
+  int head_dim, n_head_kv, ratio, block_size;
+};
+
+// One batch: every slot's K/V appended in one kv_append call (tokens of all slots shuffled),
+// tables from a random permutation of the blocks (spare blocks stay poisoned), one attention call.
+void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, std::mt19937_64& rng,
+               const std::string& what) {
+  const int n_slots = int(lens.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
+  const int bs = cf.block_size, width = cf.n_head_kv * hd;
+  const int max_len = *std::max_element(lens.begin(), lens.end());
+  const int max_context = max_len + extra_context;
+  const int table_stride = (max_context + bs - 1) / bs + 1;
+  int used = 0;
+  for (int L : lens) used += (L + bs - 1) / bs;
+  const int n_blocks = used + 5;
+  std::vector<int32_t> perm(n_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> tables(size_t(n_slots) * table_stride, -1);
+  int next = 0;
+  for (int s = 0; s < n_slots; ++s)
+    for (int b = 0; b < (lens[s] + bs - 1) / bs; ++b) tables[size_t(s) * table_stride + b] = perm[next++];
+
+  // New K/V rows of every token, in a fused row [K | V | pad 3] to exercise the strides.
+  std::vector<int64_t> rows;
+  for (int s = 0; s < n_slots; ++s)
+    for (int p = 0; p < lens[s]; ++p)
+      rows.push_back(int64_t(tables[size_t(s) * table_stride + p / bs]) * bs + p % bs);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.push_back(-1);  // a padding token: skipped
+  const int n_tok = int(rows.size());
+  const int64_t stride = 2 * width + 3;
+  const auto kv = randn(size_t(n_tok) * stride, 1.0f, rng);
+  std::vector<float> vn(kv.begin() + width, kv.end());  // V view for the host reference
+
+  const KvCacheShape sh{n_blocks, cf.n_head_kv, bs, hd};
+  HostCache hc(sh);
+  append_ref(hc, kv, vn, stride, stride, rows);
+  auto d_kv = to_device(kv);
+  auto d_rows = to_device(rows);
+  auto d_k = poisoned<uint16_t>(sh.layer_elems());
+  auto d_v = poisoned<uint16_t>(sh.layer_elems());
+  KvAppendArgs aa;
+  aa.n_tokens = n_tok;
+  aa.cache = sh;
+  aa.k_row_stride = aa.v_row_stride = stride;
+  kv_append(d_kv.get(), d_kv.get() + width, d_rows.get(), d_k.get(), d_v.get(), aa, nullptr);
+  const auto gk = d_k.download(), gv = d_v.download();
+  size_t diff = 0, first = 0;
+  for (size_t i = 0; i < gk.size(); ++i)
+    if (gk[i] != hc.k[i] || gv[i] != hc.v[i])
+      if (diff++ == 0) first = i;
+  ASSERT_EQ(diff, 0u) << what << ": kv_append cache differs from fp32_to_fp16 at " << diff
+                      << " elements, first [" << first << "] K got 0x" << std::hex << gk[first]
+                      << " want 0x" << hc.k[first] << ", V got 0x" << gv[first] << " want 0x"
+                      << hc.v[first];
+
+  // q scaled by 3 so that the softmax is peaked rather than nearly uniform.
+  const auto q = randn(size_t(n_slots) * n_head * hd, 3.0f, rng);
+  std::vector<double> ref(q.size());
+  for (int s = 0; s < n_slots; ++s)
+    attention_ref(hc, q.data() + size_t(s) * n_head * hd, n_head,
+                  tables.data() + size_t(s) * table_stride, lens[s], ref.data() + size_t(s) * n_head * hd);
+
+  AttentionDecodeArgs a;
+  a.n_slots = n_slots;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = max_context;
+  a.table_stride = table_stride;
+  auto d_q = to_device(q);
+  auto d_tables = to_device(tables);
+  auto d_lens = to_device(lens);
+  auto d_out = poisoned<float>(q.size());
+  const size_t ws_n = attention_decode_workspace_floats(a);
+  auto d_ws = poisoned<float>(ws_n);
+  attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_lens.get(), d_out.get(),
+                   ws_n ? d_ws.get() : nullptr, a, nullptr);
+  EXPECT_TRUE(check_out(d_out.download(), ref, lens, n_head * hd, what));
+}
+
+TEST(AttentionDecode, ContextLengthsHeadDimsGqaRatios) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int block_sizes[] = {16, 5, 32, 256};
+  int k = 0;
+  for (int hd : {64, 128})
+    for (int ratio : {1, 3, 4, 8}) {
+      std::vector<int32_t> lens = {1, 7, 255, 256, 257, 1000, 4097, 0};
+      std::shuffle(lens.begin(), lens.end(), rng);
+      const Config cf{hd, 2, ratio, block_sizes[k++ % 4]};
+      const std::string what = "head_dim " + std::to_string(hd) + " ratio " + std::to_string(ratio) +
+                               " block_size " + std::to_string(cf.block_size);
+      run_batch(cf, lens, (k % 2) ? 0 : 300, rng, what);
+    }
+}
+
+TEST(AttentionDecode, OtherHeadDimsAndShortBatches) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  run_batch({80, 3, 3, 16}, {1, 300, 513, 2}, 0, rng, "head_dim 80 (9 heads / 3 kv)");
+  run_batch({256, 1, 8, 16}, {600, 33}, 0, rng, "head_dim 256");
+  run_batch({2, 1, 1, 1}, {3, 1, 700}, 0, rng, "head_dim 2 block_size 1");
+  run_batch({128, 8, 4, 16}, {1, 17, 200}, 0, rng, "single partition (no workspace)");
+  run_batch({64, 4, 1, 16}, {512, 768, 1}, 56, rng, "partition multiples");
+}
+
+// Decode steps driven by KvBlockAllocator: prompts appended, then one token per slot per step
+// (reserve L + 1, append at cache_row, attend over L + 1), one slot released and recycled for a
+// new sequence midway. The host reference follows the same cache_rows.
+TEST(AttentionDecode, DecodeLoopWithAllocator) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int n_slots = 3, n_head_kv = 3, n_head = 9, hd = 64, bs = 16, n_blocks = 80;
+  const int max_context = 600, table_stride = (max_context + bs - 1) / bs, width = n_head_kv * hd;
+  KvBlockAllocator alloc(n_blocks, bs, n_slots);
+  const KvCacheShape sh{n_blocks, n_head_kv, bs, hd};
+  HostCache hc(sh);
+  auto d_k = poisoned<uint16_t>(sh.layer_elems());
+  auto d_v = poisoned<uint16_t>(sh.layer_elems());
+  std::vector<int32_t> lens = {250, 20, 0};
+  AttentionDecodeArgs a;
+  a.n_slots = n_slots;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = max_context;
+  a.table_stride = table_stride;
+  auto d_ws = poisoned<float>(attention_decode_workspace_floats(a));
+
+  auto append = [&](const std::vector<int64_t>& rows) {
+    const auto kn = randn(rows.size() * width, 1.0f, rng), vn = randn(rows.size() * width, 1.0f, rng);
+    append_ref(hc, kn, vn, width, width, rows);
+    auto dk = to_device(kn), dv = to_device(vn);
+    auto dr = to_device(rows);
+    KvAppendArgs aa;
+    aa.n_tokens = int(rows.size());
+    aa.cache = sh;
+    kv_append(dk.get(), dv.get(), dr.get(), d_k.get(), d_v.get(), aa, nullptr);
+  };
+  auto prompt = [&](int s, int len) {
+    ASSERT_TRUE(alloc.reserve(s, len));
+    std::vector<int64_t> rows;
+    for (int p = 0; p < len; ++p) rows.push_back(alloc.cache_row(s, p));
+    append(rows);
+    lens[s] = len;
+  };
+  for (int s = 0; s < n_slots; ++s) prompt(s, lens[s]);
+  for (int step = 0; step < 24; ++step) {
+    if (step == 10) {  // slot 1 finishes; a new 70-token sequence takes its place
+      alloc.release(1);
+      prompt(1, 70);
+    }
+    std::vector<int64_t> rows;
+    for (int s = 0; s < n_slots; ++s) {
+      ASSERT_TRUE(alloc.reserve(s, lens[s] + 1)) << "step " << step;
+      rows.push_back(alloc.cache_row(s, lens[s]));
+      ++lens[s];
+    }
+    append(rows);
+    std::vector<int32_t> tables(size_t(n_slots) * table_stride, -1);
+    for (int s = 0; s < n_slots; ++s) {
+      const auto t = alloc.table(s);
+      std::copy(t.begin(), t.end(), tables.begin() + size_t(s) * table_stride);
+    }
+    const auto q = randn(size_t(n_slots) * n_head * hd, 3.0f, rng);
+    std::vector<double> ref(q.size());
+    for (int s = 0; s < n_slots; ++s)
+      attention_ref(hc, q.data() + size_t(s) * n_head * hd, n_head,
+                    tables.data() + size_t(s) * table_stride, lens[s], ref.data() + size_t(s) * n_head * hd);
+    auto d_q = to_device(q);
+    auto d_t = to_device(tables);
+    auto d_l = to_device(lens);
+    auto d_out = poisoned<float>(q.size());
+    attention_decode(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_l.get(), d_out.get(), d_ws.get(),
+                     a, nullptr);
+    ASSERT_TRUE(check_out(d_out.download(), ref, lens, n_head * hd, "step " + std::to_string(step)));
+  }
+}
+
+// A block id out of range or a length above max_context: that slot's output is NaN (no stray
+// read), the other slots are still right.
+TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
+  RZ_REQUIRE_GPU();
+  const int hd = 64, n_head = 2, bs = 16, n_blocks = 4, table_stride = 40;
+  const KvCacheShape sh{n_blocks, 1, bs, hd};
+  std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
+  std::mt19937_64 rng(7);
+  for (auto& x : kc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
+  for (auto& x : vc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
+  HostCache hc(sh);
+  hc.k = kc;
+  hc.v = vc;
+  // slot 0: good, 40 tokens; slot 1: block id 9 (>= n_blocks) at its 2nd block; slot 2: length
+  // 641 > max_context 640; slot 3: block id -3 in its 20th block (second partition).
+  std::vector<int32_t> tables(4 * table_stride, 0);
+  for (int s = 0; s < 4; ++s)
+    for (int b = 0; b < table_stride; ++b) tables[s * table_stride + b] = (b + s) % n_blocks;
+  tables[1 * table_stride + 1] = 9;
+  tables[3 * table_stride + 19] = -3;
+  const std::vector<int32_t> lens = {40, 30, 641, 400};
+  AttentionDecodeArgs a;
+  a.n_slots = 4;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = 640;
+  a.table_stride = table_stride;
+  const auto q = randn(size_t(4) * n_head * hd, 1.0f, rng);
+  auto d_k = to_device(kc), d_v = to_device(vc);
+  auto d_q = to_device(q);
+  auto d_t = to_device(tables);
+  auto d_l = to_device(lens);
+  auto d_out = poisoned<float>(q.size());
+  auto d_ws = poisoned<float>(attention_decode_workspace_floats(a));
+  attention_decode(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_l.get(), d_out.get(), d_ws.get(), a,
+                   nullptr);
+  const auto out = d_out.download();
+  std::vector<double> ref(size_t(n_head) * hd);
+  attention_ref(hc, q.data(), n_head, tables.data(), lens[0], ref.data());
+  EXPECT_TRUE(check_out(std::vector<float>(out.begin(), out.begin() + n_head * hd), ref, {40},
+                        n_head * hd, "good slot"));
+  for (int s = 1; s < 4; ++s)
+    for (int i = 0; i < n_head * hd; ++i)
+      ASSERT_TRUE(std::isnan(out[size_t(s) * n_head * hd + i])) << "slot " << s << " element " << i;
+}
+
+// Shape checks throw before any launch (no GPU needed).
+TEST(AttentionDecode, ShapeErrors) {
+  AttentionDecodeArgs a;
+  a.n_slots = 1;
+  a.n_head = 9;
+  a.cache = {8, 3, 16, 64};
+  a.max_context = 100;
+  a.table_stride = 7;
+  auto call = [&](AttentionDecodeArgs b, float* ws = nullptr) {
+    return [b, ws] { attention_decode(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b, nullptr); };
+  };
+  auto b = a;
+  b.n_head = 8;
+  EXPECT_TRUE(throws_shape_error(call(b), "multiple of n_head_kv"));
+  b = a;
+  b.cache.head_dim = 63;
+  EXPECT_TRUE(throws_shape_error(call(b), "must be even"));
+  b = a;
+  b.cache.head_dim = 258;
+  EXPECT_TRUE(throws_shape_error(call(b), "must be even"));
+  b = a;
+  b.table_stride = 6;  // 96 < 100 tokens
+  EXPECT_TRUE(throws_shape_error(call(b), "cannot hold"));
+  b = a;
+  b.max_context = 0;
+  EXPECT_TRUE(throws_shape_error(call(b), "cannot hold"));
+  b = a;
+  b.max_context = 257;
+  b.table_stride = 17;
+  EXPECT_GT(attention_decode_workspace_floats(b), 0u);
+  EXPECT_TRUE(throws_shape_error(call(b), "workspace"));
+  EXPECT_EQ(attention_decode_workspace_floats(a), 0u);
+  b.n_slots = 3;
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(3) * 9 * 2 * (64 + 2));
+
+  KvAppendArgs k;
+  k.n_tokens = 1;
+  k.cache = {8, 3, 16, 64};
+  k.k_row_stride = 100;  // < 3 * 64
+  EXPECT_TRUE(throws_shape_error(
+      [&] { kv_append(nullptr, nullptr, nullptr, nullptr, nullptr, k, nullptr); }, "row stride"));
+  k.k_row_stride = 0;
+  k.cache.block_size = 0;
+  EXPECT_TRUE(throws_shape_error(
+      [&] { kv_append(nullptr, nullptr, nullptr, nullptr, nullptr, k, nullptr); }, "bad shape"));
+}
+
+}  // namespace
+}  // namespace rz::gpu
