@@ -10,7 +10,10 @@
 //      when head_dim / 2 < 128, and the groups' sums are added in shared memory
 //   5. one partition: out = o / l; several: write (m, l, o) for the combine kernel
 // Combine kernel: M = max m_j, w_j = exp(m_j - M), out = sum w_j o_j / sum w_j l_j.
+// Prefill (attention_prefill.hpp) reuses both: an expand kernel gives every query token its own
+// causal context length and its sequence's table row, and each token is then one query row.
 #include "kernels/attention_decode.hpp"
+#include "kernels/attention_prefill.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -52,11 +55,13 @@ __device__ __forceinline__ float block_reduce(float v, float* red) {
   return r;
 }
 
-// grid (n_head, n_slots, max_parts), block kThreads
+// grid (n_head, n_slots, max_parts), block kThreads. A "slot" here is one query row; its block
+// table is row table_rows[s] (prefill: the query's sequence) or row s when table_rows is null.
 __global__ void __launch_bounds__(kThreads)
     attn_decode_partition_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                                  const __half* __restrict__ v_cache,
                                  const int32_t* __restrict__ tables,
+                                 const int32_t* __restrict__ table_rows,
                                  const int32_t* __restrict__ lens, float* __restrict__ out,
                                  float* __restrict__ part_o, float* __restrict__ part_m,
                                  float* __restrict__ part_l, int n_head, int group, int n_blocks,
@@ -93,7 +98,8 @@ __global__ void __launch_bounds__(kThreads)
     q2_s[j] = make_float2(v.x * scale, v.y * scale);
   }
   __syncthreads();  // bad_s initialised before anyone sets it
-  const int32_t* __restrict__ table = tables + int64_t(s) * table_stride;
+  const int32_t* __restrict__ table =
+      tables + int64_t(table_rows ? table_rows[s] : s) * table_stride;
   for (int i = tid; i < n; i += kThreads) {
     const int pos = t0 + i;
     const int32_t blk = table[pos / block_size];
@@ -206,10 +212,14 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
   return size_t(a.n_slots) * a.n_head * parts * (size_t(a.cache.head_dim) + 2);
 }
 
-void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                      const int32_t* block_tables, const int32_t* context_lens, float* out,
+// Checks a's shapes (messages prefixed with `who`) and launches the partition and combine kernels
+// for a.n_slots query rows. table_rows: null (row s) or device [n_slots] int32.
+static void launch_attention(const char* who, const float* q, const uint16_t* k_cache,
+                      const uint16_t* v_cache, const int32_t* block_tables,
+                      const int32_t* table_rows, const int32_t* context_lens, float* out,
                       float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
   const KvCacheShape& c = a.cache;
+  const std::string w = who;
   const auto shape = [&] {
     return "n_slots " + std::to_string(a.n_slots) + ", n_head " + std::to_string(a.n_head) +
            ", n_head_kv " + std::to_string(c.n_head_kv) + ", head_dim " +
@@ -218,17 +228,17 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
            std::to_string(a.max_context) + ", table_stride " + std::to_string(a.table_stride);
   };
   if (a.n_slots < 0 || a.n_head <= 0 || c.n_head_kv <= 0 || a.n_head % c.n_head_kv != 0)
-    throw Error("attention_decode: n_head must be a positive multiple of n_head_kv (" + shape() + ")");
+    throw Error(w + ": n_head must be a positive multiple of n_head_kv (" + shape() + ")");
   if (c.head_dim < 2 || c.head_dim % 2 != 0 || c.head_dim > kAttnMaxHeadDim)
-    throw Error("attention_decode: head_dim must be even and in [2, 256] (" + shape() + ")");
+    throw Error(w + ": head_dim must be even and in [2, 256] (" + shape() + ")");
   if (c.n_blocks < 0 || c.block_size <= 0 || a.max_context <= 0 || a.table_stride <= 0 ||
       int64_t(a.table_stride) * c.block_size < a.max_context)
-    throw Error("attention_decode: block tables cannot hold max_context tokens (" + shape() + ")");
+    throw Error(w + ": block tables cannot hold max_context tokens (" + shape() + ")");
   const int max_parts = parts_for(a.max_context);
   if (a.n_slots > 65535 || a.n_head > 65535 || max_parts > 12288)
-    throw Error("attention_decode: too large (" + shape() + ")");
+    throw Error(w + ": too large (" + shape() + ")");
   if (max_parts > 1 && workspace == nullptr)
-    throw Error("attention_decode: workspace required for max_context > " +
+    throw Error(w + ": workspace required for max_context > " +
                 std::to_string(kP) + " (" + shape() + ")");
   if (a.n_slots == 0) return;
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(c.head_dim));
@@ -239,7 +249,7 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
   const auto* kc = reinterpret_cast<const __half*>(k_cache);
   const auto* vc = reinterpret_cast<const __half*>(v_cache);
   attn_decode_partition_kernel<<<dim3(a.n_head, a.n_slots, max_parts), kThreads, 0, stream>>>(
-      q, kc, vc, block_tables, context_lens, out, part_o, part_m, part_l, a.n_head,
+      q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
       a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
       a.max_context, max_parts, scale);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
@@ -249,6 +259,88 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
         context_lens, part_o, part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts);
     RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");
   }
+}
+
+void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                      const int32_t* block_tables, const int32_t* context_lens, float* out,
+                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
+  launch_attention("attention_decode", q, k_cache, v_cache, block_tables, nullptr, context_lens, out,
+                   workspace, a, stream);
+}
+
+namespace {
+
+// grid (n_seqs), block 128: query token t = cu[i] + j of sequence i (n_i = cu[i+1] - cu[i]
+// tokens, ctx_i cached tokens including them) sits at position ctx_i - n_i + j and attends to
+// ctx_i - n_i + j + 1 tokens. lens was filled with -1 (NaN output) first, so tokens no valid
+// sequence covers, and sequences with ctx_i < n_i, come out NaN.
+__global__ void attn_prefill_expand_kernel(const int32_t* __restrict__ cu_seqlens,
+                                           const int32_t* __restrict__ seq_context_lens,
+                                           int32_t* __restrict__ lens, int32_t* __restrict__ rows,
+                                           int n_tokens) {
+  const int i = blockIdx.x;
+  const int begin = cu_seqlens[i], end = cu_seqlens[i + 1];
+  if (begin < 0 || end < begin || end > n_tokens) return;
+  const int n = end - begin, ctx = seq_context_lens[i];
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    lens[begin + j] = ctx >= n ? ctx - n + j + 1 : -1;
+    rows[begin + j] = i;
+  }
+}
+
+size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
+
+AttentionDecodeArgs as_decode(const AttentionPrefillArgs& a) {
+  AttentionDecodeArgs d;
+  d.n_slots = a.n_tokens;
+  d.n_head = a.n_head;
+  d.cache = a.cache;
+  d.max_context = a.max_context;
+  d.table_stride = a.table_stride;
+  d.scale = a.scale;
+  return d;
+}
+
+}  // namespace
+
+size_t attention_prefill_workspace_bytes(const AttentionPrefillArgs& a) {
+  if (a.n_tokens <= 0) return 0;
+  return align_up(2 * size_t(a.n_tokens) * sizeof(int32_t)) +
+         attention_decode_workspace_floats(as_decode(a)) * sizeof(float);
+}
+
+void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                       const int32_t* block_tables, const int32_t* cu_seqlens,
+                       const int32_t* seq_context_lens, float* out, void* workspace,
+                       const AttentionPrefillArgs& a, cudaStream_t stream) {
+  if (a.n_seqs < 0 || a.n_tokens < 0 || a.n_seqs > 2147483646)
+    throw Error("attention_prefill: bad shape (n_seqs " + std::to_string(a.n_seqs) +
+                ", n_tokens " + std::to_string(a.n_tokens) + ")");
+  if (a.n_tokens == 0) return;
+  if (a.n_seqs == 0) throw Error("attention_prefill: tokens without sequences");
+  if (a.n_tokens > 65535)
+    throw Error("attention_prefill: " + std::to_string(a.n_tokens) +
+                " query tokens in one call (at most 65535)");
+  if (workspace == nullptr) throw Error("attention_prefill: workspace required");
+  const AttentionDecodeArgs d = as_decode(a);
+  auto* lens = static_cast<int32_t*>(workspace);
+  int32_t* rows = lens + a.n_tokens;
+  float* ws = attention_decode_workspace_floats(d)
+                  ? reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                                             align_up(2 * size_t(a.n_tokens) * sizeof(int32_t)))
+                  : nullptr;
+  // Shapes first (no launch yet), so a bad shape throws before anything runs.
+  launch_attention("attention_prefill", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                   nullptr, ws, AttentionDecodeArgs{0, d.n_head, d.cache, d.max_context,
+                                                    d.table_stride, d.scale},
+                   stream);
+  RZ_CUDA_CHECK(cudaMemsetAsync(lens, 0xFF, size_t(a.n_tokens) * sizeof(int32_t), stream));
+  RZ_CUDA_CHECK(cudaMemsetAsync(rows, 0, size_t(a.n_tokens) * sizeof(int32_t), stream));
+  attn_prefill_expand_kernel<<<a.n_seqs, 128, 0, stream>>>(cu_seqlens, seq_context_lens, lens, rows,
+                                                           a.n_tokens);
+  RZ_CUDA_CHECK_LAUNCH("attn_prefill_expand_kernel");
+  launch_attention("attention_prefill", q, k_cache, v_cache, block_tables, rows, lens, out, ws, d,
+                   stream);
 }
 
 }  // namespace rz::gpu

@@ -6,6 +6,8 @@
 // 1, 7, 255, 256, 257, 1000, 4097 (and an idle slot, 0) in one batch, head_dim 64/128 (also 80,
 // 256), GQA ratios 1, 3, 4, 8, several block sizes; plus a decode loop driven by
 // KvBlockAllocator (grow, release, recycle), and the bad-input paths (NaN, shape errors).
+// Causal prefill attention (attention_prefill) against the same reference, one query token at a
+// time at its position: several packed prompts and chunks with earlier context (cu_seqlens).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "gpu/kv_blocks.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/attention_decode.hpp"
+#include "kernels/attention_prefill.hpp"
 #include "kernels/kv_append.hpp"
 #include "model/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
@@ -336,6 +339,122 @@ TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
   for (int s = 1; s < 4; ++s)
     for (int i = 0; i < n_head * hd; ++i)
       ASSERT_TRUE(std::isnan(out[size_t(s) * n_head * hd + i])) << "slot " << s << " element " << i;
+}
+
+// Packed prefill: sequence i has prior[i] tokens cached from earlier chunks and chunk[i] new
+// query tokens (all ctx_i = prior + chunk tokens appended first); query j attends causally to
+// positions 0..prior + j.
+void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vector<int>& chunk,
+                 std::mt19937_64& rng, const std::string& what) {
+  const int n_seqs = int(prior.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
+  const int bs = cf.block_size, width = cf.n_head_kv * hd;
+  std::vector<int32_t> ctx(n_seqs), cu(n_seqs + 1, 0);
+  int max_context = 1, used = 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    ctx[i] = prior[i] + chunk[i];
+    cu[i + 1] = cu[i] + chunk[i];
+    max_context = std::max(max_context, ctx[i]);
+    used += (ctx[i] + bs - 1) / bs;
+  }
+  const int n_tokens = cu[n_seqs], table_stride = (max_context + bs - 1) / bs;
+  const int n_blocks = used + 3;
+  std::vector<int32_t> perm(n_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> tables(size_t(n_seqs) * table_stride, -1);
+  std::vector<int64_t> rows;
+  int next = 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    for (int b = 0; b < (ctx[i] + bs - 1) / bs; ++b) tables[size_t(i) * table_stride + b] = perm[next++];
+    for (int p = 0; p < ctx[i]; ++p) rows.push_back(int64_t(tables[size_t(i) * table_stride + p / bs]) * bs + p % bs);
+  }
+  const KvCacheShape sh{n_blocks, cf.n_head_kv, bs, hd};
+  HostCache hc(sh);
+  const auto kn = randn(rows.size() * width, 1.0f, rng), vn = randn(rows.size() * width, 1.0f, rng);
+  append_ref(hc, kn, vn, width, width, rows);
+  auto d_k = poisoned<uint16_t>(sh.layer_elems());
+  auto d_v = poisoned<uint16_t>(sh.layer_elems());
+  {
+    auto dk = to_device(kn), dv = to_device(vn);
+    auto dr = to_device(rows);
+    KvAppendArgs aa;
+    aa.n_tokens = int(rows.size());
+    aa.cache = sh;
+    kv_append(dk.get(), dv.get(), dr.get(), d_k.get(), d_v.get(), aa, nullptr);
+  }
+  const auto q = randn(size_t(n_tokens) * n_head * hd, 3.0f, rng);
+  std::vector<double> ref(q.size());
+  std::vector<int32_t> qlens(n_tokens);  // causal length per query token (for the messages)
+  for (int i = 0; i < n_seqs; ++i)
+    for (int j = 0; j < chunk[i]; ++j) {
+      const int t = cu[i] + j;
+      qlens[t] = prior[i] + j + 1;
+      attention_ref(hc, q.data() + size_t(t) * n_head * hd, n_head,
+                    tables.data() + size_t(i) * table_stride, qlens[t], ref.data() + size_t(t) * n_head * hd);
+    }
+  AttentionPrefillArgs a;
+  a.n_seqs = n_seqs;
+  a.n_tokens = n_tokens;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = max_context;
+  a.table_stride = table_stride;
+  auto d_q = to_device(q);
+  auto d_t = to_device(tables);
+  auto d_cu = to_device(cu);
+  auto d_ctx = to_device(ctx);
+  auto d_out = poisoned<float>(q.size());
+  auto d_ws = poisoned<uint8_t>(attention_prefill_workspace_bytes(a));
+  attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(), d_out.get(),
+                    d_ws.get(), a, nullptr);
+  EXPECT_TRUE(check_out(d_out.download(), ref, qlens, n_head * hd, what + " (prefill; slot = query token)"));
+}
+
+TEST(AttentionPrefill, PackedPromptsAndChunks) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  // (prior, chunk): fresh prompts 1, 7, 300; chunks after 100 and 250 cached tokens; an empty chunk
+  const std::vector<int> prior = {0, 0, 100, 0, 7, 250};
+  const std::vector<int> chunk = {1, 7, 50, 300, 0, 260};
+  const int block_sizes[] = {16, 5, 32, 256};
+  int k = 0;
+  for (int hd : {64, 128})
+    for (int ratio : {1, 3, 4, 8}) {
+      const Config cf{hd, 2, ratio, block_sizes[k++ % 4]};
+      run_prefill(cf, prior, chunk, rng,
+                  "head_dim " + std::to_string(hd) + " ratio " + std::to_string(ratio) +
+                      " block_size " + std::to_string(cf.block_size));
+    }
+}
+
+TEST(AttentionPrefill, ShapeErrors) {
+  AttentionPrefillArgs a;
+  a.n_seqs = 1;
+  a.n_tokens = 4;
+  a.n_head = 9;
+  a.cache = {8, 3, 16, 64};
+  a.max_context = 100;
+  a.table_stride = 7;
+  uint8_t dummy = 0;
+  auto call = [&](AttentionPrefillArgs b, void* ws) {
+    return [b, ws] { attention_prefill(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b, nullptr); };
+  };
+  EXPECT_TRUE(throws_shape_error(call(a, nullptr), "workspace"));
+  auto b = a;
+  b.n_head = 8;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "multiple of n_head_kv"));
+  b = a;
+  b.n_tokens = 70000;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "65535"));
+  b = a;
+  b.n_seqs = 0;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "without sequences"));
+  b = a;
+  b.table_stride = 6;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "cannot hold"));
+  EXPECT_GE(attention_prefill_workspace_bytes(a), 2 * 4 * sizeof(int32_t));
 }
 
 // Shape checks throw before any launch (no GPU needed).

@@ -1,0 +1,46 @@
+// Causal prefill attention over the paged KV cache (layout in gpu/kv_blocks.hpp), for several
+// prompts (or prompt chunks) packed into one step: sequence i has query tokens
+// [cu_seqlens[i], cu_seqlens[i+1]) of q, its K/V (earlier chunks and this one, appended by
+// kv_append) in block table row i, and seq_context_lens[i] cached tokens including this chunk.
+// Query j of sequence i is at position ctx_i - n_i + j and attends to positions 0..that one
+// (causal), with GQA as in attention_decode.hpp.
+//
+// This first version runs every query token as its own decode query (same kernels, its own
+// causal length): correct for chunked prefill and mixed batches, but each token re-reads its
+// context, O(n^2) reads; a tiled flash-attention prefill that shares K/V tiles across queries
+// is the next step.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gpu/kv_blocks.hpp"
+
+namespace rz::gpu {
+
+struct AttentionPrefillArgs {
+  int n_seqs = 0;
+  int n_tokens = 0;      // cu_seqlens[n_seqs]; at most 65535 per call
+  int n_head = 0;        // query heads; a multiple of cache.n_head_kv
+  KvCacheShape cache;    // one layer's K (and V) cache shape; head_dim even, <= 256
+  int max_context = 0;   // an upper bound on every seq_context_lens[i]
+  int table_stride = 0;  // int32s between block table rows; max_context <= table_stride * block_size
+  float scale = 0.0f;    // 0 means 1 / sqrt(head_dim)
+};
+
+// Bytes of device workspace attention_prefill needs (256-byte aligned pieces).
+size_t attention_prefill_workspace_bytes(const AttentionPrefillArgs& a);
+
+// q, out: device [n_tokens, n_head, head_dim] fp32
+// block_tables: device [n_seqs, table_stride] int32; cu_seqlens: device [n_seqs + 1] int32,
+//   non-decreasing from 0 to n_tokens; seq_context_lens: device [n_seqs] int32
+// Rows of tokens that no valid sequence covers, sequences with fewer cached tokens than query
+// tokens, and bad block ids give NaN (never an out-of-bounds access).
+// Throws rz::Error for bad shapes; n_tokens == 0 launches nothing.
+void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                       const int32_t* block_tables, const int32_t* cu_seqlens,
+                       const int32_t* seq_context_lens, float* out, void* workspace,
+                       const AttentionPrefillArgs& a, cudaStream_t stream);
+
+}  // namespace rz::gpu
