@@ -185,7 +185,7 @@ void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, s
   auto d_lens = to_device(lens);
   auto d_out = poisoned<float>(q.size());
   const size_t ws_n = attention_decode_workspace_floats(a);
-  auto d_ws = poisoned<float>(ws_n);
+  auto d_ws = ws_n ? poisoned<float>(ws_n) : DeviceBuffer<float>();  // no 0-byte memset
   attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_lens.get(), d_out.get(),
                    ws_n ? d_ws.get() : nullptr, a, nullptr);
   EXPECT_TRUE(check_out(d_out.download(), ref, lens, n_head * hd, what));
