@@ -1,0 +1,82 @@
+// Gemm (see gemm.hpp): cublasGemmEx on row-major data.
+//
+// Row-major <-> column-major mapping. cuBLAS reads column-major; a row-major matrix M [a, b]
+// with row stride b is, read column-major, Mᵀ [b, a] with leading dimension b. So:
+//   W row-major [rows, cols]      = column-major A [cols, rows], lda = cols  (A = Wᵀ)
+//   X row-major [n_tokens, cols]  = column-major B [cols, n_tokens], ldb = cols (B = Xᵀ)
+//   Y row-major [n_tokens, rows]  = column-major C [rows, n_tokens], ldc = rows (C = Yᵀ)
+// and Y = X · Wᵀ  <=>  Yᵀ = W · Xᵀ  <=>  C = Aᵀ · B, i.e.
+//   cublasGemmEx(OP_T, OP_N, m = rows, n = n_tokens, k = cols, A = W, lda = cols,
+//                B = X, ldb = cols, C = Y, ldc = rows)
+// (the "TN" layout: both operands are read along k, contiguous, which cuBLAS handles best).
+#include "gpu/gemm.hpp"
+
+#include <climits>
+#include <string>
+
+#include "gpu/cuda_check.hpp"
+#include "model/common.hpp"
+
+namespace rz::gpu {
+namespace {
+
+cudaDataType_t cuda_type(HalfType t) { return t == HalfType::f16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+void check_shape(const char* fn, const void* w, const void* x, const float* y, int64_t rows,
+                 int64_t cols, int64_t n_tokens) {
+  const std::string what = std::string(fn) + " [" + std::to_string(n_tokens) + ", " +
+                           std::to_string(cols) + "] x [" + std::to_string(rows) + ", " +
+                           std::to_string(cols) + "]ᵀ";
+  if (rows < 1 || cols < 1 || n_tokens < 0) throw Error(what + ": rows and cols must be >= 1, n_tokens >= 0");
+  if (rows > INT_MAX || cols > INT_MAX || n_tokens > INT_MAX) throw Error(what + ": a dimension exceeds INT_MAX");
+  if (n_tokens > 0 && (!w || !x || !y)) throw Error(what + ": null pointer");
+}
+
+}  // namespace
+
+Gemm::Gemm(cudaStream_t stream, size_t workspace_bytes) : stream_(stream) {
+  RZ_CUBLAS_CHECK(cublasCreate(&handle_));
+  try {
+    workspace_ = DeviceBuffer<uint8_t>(workspace_bytes);
+    // cublasSetStream resets the workspace to cuBLAS' default pool, so the workspace comes after.
+    RZ_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+    RZ_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.get(), workspace_.bytes()));
+    RZ_CUBLAS_CHECK(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST));
+    RZ_CUBLAS_CHECK(cublasSetAtomicsMode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED));  // deterministic
+  } catch (...) {
+    cublasDestroy(handle_);
+    throw;
+  }
+}
+
+Gemm::~Gemm() {
+  if (handle_) cublasDestroy(handle_);
+}
+
+void Gemm::matmul(HalfType type, const void* w, const float* x, float* y, int64_t rows,
+                  int64_t cols, int64_t n_tokens) {
+  check_shape("gemm", w, x, y, rows, cols, n_tokens);
+  if (n_tokens == 0) return;
+  const size_t need = static_cast<size_t>(n_tokens * cols);
+  if (x16_.size() < need) {
+    // Earlier calls queued on the stream may still read the old scratch: let them finish first.
+    RZ_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    x16_ = DeviceBuffer<uint16_t>();
+    x16_ = DeviceBuffer<uint16_t>(need);
+  }
+  convert_to_half(x, x16_.get(), type, n_tokens * cols, stream_);
+  matmul_x16(type, w, x16_.get(), y, rows, cols, n_tokens);
+}
+
+void Gemm::matmul_x16(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
+                      int64_t cols, int64_t n_tokens) {
+  check_shape("gemm", w, x16, y, rows, cols, n_tokens);
+  if (n_tokens == 0) return;
+  const float alpha = 1.0f, beta = 0.0f;  // beta = 0: y is not read, so it may hold garbage
+  const int m = static_cast<int>(rows), n = static_cast<int>(n_tokens), k = static_cast<int>(cols);
+  RZ_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, cuda_type(type),
+                               k, x16, cuda_type(type), k, &beta, y, CUDA_R_32F, m,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace rz::gpu
