@@ -190,13 +190,20 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t base = (int64_t(s) * n_head + h) * max_parts;
   float M = -INFINITY;
   for (int j = 0; j < n_parts; ++j) M = fmaxf(M, part_m[base + j]);
-  for (int j = tid; j < n_parts; j += kThreads) w_s[j] = expf(part_m[base + j] - M);
+  // w_s holds max_parts rounded up to a multiple of 4 (see the launch); the tail is zeroed and
+  // the loops stay scalar (unroll 1): compute-sanitizer caught a 12-byte shared read past
+  // n_parts here when the compiler was free to unroll and widen them.
+  const int padded = (max_parts + 3) / 4 * 4;
+  for (int j = tid; j < padded; j += kThreads)
+    w_s[j] = j < n_parts ? expf(part_m[base + j] - M) : 0.0f;
   __syncthreads();
   float lsum = 0.0f;
+#pragma unroll 1
   for (int j = 0; j < n_parts; ++j) lsum = fmaf(part_l[base + j], w_s[j], lsum);
   float* __restrict__ out_h = out + (int64_t(s) * n_head + h) * head_dim;
   for (int d = tid; d < head_dim; d += kThreads) {
     float acc = 0.0f;
+#pragma unroll 1
     for (int j = 0; j < n_parts; ++j) acc = fmaf(part_o[(base + j) * head_dim + d], w_s[j], acc);
     out_h[d] = acc / lsum;
   }
@@ -255,7 +262,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     attn_decode_combine_kernel<<<dim3(a.n_head, a.n_slots), kThreads,
-                                 size_t(max_parts) * sizeof(float), stream>>>(
+                                 size_t((max_parts + 3) / 4 * 4) * sizeof(float), stream>>>(
         context_lens, part_o, part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts);
     RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");
   }
