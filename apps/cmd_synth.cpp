@@ -45,29 +45,29 @@ std::string human(uint64_t n) {
 }  // namespace
 
 int synth(int argc, char** argv) {
-  cli::Flags flags("rz synth", "write a GGUF model with random weights in a real model's shape");
-  flags.opt("--shape", "NAME", "tiny, qwen2.5-1.5b or llama3.1-8b")
-      .opt("--format", "FMT", "f16, bf16, q8_0, q4_0, q4_1 or q4_k_m (llama.cpp's Q4_K_M mix)")
-      .opt("--out", "FILE", "output .gguf file")
-      .opt("--seed", "S", "random seed (same seed, same bytes)", "0")
-      .opt("--vocab", "FILE", "GGUF file whose tokenizer is copied (padded to the shape's vocabulary)",
+  cli::Flags flags("synth", "write a GGUF model with random weights in a real model's shape");
+  flags.opt("shape", "NAME", "tiny, qwen2.5-1.5b or llama3.1-8b")
+      .opt("format", "FMT", "f16, bf16, q8_0, q4_0, q4_1 or q4_k_m (llama.cpp's Q4_K_M mix)")
+      .opt("out", "FILE", "output .gguf file")
+      .opt("seed", "S", "random seed (same seed, same bytes)", "0")
+      .opt("vocab", "FILE", "GGUF file whose tokenizer is copied (padded to the shape's vocabulary)",
            kSynthDefaultVocab)
-      .opt("--threads", "N", "generator threads (0: all cores; does not change the output)", "0");
+      .opt("threads", "N", "generator threads (0: all cores; does not change the output)", "0");
   int rc = 0;
   if (!flags.parse(argc, argv, rc)) return rc;
-  for (const char* f : {"--shape", "--format", "--out"})
-    if (!flags.has(f)) throw Error(std::string(f) + " is required");
+  for (const char* f : {"shape", "format", "out"})
+    if (!flags.has(f)) throw Error(std::string("--") + f + " is required");
 
   SynthOptions opt;
-  opt.shape = flags.str("--shape");
-  opt.format = parse_synth_format(flags.str("--format"));
-  opt.out = flags.str("--out");
-  const long long seed = flags.integer("--seed");
+  opt.shape = flags.str("shape");
+  opt.format = parse_synth_format(flags.str("format"));
+  opt.out = flags.str("out");
+  const long long seed = flags.integer("seed");
   if (seed < 0) throw Error("--seed: expected a non-negative integer");
   opt.seed = static_cast<uint64_t>(seed);
-  opt.threads = static_cast<int>(flags.integer("--threads"));
-  if (flags.has("--vocab")) {
-    opt.vocab = flags.str("--vocab");
+  opt.threads = static_cast<int>(flags.integer("threads"));
+  if (flags.has("vocab")) {
+    opt.vocab = flags.str("vocab");
   } else {
     opt.vocab = default_vocab();
     if (opt.vocab.empty())
