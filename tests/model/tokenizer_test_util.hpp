@@ -2,11 +2,13 @@
 // (testdata/vocab/X.gguf.inp: inputs separated by "\n__ggml_vocab_test__\n"; X.gguf.out: one
 // line of expected ids per input).
 #pragma once
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/gguf.hpp"
@@ -60,6 +62,25 @@ inline std::vector<VocabCase> read_vocab_cases(const std::string& gguf_path) {
 inline std::shared_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   auto f = GgufFile::open(path);
   return Tokenizer::from_gguf(*f);
+}
+
+// `s` as a JSON string literal (quotes, backslashes and control characters escaped), for tests
+// that write JSON inputs.
+inline std::string json_str(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace rz::test
