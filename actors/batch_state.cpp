@@ -23,6 +23,21 @@ void BatchConfig::validate() const {
   need(max_consecutive_prefills >= 1,
        "max_consecutive_prefills must be at least 1, got " + std::to_string(max_consecutive_prefills));
   need(n_vocab >= 0, "n_vocab must not be negative, got " + std::to_string(n_vocab));
+  need(kv_block_size >= 0,
+       "kv_block_size must not be negative, got " + std::to_string(kv_block_size));
+  need(kv_blocks >= 0, "kv_blocks must not be negative, got " + std::to_string(kv_blocks));
+  need(kv_blocks == 0 || kv_block_size >= 1,
+       "kv_blocks " + std::to_string(kv_blocks) + " needs a kv_block_size of at least 1");
+}
+
+int64_t BatchConfig::kv_reserve_tokens(int64_t prompt, int max_tokens) const {
+  const int64_t want = prompt + (max_tokens > 0 ? max_tokens : max_context - prompt);
+  return std::min<int64_t>(want, max_context);
+}
+
+int64_t BatchConfig::kv_blocks_for(int64_t tokens) const {
+  if (!kv_limited()) return 0;
+  return (tokens + kv_block_size - 1) / kv_block_size;
 }
 
 BatchedDecodeState::BatchedDecodeState(BatchConfig cfg) : cfg_(std::move(cfg)) {
@@ -61,6 +76,22 @@ SubmitResult BatchedDecodeState::submit(BatchRequest req) {
     return refuse(SubmitStatus::context_length_exceeded,
                   "the prompt has " + std::to_string(n) + " tokens; with one generated token it "
                   "exceeds the context of " + std::to_string(cfg_.max_context) + " tokens");
+  if (cfg_.kv_limited()) {
+    const int64_t reserve = cfg_.kv_reserve_tokens(n, req.max_tokens);
+    const int64_t blocks = cfg_.kv_blocks_for(reserve);
+    if (blocks > cfg_.kv_blocks) {
+      const std::string gen = req.max_tokens > 0
+                                  ? "max_tokens " + std::to_string(req.max_tokens)
+                                  : "generation up to the context of " +
+                                        std::to_string(cfg_.max_context) + " tokens";
+      return refuse(SubmitStatus::context_length_exceeded,
+                    "the prompt has " + std::to_string(n) + " tokens; with " + gen + " it needs " +
+                        std::to_string(reserve) + " tokens of KV cache (" +
+                        std::to_string(blocks) + " blocks of " +
+                        std::to_string(cfg_.kv_block_size) + "), more than the whole cache of " +
+                        std::to_string(cfg_.kv_blocks) + " blocks");
+    }
+  }
   if (static_cast<int>(queue_.size()) >= cfg_.max_queue)
     return refuse(SubmitStatus::overloaded,
                   "the server is busy: " + std::to_string(queue_.size()) + " requests wait");
@@ -110,6 +141,7 @@ bool BatchedDecodeState::has_work() const {
 void BatchedDecodeState::free_slot(int i) {
   BatchSlot& s = slots_[static_cast<size_t>(i)];
   live_.erase(s.request.id);
+  kv_used_ -= s.kv_blocks;
   s = BatchSlot{};
   --active_;
   // The executor slot may hold this request's KV cache (release of a free one is a no-op).
@@ -165,7 +197,7 @@ StepPlan BatchedDecodeState::plan() {
 
   // Outside a step every busy slot is decoding (prefilling lasts only while its step flies).
   const bool can_decode = active_ > 0;
-  const bool can_prefill = !queue_.empty() && active_ < cfg_.max_slots;
+  const bool can_prefill = head_admissible();
   if (can_prefill && (!can_decode || prefills_in_row_ < cfg_.max_consecutive_prefills))
     plan_prefill(p);
   else if (can_decode)
@@ -177,19 +209,30 @@ StepPlan BatchedDecodeState::plan() {
   return p;
 }
 
+bool BatchedDecodeState::head_admissible() const {
+  if (queue_.empty() || active_ >= cfg_.max_slots) return false;
+  if (!cfg_.kv_limited()) return true;
+  const Queued& q = queue_.front();
+  const auto n = static_cast<int64_t>(q.req.prompt.size());
+  return kv_used_ + cfg_.kv_blocks_for(cfg_.kv_reserve_tokens(n, q.req.max_tokens)) <=
+         cfg_.kv_blocks;
+}
+
 void BatchedDecodeState::plan_prefill(StepPlan& p) {
   p.kind = StepPlan::Kind::prefill;
   ++prefills_in_row_;
   const auto at = now();
   long long tokens = 0;
   int next_free = 0;
-  while (!queue_.empty() && static_cast<int>(p.prefill.size()) < cfg_.max_prefill_batch &&
-         active_ < cfg_.max_slots) {
+  // Strict FIFO: a head without a free slot or enough free KV blocks stops admission here; it
+  // waits for the next step rather than being overtaken.
+  while (static_cast<int>(p.prefill.size()) < cfg_.max_prefill_batch && head_admissible()) {
     Queued& q = queue_.front();
     const auto n = static_cast<long long>(q.req.prompt.size());
-    // Strict FIFO: the head waits for the next step rather than being overtaken. Only a head
-    // that alone exceeds the budget runs alone (it would never fit otherwise).
+    // Only a head that alone exceeds the prompt-token budget runs alone (it would never fit
+    // otherwise).
     if (!p.prefill.empty() && tokens + n > cfg_.max_prefill_tokens) break;
+    const int64_t reserve = cfg_.kv_reserve_tokens(n, q.req.max_tokens);
     while (slots_[static_cast<size_t>(next_free)].busy()) ++next_free;
     BatchSlot& s = slots_[static_cast<size_t>(next_free)];
     s.phase = BatchSlot::Phase::prefilling;
@@ -198,6 +241,8 @@ void BatchedDecodeState::plan_prefill(StepPlan& p) {
     s.prompt_len = static_cast<int>(n);
     s.max_tokens = q.req.max_tokens;
     s.ignore_eos = q.req.ignore_eos;
+    s.kv_blocks = cfg_.kv_blocks_for(reserve);
+    kv_used_ += s.kv_blocks;
     s.timings.enqueued = q.enqueued;
     s.timings.admitted = at;
     live_[q.req.ref.id] = next_free;
@@ -206,7 +251,8 @@ void BatchedDecodeState::plan_prefill(StepPlan& p) {
     counters_.prompt_tokens += static_cast<uint64_t>(n);
     tokens += n;
     p.requests.push_back(q.req.ref);
-    p.prefill.push_back(PrefillRequest{next_free, std::move(q.req.prompt), q.req.sampling});
+    p.prefill.push_back(PrefillRequest{next_free, std::move(q.req.prompt), q.req.sampling,
+                                       static_cast<int>(reserve)});
     queue_.pop_front();
   }
 }

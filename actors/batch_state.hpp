@@ -27,7 +27,18 @@
 //   slots, several per step, up to max_prefill_batch requests and max_prefill_tokens prompt
 //   tokens; it stops at the first request that does not fit (no overtaking). A prompt longer
 //   than max_prefill_tokens alone runs as a step of its own (the executor has no chunked prefill).
-// - Prefill whenever a request waits and a slot is free, but never more than
+// - KV cache blocks (when kv_blocks > 0): a request reserves, at admission, the blocks for every
+//   token it may ever hold, reserve = min(prompt + (max_tokens > 0 ? max_tokens : max_context -
+//   prompt), max_context) tokens, i.e. ceil(reserve / kv_block_size) blocks, and holds them until
+//   its slot is freed (finish, cancel, failure, abort_all). The head of the queue is admitted only
+//   if a slot AND its blocks are free; otherwise admission stops there and the head waits for
+//   blocks to come back (no overtaking, no failure; running requests never run out because their
+//   blocks were taken up front). PrefillRequest::reserve_tokens carries `reserve`, so a paged
+//   executor takes exactly these blocks. submit() refuses with context_length_exceeded a request
+//   that needs more blocks than the whole cache has (it could never run). Blocks freed in one
+//   plan() are reusable by that plan's prefill: the caller releases them (plan.release) first.
+// - Prefill whenever the head of the queue is admissible (a slot and its KV blocks are free), but
+//   never more than
 //   max_consecutive_prefills prefill steps in a row while some slot could decode (default 1:
 //   prefill and decode alternate under load, so a burst of arrivals delays running requests by
 //   at most one step per decode step, and new requests join at every other boundary).
@@ -63,10 +74,21 @@ struct BatchConfig {
   int max_prefill_tokens = 8192;     // prompt tokens in one prefill step (see the policy above)
   int max_consecutive_prefills = 1;  // prefill steps in a row while some slot could decode
   int n_vocab = 0;                   // > 0: prompt tokens outside [0, n_vocab) are refused
+  // The KV cache shared by all slots: kv_blocks blocks of kv_block_size tokens each (see the
+  // policy above; Executor::kv_block_size()/kv_blocks()). kv_blocks == 0: unlimited, no
+  // accounting; kv_blocks > 0 needs kv_block_size >= 1.
+  int kv_block_size = 0;
+  int64_t kv_blocks = 0;
   std::function<bool(int32_t)> is_eog;              // end-of-generation ids; empty: none
   std::function<SchedClock::time_point()> now;      // empty: SchedClock::now (tests inject)
 
   void validate() const;  // throws rz::Error("batch config: cause")
+
+  bool kv_limited() const { return kv_blocks > 0; }
+  // Tokens of KV cache a request reserves at admission (the policy above); prompt >= 1.
+  int64_t kv_reserve_tokens(int64_t prompt, int max_tokens) const;
+  // Blocks that hold `tokens` tokens: ceil(tokens / kv_block_size); 0 when not kv_limited().
+  int64_t kv_blocks_for(int64_t tokens) const;
 };
 
 // The state of one slot. A request occupies its slot from admission (plan() puts it in a
@@ -88,6 +110,7 @@ struct BatchSlot {
   int max_tokens = 0;       // 0: until the context is full
   bool ignore_eos = false;
   bool cancel_requested = false;
+  int64_t kv_blocks = 0;    // KV blocks reserved for this request (0 when not kv_limited)
   RequestTimings timings;
   bool busy() const { return phase != Phase::free; }
 };
@@ -163,6 +186,9 @@ class BatchedDecodeState {
   int queue_depth() const { return static_cast<int>(queue_.size()); }
   int active_slots() const { return active_; }
   int free_slots() const { return cfg_.max_slots - active_; }
+  // KV blocks reserved by busy slots (the sum of their BatchSlot::kv_blocks); always 0 when the
+  // config is not kv_limited(). Blocks of a freed slot come back at once (see the policy).
+  int64_t kv_blocks_used() const { return kv_used_; }
   bool in_flight() const { return in_flight_; }
   // Slots freed here but not yet handed out in a plan's release list.
   const std::vector<int>& pending_releases() const { return pending_release_; }
@@ -178,6 +204,7 @@ class BatchedDecodeState {
   SchedClock::time_point now() const;
   void check_in_flight(const StepPlan& p, const char* what) const;
   void take_cancellations();                   // running, not in flight, cancel requested
+  bool head_admissible() const;                // a slot and the head's KV blocks are free
   void plan_prefill(StepPlan& p);
   void plan_decode(StepPlan& p);
   // Free a slot (onto the release list) and make its final event.
@@ -196,6 +223,7 @@ class BatchedDecodeState {
   bool in_flight_ = false;
   uint64_t step_ = 0;              // sequence number of the last plan that was not idle
   int prefills_in_row_ = 0;
+  int64_t kv_used_ = 0;
   BatchCounters counters_;
 };
 

@@ -92,6 +92,10 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   bc.max_prefill_batch = config.max_prefill_batch;
   bc.n_vocab = executor->config().n_vocab > 0 ? executor->config().n_vocab : tokenizer->n_vocab();
   bc.is_eog = [tokenizer](int32_t id) { return tokenizer->is_eog(id); };
+  // Admission waits for KV blocks as well as slots (an executor without a paged cache reports
+  // one full-context block per slot, so only slots count there).
+  bc.kv_block_size = executor->kv_block_size();
+  bc.kv_blocks = executor->kv_blocks();
   bc.validate();
   check_fits(bc, *executor);
 

@@ -14,7 +14,8 @@ namespace rz {
 // delivered at step boundaries, or while the planned step has not run yet).
 using SchedEventSink = std::function<void(const SchedEvent&)>;
 
-// Throws rz::Error when the config asks for more slots or context than the executor has.
+// Throws rz::Error when the config asks for more slots or context than the executor has, or
+// (when cfg.kv_limited()) for more KV blocks, or blocks of another size.
 void check_fits(const BatchConfig& cfg, const Executor& ex);
 
 // One step boundary and, unless the plan is idle, one executor step:

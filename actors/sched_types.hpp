@@ -35,7 +35,8 @@ struct BatchRequest {
 enum class SubmitStatus {
   accepted,
   overloaded,               // the waiting queue is full; try again later
-  context_length_exceeded,  // prompt + 1 token does not fit in max_context
+  context_length_exceeded,  // prompt + 1 token does not fit in max_context, or the request's
+                            // KV reserve needs more blocks than the whole cache has
   invalid_request,          // empty prompt, a token outside the vocabulary, a live duplicate id,
                             // negative max_tokens
 };
