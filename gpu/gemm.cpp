@@ -68,14 +68,27 @@ void Gemm::matmul(HalfType type, const void* w, const float* x, float* y, int64_
   matmul_x16(type, w, x16_.get(), y, rows, cols, n_tokens);
 }
 
+void Gemm::matmul_f32(const float* w, const float* x, float* y, int64_t rows, int64_t cols,
+                      int64_t n_tokens) {
+  check_shape("sgemm", w, x, y, rows, cols, n_tokens);
+  if (n_tokens == 0) return;
+  const float alpha = 1.0f, beta = 0.0f;
+  const int m = static_cast<int>(rows), n = static_cast<int>(n_tokens), k = static_cast<int>(cols);
+  // The handle's math mode is the default (CUBLAS_DEFAULT_MATH): no TF32 for Sgemm.
+  RZ_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, k, x, k, &beta,
+                              y, m));
+}
+
 void Gemm::matmul_x16(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
-                      int64_t cols, int64_t n_tokens) {
+                      int64_t cols, int64_t n_tokens, int64_t ldy) {
   check_shape("gemm", w, x16, y, rows, cols, n_tokens);
+  if (ldy != 0 && (ldy < rows || ldy > INT_MAX)) throw Error("gemm: ldy must be in rows..INT_MAX");
   if (n_tokens == 0) return;
   const float alpha = 1.0f, beta = 0.0f;  // beta = 0: y is not read, so it may hold garbage
   const int m = static_cast<int>(rows), n = static_cast<int>(n_tokens), k = static_cast<int>(cols);
   RZ_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, cuda_type(type),
-                               k, x16, cuda_type(type), k, &beta, y, CUDA_R_32F, m,
+                               k, x16, cuda_type(type), k, &beta, y, CUDA_R_32F,
+                               ldy > 0 ? static_cast<int>(ldy) : m,
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 

@@ -38,8 +38,14 @@ class Gemm {
               int64_t n_tokens);
 
   // The same with x already in `type`: device [n_tokens, cols] 16-bit, row-major.
+  // Y = X · Wᵀ with fp32 weights and activations, FP32 math (cublasSgemm, no TF32): for models
+  // whose weights are stored in F32, so that they run at full precision.
+  void matmul_f32(const float* w, const float* x, float* y, int64_t rows, int64_t cols,
+                  int64_t n_tokens);
+  // ldy: floats between consecutive tokens' rows of y (0: rows), so that a slice of W's rows can
+  // write its columns of a wider Y.
   void matmul_x16(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
-                  int64_t cols, int64_t n_tokens);
+                  int64_t cols, int64_t n_tokens, int64_t ldy = 0);
 
  private:
   cublasHandle_t handle_ = nullptr;

@@ -15,6 +15,10 @@ struct PrefillRequest {
   int slot = 0;                  // a free slot
   std::vector<int32_t> tokens;   // the whole prompt (at least one token)
   SamplingParams sampling;       // used for this slot until it is released
+  // KV cache room to reserve for this slot now, in tokens (prompt + the tokens it may generate);
+  // at least the prompt is always reserved. Executors with a shared, paged cache take the blocks
+  // at prefill, so the slot's later decode steps never run out; others ignore it.
+  int reserve_tokens = 0;
 };
 
 struct DecodeRequest {
@@ -28,6 +32,13 @@ class Executor {
   virtual const ModelConfig& config() const = 0;
   virtual int max_slots() const = 0;
   virtual int max_context() const = 0;  // tokens one slot can hold (prompt + generated)
+
+  // The KV cache as the scheduler sees it: kv_blocks() blocks of kv_block_size() tokens shared by
+  // all slots. A slot holding n tokens (or reserving them) takes ceil(n / kv_block_size()) blocks.
+  // The default describes a cache with a full context per slot (one "block" per slot), which
+  // never makes a request wait for anything but a free slot.
+  virtual int kv_block_size() const { return max_context(); }
+  virtual int64_t kv_blocks() const { return max_slots(); }
 
   // Prefills several prompts into free slots in one step and samples each one's first token.
   // Returns one token per request, in request order. Throws rz::Error before doing any work if a
