@@ -1,0 +1,228 @@
+// gpu_verify's shared pieces (see verify_common.hpp).
+#include "tests/gpu_verify/verify_common.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "gpu/device.hpp"
+#include "model/common.hpp"
+#include "model/cpu_executor.hpp"
+#include "model/gguf.hpp"
+#include "model/tokenizer.hpp"
+
+namespace rz::verify {
+
+Args::Args(int argc, char** argv, const std::vector<std::string>& valued,
+           const std::vector<std::string>& bare) {
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) throw Error("unexpected argument '" + a + "' (flags start with --)");
+    std::string k = a.substr(2), val;
+    const size_t eq = k.find('=');
+    if (eq != std::string::npos) {
+      val = k.substr(eq + 1);
+      k = k.substr(0, eq);
+    }
+    if (std::find(bare.begin(), bare.end(), k) != bare.end()) {
+      if (eq != std::string::npos) throw Error("--" + k + " takes no value");
+      v_[k] = "1";
+    } else if (std::find(valued.begin(), valued.end(), k) != valued.end()) {
+      if (eq == std::string::npos) {
+        if (i + 1 >= argc) throw Error("--" + k + " needs a value");
+        val = argv[++i];
+      }
+      v_[k] = val;
+    } else {
+      throw Error("unknown flag --" + k);
+    }
+  }
+}
+
+std::string Args::str(const std::string& k, const std::string& def) const {
+  auto it = v_.find(k);
+  return it == v_.end() ? def : it->second;
+}
+
+long long Args::integer(const std::string& k, long long def) const {
+  if (!has(k)) return def;
+  const std::string s = str(k);
+  size_t pos = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos != s.size() || s.empty()) throw Error("--" + k + ": expected an integer, got '" + s + "'");
+  return v;
+}
+
+double Args::real(const std::string& k, double def) const {
+  if (!has(k)) return def;
+  const std::string s = str(k);
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos != s.size() || s.empty() || !std::isfinite(v))
+    throw Error("--" + k + ": expected a number, got '" + s + "'");
+  return v;
+}
+
+std::string Args::require(const std::string& k) const {
+  if (!has(k)) throw Error("--" + k + " is required");
+  return str(k);
+}
+
+bool gpu_available(std::string* why) {
+  return !gpu::list_devices(why).empty();
+}
+
+std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, int slots,
+                                            int max_context) {
+  CpuExecutorOptions o;
+  o.slots = slots;
+  o.max_context = max_context;
+  o.threads = 0;
+  return std::make_unique<CpuExecutor>(std::move(f), o);
+}
+
+bool has_bf16_matrices(const ModelFile& f) {
+  for (const TensorView& t : f.tensors())
+    if (t.n_dims >= 2 && t.type == GgmlType::BF16) return true;
+  return false;
+}
+
+double default_tol(const ModelFile& f) { return has_bf16_matrices(f) ? 0.08 : 0.02; }
+
+std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t seed, int min_len,
+                                                 int max_len) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 12345);
+  std::uniform_int_distribution<int32_t> tok(0, n_vocab - 1);
+  std::uniform_int_distribution<int> jitter(-2, 2);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    int len = n > 1 ? min_len + (max_len - min_len) * i / (n - 1) : min_len;
+    len = std::clamp(len + jitter(rng), min_len, max_len);
+    std::vector<int32_t> p(static_cast<size_t>(len));
+    for (auto& t : p) t = tok(rng);
+    out.push_back(std::move(p));
+  }
+  // Interleave lengths so a batch is not sorted by length.
+  std::shuffle(out.begin(), out.end(), rng);
+  return out;
+}
+
+std::vector<std::vector<int32_t>> text_prompts(const ModelFile& f, int n) {
+  static const char* kTexts[8] = {
+      "Hello! Could you tell me what the weather is usually like in Lisbon in May?",
+      "Write a short poem about a cat watching the rain from a window.",
+      "What is the difference between a list and a tuple in Python?",
+      "Explain in two sentences why the sky is blue.",
+      "I have three apples and eat one. How many apples do I have left?",
+      "Please summarize the plot of Romeo and Juliet for a ten year old.",
+      "Give me three ideas for a quick vegetarian dinner.",
+      "Translate 'good morning, how are you?' into French and Spanish.",
+  };
+  std::shared_ptr<Tokenizer> tok = f.gguf() ? Tokenizer::from_gguf(*f.gguf())
+                                            : Tokenizer::from_hf_dir(f.hf_dir());
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) out.push_back(tok->encode(kTexts[i % 8], true, false));
+  return out;
+}
+
+GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
+                     bool keep_logits) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = prompts.size();
+  ex.set_keep_logits(keep_logits);
+  GreedyRun r;
+  r.tokens.assign(n, {});
+  r.logits.assign(n, {});
+  auto keep = [&](size_t p) {
+    if (!keep_logits) return;
+    std::span<const float> l = ex.last_logits(static_cast<int>(p));
+    r.logits[p].emplace_back(l.begin(), l.end());
+  };
+  std::vector<PrefillRequest> pre(n);
+  for (size_t p = 0; p < n; ++p) {
+    pre[p].slot = static_cast<int>(p);
+    pre[p].tokens = prompts[p];
+    pre[p].reserve_tokens = static_cast<int>(prompts[p].size()) + tokens;
+  }
+  std::vector<int32_t> got = ex.prefill(pre);
+  for (size_t p = 0; p < n; ++p) {
+    r.tokens[p].push_back(got.at(p));
+    keep(p);
+  }
+  std::vector<DecodeRequest> dec(n);
+  for (int s = 1; s < tokens; ++s) {
+    for (size_t p = 0; p < n; ++p) dec[p] = {static_cast<int>(p), r.tokens[p].back()};
+    got = ex.decode(dec);
+    for (size_t p = 0; p < n; ++p) {
+      r.tokens[p].push_back(got.at(p));
+      keep(p);
+    }
+  }
+  for (size_t p = 0; p < n; ++p) ex.release(static_cast<int>(p));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+void Report::add(CaseRow row) {
+  std::printf("%s %s: %s\n", row.pass ? "PASS" : "FAIL", row.name.c_str(), row.detail.c_str());
+  std::fflush(stdout);
+  rows_.push_back(std::move(row));
+}
+
+int Report::finish(const std::string& extra) const {
+  size_t w = 4;
+  int failed = 0;
+  for (const CaseRow& r : rows_) {
+    w = std::max(w, r.name.size());
+    failed += r.pass ? 0 : 1;
+  }
+  std::printf("\n%-*s  %-6s  %s\n", static_cast<int>(w), "case", "result", "detail");
+  for (const CaseRow& r : rows_)
+    std::printf("%-*s  %-6s  %s\n", static_cast<int>(w), r.name.c_str(), r.pass ? "pass" : "FAIL",
+                r.detail.c_str());
+  const bool ok = failed == 0 && !rows_.empty();
+  std::printf("gpu_verify %s: %s (%d of %zu cases failed)%s%s\n", title_.c_str(),
+              ok ? "PASS" : "FAIL", failed, rows_.size(), extra.empty() ? "" : "; ",
+              extra.c_str());
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+std::string fmt(double v, int prec) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+  return buf;
+}
+
+std::string describe_divergence(const Divergence& d, const char* ref_name, const char* test_name) {
+  if (d.step < 0) return "no divergence";
+  std::string s = "first divergence at step " + std::to_string(d.step) + ": " + ref_name + " " +
+                  std::to_string(d.ref_token) + " (top-2 margin " + fmt(d.ref_margin) + ") vs " +
+                  test_name + " " + std::to_string(d.test_token) + " (margin " +
+                  fmt(d.test_margin) + "), |dlogit| there " + fmt(d.max_abs);
+  if (d.near_tie()) s += " (near-tie: margin <= 2 |dlogit|)";
+  return s;
+}
+
+std::string basename_of(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+}  // namespace rz::verify

@@ -1,0 +1,92 @@
+// What gpu_verify's subcommands share: flag parsing, building the executors (CPU, or the GPU
+// through gpu_factory.cpp, the only file that names rz::gpu::GpuExecutor), prompts, the default
+// logit tolerance, and the per-case lines and summary table every subcommand prints.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/executor.hpp"
+#include "model/model_file.hpp"
+#include "tests/gpu_verify/verify_stats.hpp"
+
+namespace rz::verify {
+
+// --key value and --flag arguments. Throws rz::Error for an unknown or malformed flag.
+class Args {
+ public:
+  // `valued`: flags that take a value; `bare`: flags that do not.
+  Args(int argc, char** argv, const std::vector<std::string>& valued,
+       const std::vector<std::string>& bare);
+  bool has(const std::string& k) const { return v_.count(k) > 0; }
+  std::string str(const std::string& k, const std::string& def = "") const;
+  long long integer(const std::string& k, long long def) const;
+  double real(const std::string& k, double def) const;
+  std::string require(const std::string& k) const;  // throws "--k is required"
+
+ private:
+  std::map<std::string, std::string> v_;
+};
+
+// Whether a CUDA device is usable here; `why` gets the runtime's reason when not.
+bool gpu_available(std::string* why);
+
+// Executors. The GPU one keeps GpuExecutor's defaults except slots, max_context and an exact
+// kv_blocks (slots * ceil(max_context / block)), so start-up allocates no more than it needs.
+std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, int slots,
+                                            int max_context);
+std::unique_ptr<Executor> make_gpu_executor(std::shared_ptr<const ModelFile> f, int slots,
+                                            int max_context);  // gpu_factory.cpp
+
+// Default tolerance on max |dlogit| / max |reference logit| of a row (README.md: why):
+// 0.08 when any 2-D weight is BF16 (its prefill GEMM rounds activations to bf16), else 0.02.
+double default_tol(const ModelFile& f);
+bool has_bf16_matrices(const ModelFile& f);
+
+// n seeded random prompts of ids in [0, n_vocab), lengths spread over [min_len, max_len].
+std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t seed,
+                                                 int min_len = 4, int max_len = 60);
+// 8 fixed English sentences (chat-like) tokenized with the model's tokenizer (GGUF metadata, or
+// tokenizer.json beside safetensors), BOS as the tokenizer's metadata says. n > 8 repeats them.
+std::vector<std::vector<int32_t>> text_prompts(const ModelFile& f, int n);
+
+// Greedy generation of `tokens` tokens for all prompts at once (one prefill on slots 0..n-1,
+// then tokens-1 decode steps, each slot fed its own last token), keeping the logits of every
+// step: logits[p][s] is prompt p's row at step s. Slots are released at the end.
+struct GreedyRun {
+  std::vector<std::vector<int32_t>> tokens;               // [prompt][step]
+  std::vector<std::vector<std::vector<float>>> logits;    // [prompt][step][n_vocab]
+  double seconds = 0;
+};
+GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
+                     bool keep_logits = true);
+
+// One case's result row.
+struct CaseRow {
+  std::string name;
+  bool pass = false;
+  std::string detail;  // one line
+};
+
+// Prints "PASS name: detail" / "FAIL name: detail" at once, and collects the row.
+class Report {
+ public:
+  explicit Report(std::string title) : title_(std::move(title)) {}
+  void add(CaseRow row);
+  // Prints the table and "gpu_verify <title>: PASS|FAIL (k of n cases failed)"; returns the exit
+  // code (0 or 1).
+  int finish(const std::string& extra = "") const;
+
+ private:
+  std::string title_;
+  std::vector<CaseRow> rows_;
+};
+
+// "prompt 3 step 17: ref 1234 (margin 0.0021) vs test 5678 (margin 0.0009), |dlogit| 0.0015"
+std::string describe_divergence(const Divergence& d, const char* ref_name, const char* test_name);
+std::string fmt(double v, int prec = 3);  // %.{prec}g, "nan", "inf"
+std::string basename_of(const std::string& path);
+
+}  // namespace rz::verify
