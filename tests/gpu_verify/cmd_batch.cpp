@@ -83,6 +83,8 @@ int cmd_batch(int argc, char** argv) {
   cfg.max_queue = n;
   cfg.max_prefill_batch = 4;
   cfg.n_vocab = file->config().n_vocab;
+  cfg.kv_block_size = ex->kv_block_size();  // as the engine fills them (the GPU's paged cache)
+  cfg.kv_blocks = ex->kv_blocks();
   check_fits(cfg, *ex);
   BatchedDecodeState state(cfg);
   std::vector<std::vector<int32_t>> got(n);

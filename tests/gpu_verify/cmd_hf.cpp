@@ -107,8 +107,7 @@ int cmd_hf(int argc, char** argv) {
     for (int s = 0; s < g.steps; ++s) {
       const std::vector<float>& ref = s == 0 ? gp.logits_first
                                              : (s == g.steps - 1 ? gp.logits_last : none);
-      const std::vector<float>& test = ref.empty() ? none : run.logits[p][s];
-      c.step(gp.greedy[s], run.tokens[p][s], ref, test, gp.margins[s]);
+      c.step(gp.greedy[s], run.tokens[p][s], ref, run.logits[p][s], gp.margins[s]);
     }
     const Verdict v = judge(c, tol, ties_ok);
     equal += c.equal_tokens();

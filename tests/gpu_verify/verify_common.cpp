@@ -213,7 +213,8 @@ std::string describe_divergence(const Divergence& d, const char* ref_name, const
   std::string s = "first divergence at step " + std::to_string(d.step) + ": " + ref_name + " " +
                   std::to_string(d.ref_token) + " (top-2 margin " + fmt(d.ref_margin) + ") vs " +
                   test_name + " " + std::to_string(d.test_token) + " (margin " +
-                  fmt(d.test_margin) + "), |dlogit| there " + fmt(d.max_abs);
+                  fmt(d.test_margin) + "), |dlogit| " + (d.estimated ? "(largest compared) " : "there ") +
+                  fmt(d.max_abs);
   if (d.near_tie()) s += " (near-tie: margin <= 2 |dlogit|)";
   return s;
 }

@@ -67,6 +67,7 @@ struct Divergence {
   double test_margin = 0;  // the tested executor's (NaN: unknown)
   double max_abs = 0;      // |dlogit| at that step (NaN: not compared)
   double rel = 0;          // that relative to the row's max |reference logit| (NaN: not compared)
+  bool estimated = false;  // max_abs/rel are the largest of the earlier compared steps instead
   // A near-tie: the reference's margin is no larger than twice the measured logit difference at
   // that step, so rounding alone can swap the two best tokens.
   bool near_tie() const { return std::isfinite(max_abs) && ref_margin <= 2 * max_abs; }
@@ -77,15 +78,22 @@ struct Divergence {
 // sequences.
 class StreamCompare {
  public:
-  // Call once per generated token, in order. `ref_logits`/`test_logits` may be empty (not
-  // compared, e.g. a golden without logits for that step); `ref_margin` may be NaN (unknown
-  // without logits) and is then taken from ref_logits when present.
+  // Call once per generated token, in order. `ref_logits`/`test_logits` may be empty: rows are
+  // compared when both are present (e.g. a golden has logits for some steps only); the tested
+  // token is checked against the argmax of test_logits whenever present. `ref_margin_known` may
+  // be NaN (unknown) and is then taken from ref_logits when present.
   void step(int32_t ref_tok, int32_t test_tok, std::span<const float> ref_logits,
             std::span<const float> test_logits, double ref_margin_known = NAN) {
     const int s = steps_++;
+    double ref_margin = ref_margin_known, test_margin = NAN;
+    if (!test_logits.empty()) {
+      const Top2 tt = top2(test_logits);
+      test_margin = tt.margin;
+      // The token the tested executor returned must be the argmax of the logits it kept.
+      if (tt.id != test_tok) ++argmax_mismatch_;
+    }
     if (!aligned_) return;
     double step_abs = NAN, step_rel = NAN;
-    double ref_margin = ref_margin_known, test_margin = NAN;
     if (!ref_logits.empty() && !test_logits.empty()) {
       const RowDiff d = row_diff(test_logits, ref_logits);
       ++compared_;
@@ -93,10 +101,6 @@ class StreamCompare {
       step_rel = d.rel();
       if (!(d.max_abs <= worst_abs_)) worst_abs_ = d.max_abs;  // NaN/inf sticks
       if (!(d.rel() <= worst_rel_)) worst_rel_ = d.rel();
-      const Top2 tt = top2(test_logits);
-      test_margin = tt.margin;
-      // The token the tested executor returned must be the argmax of the logits it kept.
-      if (tt.id != test_tok) ++argmax_mismatch_;
     }
     if (!ref_logits.empty()) {
       const Top2 rt = top2(ref_logits);
@@ -109,7 +113,11 @@ class StreamCompare {
       return;
     }
     aligned_ = false;
-    div_ = {s, ref_tok, test_tok, ref_margin, test_margin, step_abs, step_rel};
+    // No rows at this step (a golden without them): the largest difference of the rows compared
+    // so far stands in for it.
+    const bool estimated = std::isnan(step_abs) && compared_ > 0;
+    if (estimated) step_abs = worst_abs_, step_rel = worst_rel_;
+    div_ = {s, ref_tok, test_tok, ref_margin, test_margin, step_abs, step_rel, estimated};
   }
 
   int steps() const { return steps_; }
