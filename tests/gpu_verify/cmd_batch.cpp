@@ -20,7 +20,7 @@
 namespace rz::verify {
 
 int cmd_batch(int argc, char** argv) {
-  Args a(argc, argv, {"model", "n", "tokens", "slots", "seed", "tol"}, {"cpu", "ties-ok", "text"});
+  Args a(argc, argv, {"model", "n", "tokens", "slots", "seed", "tol", "min-margin", "pool"}, {"cpu", "ties-ok", "text"});
   const std::string path = a.require("model");
   const int n = static_cast<int>(a.integer("n", 16));
   const int tokens = static_cast<int>(a.integer("tokens", 32));
@@ -35,15 +35,16 @@ int cmd_batch(int argc, char** argv) {
 
   auto file = ModelFile::open(path);
   const double tol = a.real("tol", default_tol(*file));
-  const auto prompts = a.has("text") ? text_prompts(*file, n)
-                                     : random_prompts(n, file->config().n_vocab, seed);
+  const double min_margin = a.real("min-margin", 0.0);
+  const int pool_n = static_cast<int>(a.integer("pool", min_margin > 0 ? (a.has("text") ? 32 : 4 * n) : n));
+  if (pool_n < n) throw Error("--pool must be at least --n");
+  const auto pool = a.has("text") ? text_prompts(*file, pool_n)
+                                  : random_prompts(pool_n, file->config().n_vocab, seed);
   std::vector<int> max_tok(n);
   int ctx = 0;
-  for (int i = 0; i < n; ++i) {
-    max_tok[i] = std::max(1, tokens - (i * 7) % (tokens / 2 + 1));  // tokens/2 .. tokens
-    ctx = std::max(ctx, static_cast<int>(prompts[i].size()) + max_tok[i]);
-  }
+  for (const auto& p : pool) ctx = std::max(ctx, static_cast<int>(p.size()) + tokens);
   ctx = (ctx + 63) / 64 * 64;
+  for (int i = 0; i < n; ++i) max_tok[i] = std::max(1, tokens - (i * 7) % (tokens / 2 + 1));
   const char* exname = cpu ? "cpu" : "gpu";
   std::printf("batch %s: %s executor, %d requests of %d..%d tokens, %d slots, tol %s%s\n",
               path.c_str(), exname, n, tokens / 2, tokens, slots, fmt(tol).c_str(),
@@ -51,6 +52,9 @@ int cmd_batch(int argc, char** argv) {
   std::fflush(stdout);
 
   auto ex = cpu ? make_cpu_executor(file, slots, ctx) : make_gpu_executor(file, slots, ctx);
+  std::string note;
+  const auto prompts = select_by_margin(*ex, pool, n, tokens, min_margin, &note);
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   ex->set_keep_logits(true);
 
   // Alone: one request at a time, on rotating slots.
@@ -196,7 +200,8 @@ int cmd_batch(int argc, char** argv) {
   rep.add({model + " schedule", sched_why.empty(), sched + sched_why});
   return rep.finish("tokens equal " + std::to_string(equal) + "/" + std::to_string(total) +
                     ", max rel |dlogit| " + fmt(worst_rel) + " (tol " + fmt(tol) + "), joins " +
-                    std::to_string(joins) + ", recycles " + std::to_string(recycles));
+                    std::to_string(joins) + ", recycles " + std::to_string(recycles) +
+                    (note.empty() ? "" : "; " + note));
 }
 
 }  // namespace rz::verify

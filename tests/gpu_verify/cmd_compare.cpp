@@ -3,6 +3,7 @@
 // with kept logits; every step's logits are compared while the two token streams agree.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "model/common.hpp"
 #include "tests/gpu_verify/verify_commands.hpp"
@@ -11,7 +12,7 @@
 namespace rz::verify {
 
 int cmd_compare(int argc, char** argv) {
-  Args a(argc, argv, {"model", "prompts", "tokens", "seed", "tol"},
+  Args a(argc, argv, {"model", "prompts", "tokens", "seed", "tol", "min-margin", "pool"},
          {"text", "cpu-vs-cpu", "ties-ok"});
   const std::string path = a.require("model");
   const int n = static_cast<int>(a.integer("prompts", 8));
@@ -26,10 +27,13 @@ int cmd_compare(int argc, char** argv) {
 
   auto file = ModelFile::open(path);
   const double tol = a.real("tol", default_tol(*file));
-  const auto prompts = a.has("text") ? text_prompts(*file, n)
-                                     : random_prompts(n, file->config().n_vocab, seed);
+  const double min_margin = a.real("min-margin", 0.0);
+  const int pool_n = static_cast<int>(a.integer("pool", min_margin > 0 ? (a.has("text") ? 32 : 4 * n) : n));
+  if (pool_n < n) throw Error("--pool must be at least --prompts");
+  const auto pool = a.has("text") ? text_prompts(*file, pool_n)
+                                  : random_prompts(pool_n, file->config().n_vocab, seed);
   int ctx = 0;
-  for (const auto& p : prompts) ctx = std::max(ctx, static_cast<int>(p.size()) + tokens);
+  for (const auto& p : pool) ctx = std::max(ctx, static_cast<int>(p.size()) + tokens);
   ctx = (ctx + 63) / 64 * 64;
   const char* test_name = cpu2 ? "cpu2" : "gpu";
   std::printf("compare %s: %d %s prompts x %d tokens, reference cpu, tested %s, tol %s of the "
@@ -39,8 +43,12 @@ int cmd_compare(int argc, char** argv) {
   std::fflush(stdout);
 
   GreedyRun ref, test;
+  std::vector<std::vector<int32_t>> prompts;
+  std::string note;
   {
     auto cpu = make_cpu_executor(file, n, ctx);
+    prompts = select_by_margin(*cpu, pool, n, tokens, min_margin, &note);
+    if (!note.empty()) std::printf("%s\n", note.c_str());
     ref = run_greedy(*cpu, prompts, tokens);
   }
   {
@@ -70,12 +78,13 @@ int cmd_compare(int argc, char** argv) {
     if (!v.why.empty()) d += "; " + v.why;
     rep.add({model + " prompt " + std::to_string(p), v.pass, d});
   }
-  char extra[256];
+  char extra[512];
   std::snprintf(extra, sizeof extra,
                 "tokens equal %d/%d, max |dlogit| %s, max rel %s (tol %s), near-tie divergences "
-                "%d, cpu %.1f s, %s %.1f s",
+                "%d, cpu %.1f s, %s %.1f s%s%s",
                 equal, n * tokens, fmt(worst_abs).c_str(), fmt(worst_rel).c_str(),
-                fmt(tol).c_str(), ties, ref.seconds, test_name, test.seconds);
+                fmt(tol).c_str(), ties, ref.seconds, test_name, test.seconds, note.empty() ? "" : "; ",
+                note.c_str());
   return rep.finish(extra);
 }
 

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <random>
 
 #include "gpu/device.hpp"
@@ -120,7 +122,7 @@ std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t se
 }
 
 std::vector<std::vector<int32_t>> text_prompts(const ModelFile& f, int n) {
-  static const char* kTexts[8] = {
+  static const char* kTexts[] = {
       "Hello! Could you tell me what the weather is usually like in Lisbon in May?",
       "Write a short poem about a cat watching the rain from a window.",
       "What is the difference between a list and a tuple in Python?",
@@ -129,12 +131,81 @@ std::vector<std::vector<int32_t>> text_prompts(const ModelFile& f, int n) {
       "Please summarize the plot of Romeo and Juliet for a ten year old.",
       "Give me three ideas for a quick vegetarian dinner.",
       "Translate 'good morning, how are you?' into French and Spanish.",
+      "What are the main causes of inflation?",
+      "Can you recommend a good book about the history of science?",
+      "How do I make a cup of green tea properly?",
+      "Describe the water cycle step by step.",
+      "What is the capital of Australia, and why is it not Sydney?",
+      "Tell me a joke about programmers.",
+      "How many legs does a spider have?",
+      "Write a haiku about autumn leaves.",
+      "Why do we have leap years?",
+      "What should I pack for a weekend hiking trip?",
+      "Explain what a neural network is to a beginner.",
+      "List the planets of the solar system in order from the sun.",
+      "How can I improve my sleep?",
+      "What is the boiling point of water at the top of a mountain?",
+      "Write a friendly email inviting my neighbours to a barbecue.",
+      "What is photosynthesis?",
+      "Give me a simple recipe for pancakes.",
+      "Who painted the Mona Lisa?",
+      "What are some tips for learning a new language?",
+      "Explain the rules of chess in a few sentences.",
+      "Why is exercise good for your health?",
+      "What is the speed of light?",
+      "Suggest a name for a small coffee shop by the sea.",
+      "How does a bicycle stay upright?",
   };
+  constexpr int kN = static_cast<int>(sizeof kTexts / sizeof kTexts[0]);
   std::shared_ptr<Tokenizer> tok = f.gguf() ? Tokenizer::from_gguf(*f.gguf())
                                             : Tokenizer::from_hf_dir(f.hf_dir());
   std::vector<std::vector<int32_t>> out;
-  for (int i = 0; i < n; ++i) out.push_back(tok->encode(kTexts[i % 8], true, false));
+  for (int i = 0; i < n; ++i) out.push_back(tok->encode(kTexts[i % kN], true, false));
   return out;
+}
+
+double min_rel_margin(const std::vector<std::vector<float>>& rows) {
+  double m = std::numeric_limits<double>::infinity();
+  for (const auto& r : rows) {
+    const RowDiff scale = row_diff(r, r);
+    const double mx = scale.ref_max > 0 ? scale.ref_max : 1.0;
+    m = std::min(m, top2(r).margin / mx);
+  }
+  return m;
+}
+
+std::vector<std::vector<int32_t>> select_by_margin(Executor& ex,
+                                                   const std::vector<std::vector<int32_t>>& pool,
+                                                   int n, int tokens, double min_rel,
+                                                   std::string* note) {
+  if (min_rel <= 0 || static_cast<int>(pool.size()) <= n) {
+    if (min_rel > 0 && note) *note = "pool no larger than the set: no margin selection";
+    return {pool.begin(), pool.begin() + std::min<size_t>(pool.size(), static_cast<size_t>(n))};
+  }
+  std::vector<std::vector<int32_t>> kept;
+  std::vector<std::pair<double, size_t>> rest;  // (margin, pool index) of the rejected
+  const size_t chunk = static_cast<size_t>(ex.max_slots());
+  for (size_t at = 0; at < pool.size() && static_cast<int>(kept.size()) < n; at += chunk) {
+    const size_t end = std::min(pool.size(), at + chunk);
+    std::vector<std::vector<int32_t>> part(pool.begin() + at, pool.begin() + end);
+    const GreedyRun r = run_greedy(ex, part, tokens);
+    for (size_t i = 0; i < part.size(); ++i) {
+      const double m = min_rel_margin(r.logits[i]);
+      if (m >= min_rel && static_cast<int>(kept.size()) < n) kept.push_back(part[i]);
+      else rest.push_back({m, at + i});
+    }
+  }
+  const size_t ran = kept.size() + rest.size(), passed = kept.size();
+  int low = 0;
+  std::sort(rest.begin(), rest.end(), std::greater<>());
+  for (size_t i = 0; static_cast<int>(kept.size()) < n && i < rest.size(); ++i, ++low)
+    kept.push_back(pool[rest[i].second]);
+  if (note)
+    *note = "prompts chosen from a pool of " + std::to_string(pool.size()) +
+            " for a top-2 margin >= " + fmt(min_rel) + " x row max (" + std::to_string(passed) +
+            " of " + std::to_string(ran) + " run passed)" +
+            (low ? ", " + std::to_string(low) + " below it (pool exhausted)" : "");
+  return kept;
 }
 
 GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,

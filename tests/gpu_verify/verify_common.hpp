@@ -48,8 +48,9 @@ bool has_bf16_matrices(const ModelFile& f);
 // n seeded random prompts of ids in [0, n_vocab), lengths spread over [min_len, max_len].
 std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t seed,
                                                  int min_len = 4, int max_len = 60);
-// 8 fixed English sentences (chat-like) tokenized with the model's tokenizer (GGUF metadata, or
-// tokenizer.json beside safetensors), BOS as the tokenizer's metadata says. n > 8 repeats them.
+// Fixed English sentences (chat-like; 32 of them, the first 8 are the default set) tokenized with
+// the model's tokenizer (GGUF metadata, or tokenizer.json beside safetensors), BOS as the
+// tokenizer's metadata says. n > 32 repeats them.
 std::vector<std::vector<int32_t>> text_prompts(const ModelFile& f, int n);
 
 // Greedy generation of `tokens` tokens for all prompts at once (one prefill on slots 0..n-1,
@@ -62,6 +63,19 @@ struct GreedyRun {
 };
 GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
                      bool keep_logits = true);
+
+// Smallest top-2 margin over the rows, each relative to its row's max |logit|.
+double min_rel_margin(const std::vector<std::vector<float>>& rows);
+
+// Margin-selected prompts: runs `pool` greedily on `ex` (chunks of ex.max_slots()) and keeps, in
+// pool order, the first n whose every step keeps a top-2 margin >= min_rel x the row's max
+// |logit|, so that the 16-bit rounding of the tested executor cannot flip a near-tie. When the
+// pool has too few, the best of the rest fill up and `note` says how many. min_rel <= 0: the
+// first n, nothing run.
+std::vector<std::vector<int32_t>> select_by_margin(Executor& ex,
+                                                   const std::vector<std::vector<int32_t>>& pool,
+                                                   int n, int tokens, double min_rel,
+                                                   std::string* note);
 
 // One case's result row.
 struct CaseRow {
