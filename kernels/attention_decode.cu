@@ -10,10 +10,8 @@
 //      when head_dim / 2 < 128, and the groups' sums are added in shared memory
 //   5. one partition: out = o / l; several: write (m, l, o) for the combine kernel
 // Combine kernel: M = max m_j, w_j = exp(m_j - M), out = sum w_j o_j / sum w_j l_j.
-// Prefill (attention_prefill.hpp) reuses both: an expand kernel gives every query token its own
-// causal context length and its sequence's table row, and each token is then one query row.
+// (Prefill attention has its own tiled kernel: kernels/attention_prefill.cu.)
 #include "kernels/attention_decode.hpp"
-#include "kernels/attention_prefill.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -56,7 +54,7 @@ __device__ __forceinline__ float block_reduce(float v, float* red) {
 }
 
 // grid (n_head, n_slots, max_parts), block kThreads. A "slot" here is one query row; its block
-// table is row table_rows[s] (prefill: the query's sequence) or row s when table_rows is null.
+// table is row table_rows[s] or row s when table_rows is null (decode passes null).
 __global__ void __launch_bounds__(kThreads)
     attn_decode_partition_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                                  const __half* __restrict__ v_cache,
@@ -273,81 +271,6 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
                       float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
   launch_attention("attention_decode", q, k_cache, v_cache, block_tables, nullptr, context_lens, out,
                    workspace, a, stream);
-}
-
-namespace {
-
-// grid (n_seqs), block 128: query token t = cu[i] + j of sequence i (n_i = cu[i+1] - cu[i]
-// tokens, ctx_i cached tokens including them) sits at position ctx_i - n_i + j and attends to
-// ctx_i - n_i + j + 1 tokens. lens was filled with -1 (NaN output) first, so tokens no valid
-// sequence covers, and sequences with ctx_i < n_i, come out NaN.
-__global__ void attn_prefill_expand_kernel(const int32_t* __restrict__ cu_seqlens,
-                                           const int32_t* __restrict__ seq_context_lens,
-                                           int32_t* __restrict__ lens, int32_t* __restrict__ rows,
-                                           int n_tokens) {
-  const int i = blockIdx.x;
-  const int begin = cu_seqlens[i], end = cu_seqlens[i + 1];
-  if (begin < 0 || end < begin || end > n_tokens) return;
-  const int n = end - begin, ctx = seq_context_lens[i];
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    lens[begin + j] = ctx >= n ? ctx - n + j + 1 : -1;
-    rows[begin + j] = i;
-  }
-}
-
-size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
-
-AttentionDecodeArgs as_decode(const AttentionPrefillArgs& a) {
-  AttentionDecodeArgs d;
-  d.n_slots = a.n_tokens;
-  d.n_head = a.n_head;
-  d.cache = a.cache;
-  d.max_context = a.max_context;
-  d.table_stride = a.table_stride;
-  d.scale = a.scale;
-  return d;
-}
-
-}  // namespace
-
-size_t attention_prefill_workspace_bytes(const AttentionPrefillArgs& a) {
-  if (a.n_tokens <= 0) return 0;
-  return align_up(2 * size_t(a.n_tokens) * sizeof(int32_t)) +
-         attention_decode_workspace_floats(as_decode(a)) * sizeof(float);
-}
-
-void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                       const int32_t* block_tables, const int32_t* cu_seqlens,
-                       const int32_t* seq_context_lens, float* out, void* workspace,
-                       const AttentionPrefillArgs& a, cudaStream_t stream) {
-  if (a.n_seqs < 0 || a.n_tokens < 0 || a.n_seqs > 2147483646)
-    throw Error("attention_prefill: bad shape (n_seqs " + std::to_string(a.n_seqs) +
-                ", n_tokens " + std::to_string(a.n_tokens) + ")");
-  if (a.n_tokens == 0) return;
-  if (a.n_seqs == 0) throw Error("attention_prefill: tokens without sequences");
-  if (a.n_tokens > 65535)
-    throw Error("attention_prefill: " + std::to_string(a.n_tokens) +
-                " query tokens in one call (at most 65535)");
-  if (workspace == nullptr) throw Error("attention_prefill: workspace required");
-  const AttentionDecodeArgs d = as_decode(a);
-  auto* lens = static_cast<int32_t*>(workspace);
-  int32_t* rows = lens + a.n_tokens;
-  float* ws = attention_decode_workspace_floats(d)
-                  ? reinterpret_cast<float*>(static_cast<char*>(workspace) +
-                                             align_up(2 * size_t(a.n_tokens) * sizeof(int32_t)))
-                  : nullptr;
-  // Shapes first (no launch yet), so a bad shape throws before anything runs.
-  launch_attention("attention_prefill", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                   nullptr, ws, AttentionDecodeArgs{0, d.n_head, d.cache, d.max_context,
-                                                    d.table_stride, d.scale},
-                   stream);
-  RZ_CUDA_CHECK(cudaMemsetAsync(lens, 0xFF, size_t(a.n_tokens) * sizeof(int32_t), stream));
-  RZ_CUDA_CHECK(cudaMemsetAsync(rows, 0, size_t(a.n_tokens) * sizeof(int32_t), stream));
-  attn_prefill_expand_kernel<<<a.n_seqs, 128, 0, stream>>>(cu_seqlens, seq_context_lens, lens, rows,
-                                                           a.n_tokens);
-  RZ_CUDA_CHECK_LAUNCH("attn_prefill_expand_kernel");
-  launch_attention("attention_prefill", q, k_cache, v_cache, block_tables, rows, lens, out, ws, d,
-                   stream);
 }
 
 }  // namespace rz::gpu

@@ -5,10 +5,9 @@
 // Query j of sequence i is at position ctx_i - n_i + j and attends to positions 0..that one
 // (causal), with GQA as in attention_decode.hpp.
 //
-// This first version runs every query token as its own decode query (same kernels, its own
-// causal length): correct for chunked prefill and mixed batches, but each token re-reads its
-// context, O(n^2) reads; a tiled flash-attention prefill that shares K/V tiles across queries
-// is the next step.
+// Tiled flash-attention kernel (kernels/attention_prefill.cu): one thread block per (tile of
+// query tokens of one sequence, kv head), so the query heads of a GQA group and the tile's tokens
+// share every K/V tile read into shared memory; online softmax, fp32 accumulation.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -29,14 +28,18 @@ struct AttentionPrefillArgs {
   float scale = 0.0f;    // 0 means 1 / sqrt(head_dim)
 };
 
-// Bytes of device workspace attention_prefill needs (256-byte aligned pieces).
+// Bytes of device workspace attention_prefill needs (a per-sequence tile index, n_seqs + 1
+// int32s rounded up to 256 bytes; 0 when there is nothing to do).
 size_t attention_prefill_workspace_bytes(const AttentionPrefillArgs& a);
 
 // q, out: device [n_tokens, n_head, head_dim] fp32
 // block_tables: device [n_seqs, table_stride] int32; cu_seqlens: device [n_seqs + 1] int32,
 //   non-decreasing from 0 to n_tokens; seq_context_lens: device [n_seqs] int32
 // Rows of tokens that no valid sequence covers, sequences with fewer cached tokens than query
-// tokens, and bad block ids give NaN (never an out-of-bounds access).
+// tokens or more than max_context, and bad block ids give NaN (never an out-of-bounds access);
+// a bad block id poisons the rows of every query tile whose keys reach it (a tile is up to 64
+// (token, head) rows of one sequence, so some earlier tokens of that sequence may be NaN too).
+// out is written in full (NaN first, then the valid rows).
 // Throws rz::Error for bad shapes; n_tokens == 0 launches nothing.
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                        const int32_t* block_tables, const int32_t* cu_seqlens,

@@ -1,0 +1,280 @@
+// Tiled causal prefill attention (kernels/attention_prefill.cu) against a float64 CPU reference on
+// fresh random data (seed printed on failure). The K/V caches are filled on the host (fp16, every
+// unused element 0xFFFF = NaN, blocks handed out from a random permutation so a read of a wrong or
+// unwritten position shows up as NaN) and uploaded; outputs are poisoned with NaN first and every
+// element is compared: |got - ref| <= 1e-4 * max |ref| over the token's row (all heads).
+// Covers what a tiled kernel can get wrong: sequence lengths around the tile sizes (1, 2, 15, 16,
+// 17, 63, 64, 65, 300) packed together, chunked prefill (cached tokens before the chunk), GQA
+// ratios 1, 2, 4, 7 and groups wider than a tile (64, 65, 96 heads per kv head), head_dim 64,
+// 128, 96 and the generic path (2, 66, 80, 200, 256), block sizes 1, 16, 32, an explicit scale,
+// and the NaN paths (invalid sequences, uncovered tokens, a bad block id).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/kv_blocks.hpp"
+#include "gpu/test_support.hpp"
+#include "kernels/attention_prefill.hpp"
+#include "model/quants.hpp"
+#include "tests/gpu/elem_test_util.hpp"
+
+namespace rz::gpu {
+namespace {
+
+using namespace elem_test;
+
+constexpr double kRelTol = 1e-4;  // of the row's max |out|: fp32 accumulation, exp2 softmax
+
+struct Config {
+  int head_dim, n_head_kv, ratio, block_size;
+  float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+};
+
+struct Seq {
+  int prior, chunk;  // cached tokens before this chunk, query tokens of the chunk
+};
+
+// How a run deviates from a clean batch (for the NaN-path test).
+struct Faults {
+  std::vector<int> ctx_delta;  // added to seq_context_lens[i] on the device only (empty: none)
+  int extra_tokens = 0;        // n_tokens = cu_seqlens[n_seqs] + extra (rows nobody covers)
+  int bad_seq = -1, bad_block = 0;  // block table entry made out of range
+};
+
+std::string describe(const Config& cf) {
+  return "head_dim " + std::to_string(cf.head_dim) + ", " + std::to_string(cf.n_head_kv * cf.ratio) +
+         " heads / " + std::to_string(cf.n_head_kv) + " kv, block_size " +
+         std::to_string(cf.block_size) + (cf.scale != 0.0f ? ", scale " + std::to_string(cf.scale) : "");
+}
+
+void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64& rng,
+                 const std::string& what, const Faults& f = {}) {
+  SCOPED_TRACE(what + " (" + describe(cf) + ")");
+  const int n_seqs = int(seqs.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
+  const int bs = cf.block_size;
+  std::vector<int32_t> ctx(n_seqs), cu(n_seqs + 1, 0);
+  int max_context = 1, used = 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    ctx[i] = seqs[i].prior + seqs[i].chunk;
+    cu[i + 1] = cu[i] + seqs[i].chunk;
+    max_context = std::max(max_context, ctx[i]);
+    used += (ctx[i] + bs - 1) / bs;
+  }
+  const int n_tokens = cu[n_seqs] + f.extra_tokens;
+  const int table_stride = (max_context + bs - 1) / bs + 1;  // one spare (-1) entry per row
+  const int n_blocks = used + 3;                              // 3 spare blocks stay NaN
+  std::vector<int32_t> perm(n_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> tables(size_t(n_seqs) * table_stride, -1);
+  const KvCacheShape sh{n_blocks, cf.n_head_kv, bs, hd};
+  std::vector<uint16_t> kc(sh.layer_elems(), 0xFFFF), vc(sh.layer_elems(), 0xFFFF);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int next = 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    int32_t* row = tables.data() + size_t(i) * table_stride;
+    for (int b = 0; b < (ctx[i] + bs - 1) / bs; ++b) row[b] = perm[next++];
+    for (int p = 0; p < ctx[i]; ++p)
+      for (int h = 0; h < cf.n_head_kv; ++h)
+        for (int d = 0; d < hd; ++d) {
+          kc[sh.index(row[p / bs], h, p % bs, d)] = fp32_to_fp16(nd(rng));
+          vc[sh.index(row[p / bs], h, p % bs, d)] = fp32_to_fp16(nd(rng));
+        }
+  }
+  std::vector<float> q(size_t(n_tokens) * n_head * hd);
+  std::normal_distribution<float> nq(0.0f, 2.0f);
+  for (auto& x : q) x = nq(rng);
+
+  // float64 reference; qpos[t] = query position (-1: no valid sequence, expect NaN)
+  const double scale = cf.scale != 0.0f ? double(cf.scale) : 1.0 / std::sqrt(double(hd));
+  const int group = n_head / cf.n_head_kv;
+  std::vector<float> kf(kc.size()), vf(vc.size());
+  for (size_t e = 0; e < kc.size(); ++e) {
+    kf[e] = fp16_to_fp32(kc[e]);
+    vf[e] = fp16_to_fp32(vc[e]);
+  }
+  std::vector<double> ref(q.size(), 0.0);
+  std::vector<int> qpos(n_tokens, -1), qseq(n_tokens, -1);
+  std::vector<double> s(max_context);
+  for (int i = 0; i < n_seqs; ++i) {
+    const int32_t* row = tables.data() + size_t(i) * table_stride;
+    for (int j = 0; j < seqs[i].chunk; ++j) {
+      const int t = cu[i] + j, L = seqs[i].prior + j + 1;
+      qpos[t] = L - 1;
+      qseq[t] = i;
+      for (int h = 0; h < n_head; ++h) {
+        const float* qh = q.data() + (size_t(t) * n_head + h) * hd;
+        double* o = ref.data() + (size_t(t) * n_head + h) * hd;
+        double m = -INFINITY;
+        for (int p = 0; p < L; ++p) {
+          const int64_t base = sh.index(row[p / bs], h / group, p % bs, 0);
+          double acc = 0;
+          for (int d = 0; d < hd; ++d) acc += double(qh[d]) * kf[base + d];
+          s[p] = acc * scale;
+          m = std::max(m, s[p]);
+        }
+        double l = 0;
+        for (int p = 0; p < L; ++p) l += (s[p] = std::exp(s[p] - m));
+        for (int p = 0; p < L; ++p) {
+          const int64_t base = sh.index(row[p / bs], h / group, p % bs, 0);
+          for (int d = 0; d < hd; ++d) o[d] += s[p] / l * vf[base + d];
+        }
+      }
+    }
+  }
+
+  // Faults: rows that must come out NaN, rows that may (bad block: earlier rows of its tiles)
+  std::vector<int32_t> ctx_dev = ctx;
+  std::vector<char> want_nan(n_tokens, 0), may_nan(n_tokens, 0);
+  for (int t = cu[n_seqs]; t < n_tokens; ++t) want_nan[t] = 1;
+  for (size_t i = 0; i < f.ctx_delta.size(); ++i)
+    if (f.ctx_delta[i] != 0) {
+      ctx_dev[i] += f.ctx_delta[i];
+      for (int t = cu[i]; t < cu[i + 1]; ++t) want_nan[t] = 1;
+    }
+  if (f.bad_seq >= 0) {
+    tables[size_t(f.bad_seq) * table_stride + f.bad_block] = n_blocks;  // one past the end
+    for (int t = cu[f.bad_seq]; t < cu[f.bad_seq + 1]; ++t) {
+      if (qpos[t] >= f.bad_block * bs) want_nan[t] = 1;
+      else may_nan[t] = 1;
+    }
+  }
+
+  AttentionPrefillArgs a;
+  a.n_seqs = n_seqs;
+  a.n_tokens = n_tokens;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = max_context;
+  a.table_stride = table_stride;
+  a.scale = cf.scale;
+  auto d_k = to_device(kc), d_v = to_device(vc);
+  auto d_q = to_device(q);
+  auto d_t = to_device(tables);
+  auto d_cu = to_device(cu);
+  auto d_ctx = to_device(ctx_dev);
+  auto d_out = poisoned<float>(q.size());
+  auto d_ws = poisoned<uint8_t>(std::max<size_t>(attention_prefill_workspace_bytes(a), 1));
+  attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
+                    d_out.get(), d_ws.get(), a, nullptr);
+  const auto out = d_out.download();
+
+  const size_t rw = size_t(n_head) * hd;
+  for (int t = 0; t < n_tokens; ++t) {
+    const std::string where = "token " + std::to_string(t) + " (sequence " + std::to_string(qseq[t]) +
+                              ", position " + std::to_string(qpos[t]) + ")";
+    std::vector<float> g(out.begin() + t * rw, out.begin() + (t + 1) * rw);
+    if (want_nan[t]) {
+      for (size_t e = 0; e < rw; ++e)
+        ASSERT_TRUE(std::isnan(g[e])) << where << ": element " << e << " is " << g[e] << ", want NaN";
+      continue;
+    }
+    if (may_nan[t] && std::all_of(g.begin(), g.end(), [](float x) { return std::isnan(x); })) continue;
+    std::vector<double> r(ref.begin() + t * rw, ref.begin() + (t + 1) * rw);
+    double mx = 0;
+    for (double x : r) mx = std::max(mx, std::fabs(x));
+    ASSERT_TRUE(all_close(g, r, 0.0, kRelTol * mx, where + " [head][dim], max |ref| " + std::to_string(mx)));
+  }
+}
+
+std::vector<Seq> fresh(const std::vector<int>& lens) {
+  std::vector<Seq> v;
+  for (int n : lens) v.push_back({0, n});
+  return v;
+}
+
+TEST(AttentionPrefillTiled, MixedLengthsGqaHeadDims) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<int> lens = {1, 2, 15, 16, 17, 63, 64, 65, 300};
+  const int block_sizes[] = {16, 1, 32};
+  int k = 0;
+  for (int hd : {64, 128, 96})
+    for (int ratio : {1, 2, 4, 7}) {
+      std::shuffle(lens.begin(), lens.end(), rng);
+      run_prefill({hd, 2, ratio, block_sizes[k++ % 3]}, fresh(lens), rng, "mixed lengths");
+    }
+}
+
+TEST(AttentionPrefillTiled, ChunkedPrefill) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  // (cached before, chunk): ragged both ways, a one-token chunk, an empty chunk, a fresh prompt
+  const std::vector<Seq> seqs = {{5, 17}, {16, 16}, {100, 50}, {64, 1}, {7, 0},
+                                 {1, 64}, {250, 65}, {31, 33}, {0, 40}};
+  const int block_sizes[] = {16, 1, 32};
+  int k = 0;
+  for (int hd : {64, 128})
+    for (int ratio : {1, 2, 4, 7}) run_prefill({hd, 2, ratio, block_sizes[k++ % 3]}, seqs, rng, "chunked");
+  run_prefill({64, 1, 2, 16}, {{500, 700}}, rng, "one long chunk");
+}
+
+TEST(AttentionPrefillTiled, GenericHeadDimsAndWideGroups) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const auto lens = fresh({1, 17, 64, 65, 130});
+  for (int hd : {2, 66, 80, 200, 256}) run_prefill({hd, 2, 3, 16}, lens, rng, "generic head_dim");
+  // groups wider than a 64-row tile: one token per tile, heads split over chunks
+  for (int ratio : {64, 65, 96}) run_prefill({64, 1, ratio, 32}, fresh({1, 3, 40}), rng, "wide group");
+  run_prefill({64, 2, 4, 16, 0.05f}, fresh({17, 70}), rng, "explicit scale");
+}
+
+TEST(AttentionPrefillTiled, InvalidInputsGiveNaN) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<Seq> seqs = {{0, 20}, {3, 30}, {10, 40}, {0, 70}, {40, 90}};
+  Faults f;
+  f.ctx_delta = {0, -31, 0, 0, 0};  // sequence 1: fewer cached tokens than query tokens
+  f.extra_tokens = 5;               // five trailing tokens nobody covers
+  f.bad_seq = 4;                    // sequence 4: positions 64..79 in a bad block
+  f.bad_block = 4;
+  run_prefill({64, 2, 2, 16}, seqs, rng, "faults", f);
+  Faults g;
+  g.ctx_delta = {0, 0, 1000, 0, 0};  // sequence 2: context above max_context
+  run_prefill({128, 1, 4, 32}, seqs, rng, "context above max_context", g);
+}
+
+TEST(AttentionPrefillTiled, ShapeErrorsAndWorkspace) {
+  AttentionPrefillArgs a;
+  a.n_seqs = 3;
+  a.n_tokens = 40;
+  a.n_head = 8;
+  a.cache = {8, 2, 16, 128};
+  a.max_context = 100;
+  a.table_stride = 7;
+  uint8_t dummy = 0;
+  auto call = [](AttentionPrefillArgs b, void* ws) {
+    return [b, ws] { attention_prefill(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b, nullptr); };
+  };
+  auto b = a;
+  b.cache.head_dim = 258;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "must be even"));
+  b.cache.head_dim = 63;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "must be even"));
+  b = a;
+  b.max_context = 0;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "cannot hold"));
+  b = a;
+  b.n_tokens = 0;  // nothing to do: no launch, no workspace needed
+  EXPECT_NO_THROW(call(b, nullptr)());
+  EXPECT_EQ(attention_prefill_workspace_bytes(b), 0u);
+  EXPECT_GE(attention_prefill_workspace_bytes(a), size_t(a.n_seqs + 1) * sizeof(int32_t));
+  EXPECT_EQ(attention_prefill_workspace_bytes(a) % 256, 0u);
+}
+
+}  // namespace
+}  // namespace rz::gpu
