@@ -18,11 +18,32 @@
 # Environment (run): RZ_SMOLLM2 (path of SmolLM2-135M-Instruct.Q4_1.gguf), RZ_QWEN_BUDGET (seconds
 # for the qwen2.5-1.5b synth + compare part, default 200: formats left when it is spent are
 # reported as skipped), RZ_VERIFY_CPU=1 (no GPU: every step runs CPU against CPU, to test this
-# script on a machine without one), RZ_VERIFY_FORMATS (default "q4_k_m q8_0 q4_0 q4_1 f16 bf16").
+# script on a machine without one), RZ_VERIFY_FORMATS (default "q4_k_m q8_0 q4_0 q4_1 f16 bf16"),
+# RZ_VERIFY_STEPS (default "tiny qwen hf batch smollm2": a subset re-runs part of it).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 bundle=${RZ_BUNDLE:-$root/.bundle}  # RZ_BUNDLE: another bundle directory (tests of this script)
+
+# Moves DIR/bin/* and DIR/lib/* to DIR/xz/{bin,lib}/NAME.xz (python3's lzma: the GPU machine may
+# lack the xz and zstd tools, never python3).
+compress_bundle() {  # compress_bundle DIR
+  mkdir -p "$1/xz/bin" "$1/xz/lib"
+  python3 - "$1" <<'EOF'
+import lzma, os, sys
+b = sys.argv[1]
+for d in ("bin", "lib"):
+    for n in sorted(os.listdir(os.path.join(b, d))):
+        src = os.path.join(b, d, n)
+        with open(src, "rb") as f:
+            data = f.read()
+        dst = os.path.join(b, "xz", d, n + ".xz")
+        with open(dst, "wb") as f:
+            f.write(lzma.compress(data, preset=6))
+        os.chmod(dst, os.stat(src).st_mode & 0o777)
+        os.remove(src)
+EOF
+}
 
 do_bundle() {
   set -e
@@ -39,20 +60,7 @@ do_bundle() {
   all=$(du -sb "$bundle" | cut -f1)
   if [ "$all" -gt $((56 * 1024 * 1024)) ]; then
     echo "== bundle is $((all / 1048576)) MiB: xz-compressing bin/ and lib/ into xz/"
-    mkdir -p "$bundle/xz/bin" "$bundle/xz/lib"
-    python3 - "$bundle" <<'EOF'
-import lzma, os, sys
-b = sys.argv[1]
-for d in ("bin", "lib"):
-    for n in sorted(os.listdir(os.path.join(b, d))):
-        src = os.path.join(b, d, n)
-        with open(src, "rb") as f:
-            data = f.read()
-        with open(os.path.join(b, "xz", d, n + ".xz"), "wb") as f:
-            f.write(lzma.compress(data, preset=6))
-        os.chmod(os.path.join(b, "xz", d, n + ".xz"), os.stat(src).st_mode & 0o777)
-        os.remove(src)
-EOF
+    compress_bundle "$bundle"
     echo "   (bin/ and lib/ now live compressed in xz/; scripts/gpu_verify.sh run unpacks them)"
   fi
   (cd "$bundle" && find . -type f -printf '%s\t%p\n' | sort -k2 |
@@ -69,6 +77,8 @@ work=/tmp/rz-gpu-verify-work
 cpu_mode=${RZ_VERIFY_CPU:-0}
 formats=${RZ_VERIFY_FORMATS:-"q4_k_m q8_0 q4_0 q4_1 f16 bf16"}
 results=()   # "name|status|seconds|detail"
+steps=" ${RZ_VERIFY_STEPS:-tiny qwen hf batch smollm2} "
+want() { [[ "$steps" == *" $1 "* ]]; }
 
 record() {  # record NAME RC SECONDS DETAIL
   local status=pass
@@ -148,6 +158,7 @@ do_run() {
     hfx=(--cpu)
   fi
 
+  if want tiny; then
   echo "== tiny: synth + compare (random-id prompts, near-tie divergences allowed)"
   local f
   for f in $formats; do
@@ -159,6 +170,9 @@ do_run() {
     fi
   done
 
+  fi
+
+  if want qwen; then
   echo "== qwen2.5-1.5b: synth + compare (budget ${RZ_QWEN_BUDGET:-200} s)"
   local q0=$SECONDS
   for f in $formats; do
@@ -176,6 +190,9 @@ do_run() {
     rm -f "$m"  # up to 3 GB each
   done
 
+  fi
+
+  if want hf; then
   echo "== Hugging Face models vs transformers"
   t0=$SECONDS
   local dev=cuda rc=0
@@ -194,13 +211,20 @@ do_run() {
     fi
   done
 
+  fi
+
+  if want batch; then
   echo "== batch invariance"
   local tiny=$work/models/tiny-q4_k_m.gguf
   [ -f "$tiny" ] || synth tiny q4_k_m "$tiny" || true
   verify batch-tiny-q4_k_m 180 batch --model "$tiny" --ties-ok "${gpub[@]}"
   local tiny16=$work/models/tiny-f16.gguf
   [ -f "$tiny16" ] && verify batch-tiny-f16 180 batch --model "$tiny16" --ties-ok "${gpub[@]}"
-  if [ -n "${RZ_SMOLLM2:-}" ] && [ -f "$RZ_SMOLLM2" ]; then
+  fi
+
+  if ! want smollm2; then
+    :
+  elif [ -n "${RZ_SMOLLM2:-}" ] && [ -f "$RZ_SMOLLM2" ]; then
     echo "== SmolLM2 ($RZ_SMOLLM2): margin-selected prompts (>= 0.002 x row max), strict tokens"
     verify batch-smollm2 180 batch --model "$RZ_SMOLLM2" --min-margin 0.002 "${gpub[@]}"
     verify compare-smollm2-text 120 compare --model "$RZ_SMOLLM2" --text --min-margin 0.002 "${gpu[@]}"
@@ -225,6 +249,7 @@ do_run() {
 
 case "${1:-}" in
   bundle) do_bundle ;;
+  compress) compress_bundle "${2:?usage: compress DIR}" ;;  # what bundle does when too big
   run)
     mkdir -p "$out"
     do_run 2>&1 | tee "$out/gpu_verify_run.log"
