@@ -14,8 +14,9 @@
 //       ranks; top-p alone: of its probability, as the CPU's top-p sort ranks). The m best ids
 //       (m = top_k, or first 4096 for top-p alone) are found by a radix select on the key
 //       (4 histogram passes of 8 bits, integer counts), compacted in id order, and sorted by a
-//       stable LSD radix sort (best first, equal keys keep ascending ids). Over the sorted candidates: min-p mask, top-p prefix
-//       (exclusive double scan < top_p * sum), mass, then the draw. With top-p alone, if the
+//       stable LSD radix sort (best first, equal keys keep ascending ids). Over the sorted
+//       candidates: min-p mask, top-p prefix (exclusive double scan < top_p * sum), mass, then
+//       the draw. With top-p alone, if the
 //       m-th candidate is still kept the kept prefix may run past m: redo with m = n_vocab
 //       (the whole row sorted: slow, but only for very flat distributions).
 // Probabilities are float(exp(double(x * inv_t - max_l))) with the multiply and subtract
@@ -304,7 +305,7 @@ sample_kernel(float* logits, int n, const SampleRow* __restrict__ rows,
   __shared__ Shared s;
   const int tid = threadIdx.x;
   const int r = blockIdx.x;
-  float* row = logits + static_cast<size_t>(r) * n;  // written (penalty), then read: no __restrict__
+  float* row = logits + static_cast<size_t>(r) * n;  // written (penalty), then read: no restrict
   const SampleRow p = rows[r];
 
   // 1. repetition penalty (ids unique per row: no two threads touch one logit)

@@ -288,7 +288,8 @@ TEST(Sampling, RandomRowsMatchTheCpuSampler) {
       std::vector<uint64_t> seeds;
       for (int r = 0; r < rows; ++r) {
         ps.push_back(settings(r + rep, n));
-        hs.push_back(ps.back().penalty != 1.0f ? random_history(rng, n, 64) : std::vector<int32_t>{});
+        hs.push_back(ps.back().penalty != 1.0f ? random_history(rng, n, 64)
+                                               : std::vector<int32_t>{});
         seeds.push_back(rng());
       }
       run_batch(x, n, ps, hs, seeds, "random rep " + std::to_string(rep), tally);
@@ -356,7 +357,8 @@ TEST(Sampling, TiesNaNAndInfinities) {
           case 5: std::fill(row, row + n, kNaN); break;   // all NaN: id 0
           case 6: row[at()] = kInf; break;                // +inf: greedy fallback
           case 7:  // -0 and +0 ties, the rest below
-            for (int i = 0; i < n; ++i) row[i] = (i % 3 == 0) ? -0.0f : (i % 3 == 1 ? 0.0f : -1.0f - float(i % 5));
+            for (int i = 0; i < n; ++i)
+              row[i] = (i % 3 == 0) ? -0.0f : (i % 3 == 1 ? 0.0f : -1.0f - float(i % 5));
             break;
           case 8:  // only a few finite values
             for (int i = 0; i < n; ++i) row[i] = (rng() % 50 == 0) ? nd(rng) : -kInf;
@@ -373,7 +375,8 @@ TEST(Sampling, TiesNaNAndInfinities) {
       std::vector<uint64_t> seeds;
       for (int r = 0; r < rows; ++r) {
         ps.push_back(settings(r * 7 + rep, n));
-        hs.push_back(ps.back().penalty != 1.0f ? random_history(rng, n, 64) : std::vector<int32_t>{});
+        hs.push_back(ps.back().penalty != 1.0f ? random_history(rng, n, 64)
+                                               : std::vector<int32_t>{});
         seeds.push_back(rng());
       }
       run_batch(x, n, ps, hs, seeds, "ties/nan rep " + std::to_string(rep), tally);
@@ -412,6 +415,43 @@ TEST(Sampling, PenaltyOnGreedyRows) {
   run_batch(x, n, ps, hs, seeds, "penalty", tally);
 }
 
+// Timing (not a test; run with --gtest_also_run_disabled_tests): microseconds per launch for
+// 1 and 64 rows of a 151936-token vocabulary under typical settings.
+TEST(Sampling, DISABLED_Bench) {
+  RZ_REQUIRE_GPU();
+  std::mt19937_64 rng(1);
+  const int n = 151936;
+  for (int rows : {1, 64}) {
+    const auto x = random_logits(rng, rows, n);
+    auto d_logits = to_device(x);
+    auto d_out = poisoned<int32_t>(size_t(rows));
+    auto d_ws = poisoned<uint8_t>(sample_rows_workspace_bytes(rows, n));
+    for (int k : {0, 2, 3, 4, 6}) {
+      std::vector<SampleRow> ps(rows, settings(k, n));
+      for (auto& p : ps) p.penalty = 1.0f, p.u = 0.5;
+      auto d_rows = to_device(ps);
+      cudaEvent_t a, b;
+      RZ_CUDA_CHECK(cudaEventCreate(&a));
+      RZ_CUDA_CHECK(cudaEventCreate(&b));
+      const int iters = 20;
+      sample_rows(d_logits.get(), rows, n, d_rows.get(), nullptr, d_out.get(), d_ws.get(),
+                  d_ws.bytes(), nullptr);
+      RZ_CUDA_CHECK(cudaEventRecord(a));
+      for (int it = 0; it < iters; ++it)
+        sample_rows(d_logits.get(), rows, n, d_rows.get(), nullptr, d_out.get(), d_ws.get(),
+                    d_ws.bytes(), nullptr);
+      RZ_CUDA_CHECK(cudaEventRecord(b));
+      RZ_CUDA_CHECK(cudaEventSynchronize(b));
+      float ms = 0;
+      RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+      std::cout << "[ sampling bench ] rows " << rows << " n " << n << " " << describe(ps[0])
+                << ": " << 1000.0f * ms / iters << " us\n";
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+    }
+  }
+}
+
 // Shape and argument checks happen before any CUDA call, so this runs without a GPU too.
 TEST(Sampling, RejectsBadArguments) {
   float* l = reinterpret_cast<float*>(16);
@@ -419,18 +459,22 @@ TEST(Sampling, RejectsBadArguments) {
   int32_t* o = reinterpret_cast<int32_t*>(16);
   void* ws = reinterpret_cast<void*>(256);
   const size_t big = size_t(1) << 40;
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(l, 1, 0, rows, nullptr, o, ws, big, nullptr); }, "bad shape"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(l, -1, 5, rows, nullptr, o, ws, big, nullptr); }, "bad shape"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(l, 1, -3, rows, nullptr, o, ws, big, nullptr); }, "bad shape"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(nullptr, 1, 5, rows, nullptr, o, ws, big, nullptr); }, "null"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(l, 1, 5, nullptr, nullptr, o, ws, big, nullptr); }, "null"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(l, 1, 5, rows, nullptr, nullptr, ws, big, nullptr); }, "null"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(l, 1, 5, rows, nullptr, o, nullptr, big, nullptr); }, "null"));
+  auto call = [&](float* lg, int rws, int n, const SampleRow* rw, int32_t* out, void* w,
+                  size_t wb) {
+    return [=] { sample_rows(lg, rws, n, rw, nullptr, out, w, wb, nullptr); };
+  };
+  EXPECT_TRUE(throws_shape_error(call(l, 1, 0, rows, o, ws, big), "bad shape"));
+  EXPECT_TRUE(throws_shape_error(call(l, -1, 5, rows, o, ws, big), "bad shape"));
+  EXPECT_TRUE(throws_shape_error(call(l, 1, -3, rows, o, ws, big), "bad shape"));
+  EXPECT_TRUE(throws_shape_error(call(nullptr, 1, 5, rows, o, ws, big), "null"));
+  EXPECT_TRUE(throws_shape_error(call(l, 1, 5, nullptr, o, ws, big), "null"));
+  EXPECT_TRUE(throws_shape_error(call(l, 1, 5, rows, nullptr, ws, big), "null"));
+  EXPECT_TRUE(throws_shape_error(call(l, 1, 5, rows, o, nullptr, big), "null"));
   const size_t need = sample_rows_workspace_bytes(3, 1000);
   EXPECT_GE(need, size_t(3) * 1000 * 2 * sizeof(int32_t));  // at least the two id buffers
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows(l, 3, 1000, rows, nullptr, o, ws, need - 1, nullptr); }, "workspace"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows_workspace_bytes(1, 0); }, "bad shape"));
-  EXPECT_TRUE(throws_shape_error([&] { sample_rows_workspace_bytes(-1, 10); }, "bad shape"));
+  EXPECT_TRUE(throws_shape_error(call(l, 3, 1000, rows, o, ws, need - 1), "workspace"));
+  EXPECT_TRUE(throws_shape_error([] { sample_rows_workspace_bytes(1, 0); }, "bad shape"));
+  EXPECT_TRUE(throws_shape_error([] { sample_rows_workspace_bytes(-1, 10); }, "bad shape"));
   EXPECT_EQ(sample_rows_workspace_bytes(0, 10), 0u);
   EXPECT_NO_THROW(sample_rows(l, 0, 5, rows, nullptr, o, nullptr, 0, nullptr));
 }
