@@ -30,7 +30,7 @@ Args::Args(int argc, char** argv, const std::vector<std::string>& valued,
     }
     if (std::find(bare.begin(), bare.end(), k) != bare.end()) {
       if (eq != std::string::npos) throw Error("--" + k + " takes no value");
-      v_[k] = "1";
+      v_[k] = std::string(1, '1');  // not = "1": GCC 12 -Wrestrict false positive (PR 105651)
     } else if (std::find(valued.begin(), valued.end(), k) != valued.end()) {
       if (eq == std::string::npos) {
         if (i + 1 >= argc) throw Error("--" + k + " needs a value");
