@@ -6,7 +6,8 @@
 // with hb = min(group, kRows) heads per block (groups above 64 heads take several chunks), so a
 // tile covers kRows / hb tokens and all of a group's heads share every K/V tile it loads.
 // A scan kernel first counts each valid sequence's tiles (tile_start, in the workspace); the
-// attention kernel finds its sequence by binary search over tile_start.
+// attention kernel finds its sequence by binary search over tile_start (block x takes tile
+// total - 1 - x, so the tiles with the most keys start first).
 //
 // Per block: Q (times scale * log2 e) to shared fp32 [kRows][DMAX + 4]; then for each tile of
 // kKeys = 32 key positions up to the tile's last query position:
@@ -117,8 +118,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int bad_s;
 
   const int tid = threadIdx.x;
-  const int tile = blockIdx.x;
-  if (tile >= tile_start[n_seqs]) return;  // uniform per block
+  // Last tiles first: within a sequence they have the most keys (a shorter tail at the end).
+  const int tile = tile_start[n_seqs] - 1 - int(blockIdx.x);
+  if (tile < 0) return;  // grid.x is an upper bound on the tiles; uniform per block
   int lo = 0, hi = n_seqs - 1;             // the sequence i with tile_start[i] <= tile < [i + 1]
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;

@@ -7,12 +7,16 @@
 // 17, 63, 64, 65, 300) packed together, chunked prefill (cached tokens before the chunk), GQA
 // ratios 1, 2, 4, 7 and groups wider than a tile (64, 65, 96 heads per kv head), head_dim 64,
 // 128, 96 and the generic path (2, 66, 80, 200, 256), block sizes 1, 16, 32, an explicit scale,
-// and the NaN paths (invalid sequences, uncovered tokens, a bad block id).
+// and the NaN paths (invalid sequences, uncovered tokens, a bad block id); a 2048-token prompt
+// against the decode kernel run per token, with both times printed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -20,6 +24,7 @@
 
 #include "gpu/kv_blocks.hpp"
 #include "gpu/test_support.hpp"
+#include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
 #include "model/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
@@ -246,6 +251,82 @@ TEST(AttentionPrefillTiled, InvalidInputsGiveNaN) {
   Faults g;
   g.ctx_delta = {0, 0, 1000, 0, 0};  // sequence 2: context above max_context
   run_prefill({128, 1, 4, 32}, seqs, rng, "context above max_context", g);
+}
+
+// A long prompt (no CPU reference: too slow) against the decode kernel run once per query token,
+// each with its own causal length, which is what prefill did before the tiled kernel; prints both
+// times (a rough benchmark: 2048 tokens, 32 heads / 8 kv, head_dim 128).
+TEST(AttentionPrefillTiled, LongPromptMatchesPerTokenDecode) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int n = 2048, n_head = 32, n_kv = 8, hd = 128, bs = 16;
+  const int n_blocks = n / bs, table_stride = n_blocks;
+  const KvCacheShape sh{n_blocks, n_kv, bs, hd};
+  std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& x : kc) x = fp32_to_fp16(nd(rng));
+  for (auto& x : vc) x = fp32_to_fp16(nd(rng));
+  std::vector<int32_t> table(n_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> q(size_t(n) * n_head * hd);
+  for (auto& x : q) x = 2.0f * nd(rng);
+  // decode: slot t = query token t, context t + 1, every slot the sequence's table row
+  std::vector<int32_t> tables(size_t(n) * table_stride), lens(n);
+  for (int t = 0; t < n; ++t) {
+    std::copy(table.begin(), table.end(), tables.begin() + size_t(t) * table_stride);
+    lens[t] = t + 1;
+  }
+  auto d_k = to_device(kc), d_v = to_device(vc);
+  auto d_q = to_device(q);
+  auto d_t1 = to_device(table), d_tn = to_device(tables), d_lens = to_device(lens);
+  auto d_cu = to_device(std::vector<int32_t>{0, n});
+  auto d_ctx = to_device(std::vector<int32_t>{n});
+  AttentionDecodeArgs da;
+  da.n_slots = n;
+  da.n_head = n_head;
+  da.cache = sh;
+  da.max_context = n;
+  da.table_stride = table_stride;
+  AttentionPrefillArgs pa;
+  pa.n_seqs = 1;
+  pa.n_tokens = n;
+  pa.n_head = n_head;
+  pa.cache = sh;
+  pa.max_context = n;
+  pa.table_stride = table_stride;
+  auto d_dout = poisoned<float>(q.size()), d_pout = poisoned<float>(q.size());
+  auto d_dws = poisoned<float>(attention_decode_workspace_floats(da));
+  auto d_pws = poisoned<uint8_t>(attention_prefill_workspace_bytes(pa));
+  const auto timed = [](const std::function<void()>& fn) {
+    fn();  // warm-up
+    RZ_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < 5; ++r) fn();
+    RZ_CUDA_CHECK(cudaDeviceSynchronize());
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 5;
+  };
+  const double ms_decode = timed([&] {
+    attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tn.get(), d_lens.get(), d_dout.get(),
+                     d_dws.get(), da, nullptr);
+  });
+  const double ms_prefill = timed([&] {
+    attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t1.get(), d_cu.get(), d_ctx.get(),
+                      d_pout.get(), d_pws.get(), pa, nullptr);
+  });
+  std::printf("[ prefill attention, %d tokens, %d heads / %d kv, head_dim %d: tiled %.3f ms, "
+              "per-token decode %.3f ms ]\n", n, n_head, n_kv, hd, ms_prefill, ms_decode);
+  const auto got = d_pout.download(), want = d_dout.download();
+  const size_t rw = size_t(n_head) * hd;
+  for (int t = 0; t < n; ++t) {
+    std::vector<float> g(got.begin() + t * rw, got.begin() + (t + 1) * rw);
+    std::vector<double> r(want.begin() + t * rw, want.begin() + (t + 1) * rw);
+    double mx = 0;
+    for (double x : r) mx = std::max(mx, std::fabs(x));
+    ASSERT_TRUE(all_close(g, r, 0.0, 2 * kRelTol * mx, "token " + std::to_string(t) + " [head][dim]"));
+  }
 }
 
 TEST(AttentionPrefillTiled, ShapeErrorsAndWorkspace) {
