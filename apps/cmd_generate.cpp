@@ -1,4 +1,4 @@
-// rz generate: runs one prompt through the CPU executor and streams the generated text to stdout
+// rz generate: runs one prompt through the CPU or CUDA executor and streams the generated text to stdout
 // as tokens arrive; a summary (token counts, prefill time, tokens/s, seed) goes to stderr.
 //
 // Defaults: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty, 256 new
@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
+#include "gpu/device.hpp"
+#include "gpu/gpu_executor.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_file.hpp"
@@ -42,8 +45,8 @@ void write_out(const std::string& s) {
 }  // namespace
 
 int generate(int argc, char** argv) {
-  cli::Flags f("generate", "Generate text from a prompt on the CPU; the text streams to stdout, "
-                           "a summary goes to stderr.");
+  cli::Flags f("generate", "Generate text from a prompt on the CPU or GPU; the text streams to "
+                           "stdout, a summary goes to stderr.");
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .opt("prompt", "TEXT", "the prompt")
       .sw("chat", "wrap the prompt as a user message in the model's chat template")
@@ -56,6 +59,7 @@ int generate(int argc, char** argv) {
       .opt("repetition-penalty", "R", "penalty for recently seen tokens; 1 = off", "1.0")
       .opt("seed", "S", "random seed", "random, printed in the summary")
       .sw("ignore-eos", "keep generating past end-of-generation tokens")
+      .opt("device", "auto|cpu|cuda", "executor; auto picks the GPU when one is present", "auto")
       .opt("threads", "N", "CPU threads", "all cores")
       .opt("ctx", "N", "context length (prompt + generated)", "min(training context, 4096)");
   int code = 0;
@@ -105,8 +109,25 @@ int generate(int argc, char** argv) {
     throw Error("the prompt has " + std::to_string(prompt.size()) +
                 " tokens, more than the context of " + std::to_string(ctx) + " tokens");
 
-  CpuExecutor ex(mf, {.slots = 1, .max_context = static_cast<int>(ctx),
-                      .threads = static_cast<int>(threads)});
+  std::string device = f.str("device");
+  if (device != "auto" && device != "cpu" && device != "cuda")
+    throw Error("--device: expected auto, cpu or cuda, got '" + device + "'");
+  if (device == "auto") device = gpu::list_devices().empty() ? "cpu" : "cuda";
+  std::unique_ptr<Executor> exec;
+  std::string where;
+  if (device == "cuda") {
+    auto g = std::make_unique<gpu::GpuExecutor>(
+        mf, gpu::GpuExecutorOptions{.slots = 1, .max_context = static_cast<int>(ctx)});
+    where = "cuda: " + g->memory_plan().device_name;
+    exec = std::move(g);
+  } else {
+    auto c = std::make_unique<CpuExecutor>(
+        mf, CpuExecutorOptions{.slots = 1, .max_context = static_cast<int>(ctx),
+                               .threads = static_cast<int>(threads)});
+    where = "cpu, " + std::to_string(c->threads()) + " threads";
+    exec = std::move(c);
+  }
+  Executor& ex = *exec;
   const double load_s = seconds_since(t_load);
 
   StreamingDetokenizer detok(*tok);
@@ -144,12 +165,12 @@ int generate(int argc, char** argv) {
   std::fprintf(stderr,
                "rz generate: %zu prompt tokens, %lld generated (stop: %s)%s%s\n"
                "  load %.2f s, prefill %.1f ms (%.1f tokens/s), decode %.1f tokens/s "
-               "(%lld steps in %.2f s), %d threads, context %lld, seed %llu\n",
+               "(%lld steps in %.2f s), %s, context %lld, seed %llu\n",
                prompt.size(), generated, stop.c_str(),
                template_name.empty() ? "" : ", chat template ", template_name.c_str(), load_s,
                prefill_s * 1e3, prefill_s > 0 ? prompt.size() / prefill_s : 0.0,
                decode_s > 0 ? decode_steps / decode_s : 0.0, decode_steps, decode_s,
-               ex.threads(), ctx, static_cast<unsigned long long>(sp.seed));
+               where.c_str(), ctx, static_cast<unsigned long long>(sp.seed));
   return 0;
 }
 

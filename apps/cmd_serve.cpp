@@ -19,6 +19,8 @@
 #include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
+#include "gpu/device.hpp"
+#include "gpu/gpu_executor.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_file.hpp"
@@ -51,8 +53,12 @@ int serve(int argc, char** argv) {
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .opt("host", "ADDR", "address to listen on", "127.0.0.1")
       .opt("port", "N", "port; 0 picks a free one (printed at start)", "8080")
-      .opt("device", "auto|cpu|cuda", "executor; auto uses the CPU for now", "auto")
-      .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4")
+      .opt("device", "auto|cpu|cuda", "executor; auto picks the GPU when one is present", "auto")
+      .opt("gpu", "N", "CUDA device index", "0")
+      .opt("kv-fraction", "F", "share of the device memory left after the weights that the KV "
+                               "cache may take (it never takes more than the slots can use)", "0.9")
+      .opt("kv-block", "N", "tokens per KV cache block (cuda)", "16")
+      .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)", "min(training context, 4096)")
       .opt("threads", "N", "CPU threads of the executor; 0 = all cores", "0")
       .opt("max-queue", "N", "waiting requests beyond the slots; more get `overloaded`", "64")
@@ -72,10 +78,15 @@ int serve(int argc, char** argv) {
   if (!f.parse(argc, argv, code)) return code;
   if (!f.has("model")) throw Error("--model FILE is required (see rz serve --help)");
 
-  const std::string device = f.str("device");
-  if (device == "cuda") throw Error("--device cuda: the CUDA executor is not built yet; use cpu");
-  if (device != "auto" && device != "cpu")
+  std::string device = f.str("device");
+  if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("--device: expected auto, cpu or cuda, got '" + device + "'");
+  std::string why_cpu;
+  if (device == "auto") {
+    std::string why;
+    device = gpu::list_devices(&why).empty() ? "cpu" : "cuda";
+    if (device == "cpu") why_cpu = " (auto: " + why + ")";
+  }
 
   net::ServerConfig scfg;
   scfg.host = f.str("host");
@@ -89,7 +100,18 @@ int serve(int argc, char** argv) {
   ecfg.max_queue = static_cast<int>(ranged(f, "max-queue", 0, 1 << 20));
   ecfg.max_inflight_per_session = static_cast<int>(ranged(f, "max-inflight", 1, 1 << 16));
   ecfg.limits.max_frame_bytes = static_cast<std::size_t>(ranged(f, "max-frame-bytes", 256, 1 << 28));
-  const int slots = static_cast<int>(ranged(f, "max-slots", 1, 256));
+  const int slots =
+      f.has("max-slots") ? static_cast<int>(ranged(f, "max-slots", 1, 256)) : device == "cuda" ? 16 : 4;
+  const int gpu_index = static_cast<int>(ranged(f, "gpu", 0, 1024));
+  const int kv_block = static_cast<int>(ranged(f, "kv-block", 1, 4096));
+  double kv_fraction = 0.9;
+  try {
+    kv_fraction = std::stod(f.str("kv-fraction"));
+  } catch (const std::exception&) {
+    kv_fraction = -1;
+  }
+  if (!(kv_fraction > 0.0 && kv_fraction <= 1.0))
+    throw Error("--kv-fraction: expected a number in (0, 1], got '" + f.str("kv-fraction") + "'");
   const int threads = static_cast<int>(ranged(f, "threads", 0, 1024));
   const auto drain = std::chrono::seconds(ranged(f, "drain-seconds", 0, 3600));
 
@@ -118,14 +140,24 @@ int serve(int argc, char** argv) {
     }
   }
 
-  auto executor = std::make_unique<CpuExecutor>(
-      mf, CpuExecutorOptions{.slots = slots, .max_context = ctx, .threads = threads});
+  std::unique_ptr<Executor> executor;
+  if (device == "cuda") {
+    auto gpu_ex = std::make_unique<gpu::GpuExecutor>(
+        mf, gpu::GpuExecutorOptions{.device = gpu_index, .slots = slots, .max_context = ctx,
+                                    .kv_block_size = kv_block, .kv_memory_fraction = kv_fraction});
+    std::fprintf(stderr, "rz serve: memory plan: %s\n", gpu_ex->memory_plan().summary().c_str());
+    executor = std::move(gpu_ex);
+  } else {
+    auto cpu_ex = std::make_unique<CpuExecutor>(
+        mf, CpuExecutorOptions{.slots = slots, .max_context = ctx, .threads = threads});
+    why_cpu = ", " + std::to_string(cpu_ex->threads()) + " threads" + why_cpu;
+    executor = std::move(cpu_ex);
+  }
   std::fprintf(stderr,
                "rz serve: model %s (%s, %d layers, vocab %d), device %s%s, %d slots, context %d "
-               "tokens per slot, %d threads, chat template %s\n",
-               mf->path().c_str(), arch_name(cfg.arch), cfg.n_layer, cfg.n_vocab, "cpu",
-               device == "auto" ? " (auto: the CUDA executor is not built yet)" : "",
-               executor->max_slots(), executor->max_context(), executor->threads(),
+               "tokens per slot, chat template %s\n",
+               mf->path().c_str(), arch_name(cfg.arch), cfg.n_layer, cfg.n_vocab, device.c_str(),
+               why_cpu.c_str(), executor->max_slots(), executor->max_context(),
                chat ? chat->name().c_str() : "none");
   scfg.model_name = base_name(mf->path());
 

@@ -1,0 +1,309 @@
+// The CUDA executor (see gpu_executor.hpp): set-up and memory plan, slot bookkeeping and request
+// checks. The forward pass itself is in gpu_forward.cpp.
+#include "gpu/gpu_executor.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "gpu/gpu_executor_impl.hpp"
+#include "model/common.hpp"
+#include "model/cpu_ops.hpp"
+
+namespace rz::gpu {
+namespace {
+
+std::string gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(size_t{1} << 30));
+  return buf;
+}
+
+}  // namespace
+
+std::string GpuMemoryPlan::summary() const {
+  return device_name + " (" + gib(total_bytes) + ", " + gib(free_at_start) + " free): weights " +
+         gib(weight_bytes) + ", scratch " + gib(scratch_bytes) + ", KV cache " + gib(kv_bytes) +
+         " = " + std::to_string(kv_blocks) + " blocks x " + std::to_string(kv_block_size) +
+         " tokens (" + std::to_string(kv_blocks * kv_block_size) + " tokens); " +
+         std::to_string(slots) + " slots, context " + std::to_string(max_context);
+}
+
+GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOptions& o)
+    : file(std::move(f)), cfg(file->config()), opt(o) {
+  if (opt.slots < 1) throw Error("cuda executor: slots must be at least 1");
+  if (opt.kv_block_size < 1) throw Error("cuda executor: kv block size must be at least 1");
+  if (!(opt.kv_memory_fraction > 0.0 && opt.kv_memory_fraction <= 1.0))
+    throw Error("cuda executor: the KV memory fraction must be in (0, 1]");
+  if (cfg.n_rot > cfg.head_dim || cfg.n_rot % 2 != 0)
+    throw file_error(file->path(), "rotary dimensions " + std::to_string(cfg.n_rot) +
+                                       " do not fit head_dim " + std::to_string(cfg.head_dim));
+  int n_dev = 0;
+  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+    cudaGetLastError();
+    throw Error("cuda executor: no CUDA device");
+  }
+  if (opt.device < 0 || opt.device >= n_dev)
+    throw Error("cuda executor: device " + std::to_string(opt.device) + " out of range (" +
+                std::to_string(n_dev) + " present)");
+  RZ_CUDA_CHECK(cudaSetDevice(opt.device));
+  cudaDeviceProp prop{};
+  RZ_CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
+  plan.device_name = prop.name;
+  RZ_CUDA_CHECK(cudaMemGetInfo(&plan.free_at_start, &plan.total_bytes));
+
+  const int def_ctx = cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
+  max_ctx = opt.max_context > 0 ? opt.max_context : def_ctx;
+  q_dim = int64_t{cfg.n_head} * cfg.head_dim;
+  kv_dim = int64_t{cfg.n_head_kv} * cfg.head_dim;
+  cap = std::max(std::max(opt.max_step_tokens, opt.slots), 1);
+  cap = std::min(cap, 65535);  // attention_prefill's limit per call
+  table_stride = (max_ctx + opt.kv_block_size - 1) / opt.kv_block_size;
+
+  RZ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  w = GpuWeights::upload(*file);
+  plan.weight_bytes = w.bytes;
+  gemm = std::make_unique<Gemm>(stream);
+
+  const RopeFreqs rf = RopeFreqs::make(cfg);
+  inv_freq = DeviceBuffer<float>(rf.inv_freq.size());
+  inv_freq.upload(rf.inv_freq);
+  attn_factor = rf.attn_factor;
+  RZ_CUDA_CHECK(cudaDeviceSynchronize());
+
+  allocate_scratch();
+  plan_kv_cache();
+  slots.resize(opt.slots);
+  plan.slots = opt.slots;
+  plan.max_context = max_ctx;
+}
+
+GpuExecutor::Impl::~Impl() {
+  if (stream) {
+    cudaStreamSynchronize(stream);
+    gemm.reset();
+    cudaStreamDestroy(stream);
+  }
+}
+
+void GpuExecutor::Impl::allocate_scratch() {
+  const int64_t E = cfg.n_embd, FF = cfg.n_ff, V = cfg.n_vocab, S = opt.slots;
+  size_t bytes = 0;
+  auto f32 = [&](DeviceBuffer<float>& b, int64_t n) {
+    b = DeviceBuffer<float>(size_t(n));
+    bytes += b.bytes();
+  };
+  f32(x, cap * E);
+  f32(xn, cap * E);
+  f32(tmp, cap * E);
+  f32(q, cap * q_dim);
+  f32(att, cap * q_dim);
+  f32(k, cap * kv_dim);
+  f32(v, cap * kv_dim);
+  f32(gate, cap * FF);
+  f32(up, cap * FF);
+  f32(last, S * E);
+  f32(last_norm, S * E);
+  f32(logits, S * V);
+  x16 = DeviceBuffer<uint16_t>(size_t(cap) * w.max_cols());
+  bytes += x16.bytes();
+  // Dequantized weights for the GEMM path, a slice of rows at a time (64 Mi elements at most).
+  w16_elems = std::min<int64_t>(w.max_matrix_elems(), int64_t{64} << 20);
+  w16 = DeviceBuffer<uint16_t>(size_t(w16_elems));
+  bytes += w16.bytes();
+
+  AttentionDecodeArgs da;
+  da.n_slots = opt.slots;
+  da.n_head = cfg.n_head;
+  da.max_context = max_ctx;
+  da.table_stride = table_stride;
+  da.cache = KvCacheShape{1, cfg.n_head_kv, opt.kv_block_size, cfg.head_dim};
+  AttentionPrefillArgs pa;
+  pa.n_seqs = opt.slots;
+  pa.n_tokens = cap;
+  pa.n_head = cfg.n_head;
+  pa.cache = da.cache;
+  pa.max_context = max_ctx;
+  pa.table_stride = table_stride;
+  const size_t attn_bytes = std::max(attention_decode_workspace_floats(da) * sizeof(float),
+                                     attention_prefill_workspace_bytes(pa));
+  attn_ws = DeviceBuffer<uint8_t>(std::max<size_t>(attn_bytes, 256));
+  bytes += attn_ws.bytes();
+  sample_ws_bytes = sample_rows_workspace_bytes(opt.slots, cfg.n_vocab);
+  sample_ws = DeviceBuffer<uint8_t>(std::max<size_t>(sample_ws_bytes, 256));
+  bytes += sample_ws.bytes();
+
+  // Per-step arguments: one pinned host buffer, copied up in one transfer.
+  args_layout = StepArgsLayout::make(cap, opt.slots, table_stride, int64_t(opt.slots) * max_ctx);
+  args_dev = DeviceBuffer<uint8_t>(args_layout.total);
+  bytes += args_dev.bytes();
+  void* h = nullptr;
+  RZ_CUDA_CHECK(cudaMallocHost(&h, args_layout.total));
+  args_host.reset(static_cast<uint8_t*>(h));
+  void* ho = nullptr;
+  RZ_CUDA_CHECK(cudaMallocHost(&ho, sizeof(int32_t) * size_t(opt.slots)));
+  out_host.reset(static_cast<int32_t*>(ho));
+  out_dev = DeviceBuffer<int32_t>(size_t(opt.slots));
+  plan.scratch_bytes = bytes;
+}
+
+void GpuExecutor::Impl::plan_kv_cache() {
+  const int bs = opt.kv_block_size;
+  const size_t block_bytes =
+      2 * size_t(cfg.n_layer) * size_t(cfg.n_head_kv) * size_t(bs) * size_t(cfg.head_dim) * 2;
+  const int64_t per_slot = table_stride;  // blocks of one full context
+  const int64_t useful = per_slot * opt.slots;
+  int64_t blocks = 0;
+  if (opt.kv_blocks > 0) {
+    blocks = opt.kv_blocks;
+  } else {
+    size_t free_now = 0, total = 0;
+    RZ_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
+    const auto budget = size_t(double(free_now) * opt.kv_memory_fraction);
+    blocks = std::min<int64_t>(int64_t(budget / block_bytes), useful);
+  }
+  blocks = std::min<int64_t>(blocks, 1 << 30);
+  if (blocks < per_slot)
+    throw Error("cuda executor: device memory for " + std::to_string(blocks) +
+                " KV blocks of " + std::to_string(bs) + " tokens, fewer than one context of " +
+                std::to_string(max_ctx) + " tokens needs (" + std::to_string(per_slot) +
+                "); lower --context or raise the memory fraction");
+  shape = KvCacheShape{int(blocks), cfg.n_head_kv, bs, cfg.head_dim};
+  k_cache = DeviceBuffer<uint16_t>(size_t(cfg.n_layer) * size_t(shape.layer_elems()));
+  v_cache = DeviceBuffer<uint16_t>(size_t(cfg.n_layer) * size_t(shape.layer_elems()));
+  alloc = std::make_unique<KvBlockAllocator>(int(blocks), bs, opt.slots);
+  plan.kv_blocks = blocks;
+  plan.kv_block_size = bs;
+  plan.kv_bytes = k_cache.bytes() + v_cache.bytes();
+}
+
+void GpuExecutor::Impl::check_slot(int slot, const char* what) const {
+  if (slot < 0 || slot >= int(slots.size()))
+    throw Error(std::string(what) + ": slot " + std::to_string(slot) + " out of range (0.." +
+                std::to_string(int(slots.size()) - 1) + ")");
+}
+
+void GpuExecutor::Impl::check_token(int32_t tok, const char* what) const {
+  if (tok < 0 || tok >= cfg.n_vocab)
+    throw Error(std::string(what) + ": token id " + std::to_string(tok) +
+                " out of range (vocabulary " + std::to_string(cfg.n_vocab) + ")");
+}
+
+void GpuExecutor::Impl::release(int slot) {
+  check_slot(slot, "release");
+  Slot& s = slots[slot];
+  s.active = false;
+  s.history.clear();
+  s.logits.clear();
+  alloc->release(slot);
+}
+
+std::vector<int32_t> GpuExecutor::Impl::prefill(std::span<const PrefillRequest> reqs) {
+  std::set<int> seen;
+  int64_t blocks = 0;
+  for (const auto& r : reqs) {
+    check_slot(r.slot, "prefill");
+    if (slots[r.slot].active || !seen.insert(r.slot).second)
+      throw Error("prefill: slot " + std::to_string(r.slot) + " is busy");
+    if (r.tokens.empty()) throw Error("prefill: empty prompt for slot " + std::to_string(r.slot));
+    if (static_cast<int64_t>(r.tokens.size()) > max_ctx)
+      throw Error("prefill: prompt of " + std::to_string(r.tokens.size()) +
+                  " tokens does not fit the context of " + std::to_string(max_ctx) + " tokens");
+    for (int32_t t : r.tokens) check_token(t, "prefill");
+    blocks += alloc->blocks_needed(reserve_for(r));
+  }
+  if (blocks > alloc->free_blocks())
+    throw Error("prefill: the KV cache has " + std::to_string(alloc->free_blocks()) +
+                " free blocks, the requests need " + std::to_string(blocks));
+  if (reqs.empty()) return {};
+  std::vector<Seq> seqs;
+  for (const auto& r : reqs) {
+    Slot& s = slots[r.slot];
+    if (!alloc->reserve(r.slot, reserve_for(r)))
+      throw Error("prefill: KV cache blocks ran out");  // not reached: checked above
+    s.active = true;
+    s.history = r.tokens;
+    s.sampling = r.sampling;
+    s.rng.seed(r.sampling.seed);
+    s.logits.clear();
+    seqs.push_back({r.slot, 0, static_cast<int>(r.tokens.size())});
+  }
+  return run_step(seqs, false);
+}
+
+std::vector<int32_t> GpuExecutor::Impl::decode(std::span<const DecodeRequest> reqs) {
+  std::set<int> seen;
+  for (const auto& r : reqs) {
+    check_slot(r.slot, "decode");
+    const Slot& s = slots[r.slot];
+    if (!s.active) throw Error("decode: slot " + std::to_string(r.slot) + " is not active");
+    if (!seen.insert(r.slot).second)
+      throw Error("decode: slot " + std::to_string(r.slot) + " appears twice in one step");
+    if (static_cast<int64_t>(s.history.size()) >= max_ctx)
+      throw Error("decode: slot " + std::to_string(r.slot) + " is full (" +
+                  std::to_string(max_ctx) + " tokens)");
+    check_token(r.token, "decode");
+  }
+  for (const auto& r : reqs) {
+    if (!alloc->reserve(r.slot, int64_t(slots[r.slot].history.size()) + 1))
+      throw Error("decode: the KV cache has no free block for slot " + std::to_string(r.slot));
+  }
+  if (reqs.empty()) return {};
+  std::vector<Seq> seqs;
+  for (const auto& r : reqs) {
+    Slot& s = slots[r.slot];
+    s.history.push_back(r.token);
+    seqs.push_back({r.slot, static_cast<int>(s.history.size()) - 1, 1});
+  }
+  return run_step(seqs, true);
+}
+
+int64_t GpuExecutor::Impl::reserve_for(const PrefillRequest& r) const {
+  return std::min<int64_t>(std::max<int64_t>(r.reserve_tokens, int64_t(r.tokens.size())), max_ctx);
+}
+
+std::vector<int32_t> GpuExecutor::Impl::run_step(const std::vector<Seq>& seqs, bool decode) {
+  try {
+    return step(seqs, decode);
+  } catch (...) {
+    // The step's slots are in an unknown state: free them (the caller fails their requests).
+    cudaStreamSynchronize(stream);
+    for (const Seq& s : seqs) release(s.slot);
+    throw;
+  }
+}
+
+// ---- the public class forwards to Impl ----
+
+GpuExecutor::GpuExecutor(std::shared_ptr<const ModelFile> file, const GpuExecutorOptions& opt)
+    : impl_(std::make_unique<Impl>(std::move(file), opt)) {}
+GpuExecutor::~GpuExecutor() = default;
+const ModelConfig& GpuExecutor::config() const { return impl_->cfg; }
+int GpuExecutor::max_slots() const { return static_cast<int>(impl_->slots.size()); }
+int GpuExecutor::max_context() const { return impl_->max_ctx; }
+int GpuExecutor::kv_block_size() const { return impl_->shape.block_size; }
+int64_t GpuExecutor::kv_blocks() const { return impl_->shape.n_blocks; }
+std::vector<int32_t> GpuExecutor::prefill(std::span<const PrefillRequest> reqs) {
+  return impl_->prefill(reqs);
+}
+std::vector<int32_t> GpuExecutor::decode(std::span<const DecodeRequest> reqs) {
+  return impl_->decode(reqs);
+}
+void GpuExecutor::release(int slot) { impl_->release(slot); }
+bool GpuExecutor::slot_active(int slot) const {
+  return slot >= 0 && slot < max_slots() && impl_->slots[slot].active;
+}
+int GpuExecutor::slot_length(int slot) const {
+  impl_->check_slot(slot, "slot_length");
+  return static_cast<int>(impl_->slots[slot].history.size());
+}
+void GpuExecutor::set_keep_logits(bool keep) { impl_->keep_logits = keep; }
+std::span<const float> GpuExecutor::last_logits(int slot) const {
+  impl_->check_slot(slot, "last_logits");
+  return impl_->slots[slot].logits;
+}
+const GpuMemoryPlan& GpuExecutor::memory_plan() const { return impl_->plan; }
+int GpuExecutor::free_kv_blocks() const { return impl_->alloc->free_blocks(); }
+
+}  // namespace rz::gpu

@@ -1,0 +1,88 @@
+// The CUDA executor: the same Llama-family forward pass as the CPU executor (model/cpu_executor.hpp)
+// on one GPU. Weights stay on the device in their stored GGUF types (F32 matrices become F16);
+// activations are fp32, the KV cache fp16 in fixed-size blocks shared by all slots (gpu/kv_blocks.hpp).
+//
+// One step, N tokens of S sequences (all prefill or all decode):
+//   embedding gather -> per layer: RMSNorm, Q/K/V matmuls (+bias), RoPE, KV append, attention
+//   (packed causal prefill or paged decode), output matmul + residual, RMSNorm, gate/up matmuls,
+//   SwiGLU, down matmul + residual -> last token of each sequence: RMSNorm, output matmul ->
+//   sampling on the GPU (argmax, or penalty/top-k/top-p/min-p/temperature with the slot's seeded
+//   stream drawn on the host) -> S token ids copied back.
+// Matmuls with at most kGemvMaxBatch tokens use the quantized GEMV kernels; larger ones dequantize
+// the weight to fp16/bf16 scratch and run a cuBLAS GEMM.
+//
+// Memory plan: weights + step scratch first, then the KV cache takes `kv_memory_fraction` of the
+// free device memory left (or exactly `kv_blocks` blocks when given). A prefill reserves blocks for
+// PrefillRequest::reserve_tokens; decode takes further blocks as a slot grows and throws (failing
+// that step only) when none are left: the scheduler, which sees kv_blocks()/kv_block_size(),
+// avoids that by reserving at admission.
+//
+// Any CUDA/cuBLAS failure inside a step throws gpu::CudaError (an rz::Error); the slots of that
+// step are left released, so the caller fails those requests and keeps going.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/executor.hpp"
+#include "model/model_file.hpp"
+
+namespace rz::gpu {
+
+struct GpuExecutorOptions {
+  int device = 0;
+  int slots = 16;                   // concurrent sequences
+  int max_context = 0;              // tokens per slot; 0: min(n_ctx_train, 4096)
+  int kv_block_size = 16;           // tokens per KV block
+  double kv_memory_fraction = 0.9;  // of the free memory left after weights and scratch
+  int64_t kv_blocks = 0;            // > 0: exactly this many blocks (tests), ignoring the fraction
+  int max_step_tokens = 4096;       // tokens one prefill step may hold (sizes the scratch buffers)
+};
+
+// What went where, for `rz serve` to log and tests to check.
+struct GpuMemoryPlan {
+  std::string device_name;
+  size_t total_bytes = 0;        // device memory
+  size_t free_at_start = 0;      // free before the executor allocated anything
+  size_t weight_bytes = 0;       // weights on the device
+  size_t scratch_bytes = 0;      // activations, workspaces, dequant scratch
+  size_t kv_bytes = 0;           // K and V caches, all layers
+  int64_t kv_blocks = 0;
+  int kv_block_size = 0;
+  int slots = 0;
+  int max_context = 0;
+  std::string summary() const;  // one line: "weights 1.2 GiB, KV 100.3 GiB = 3000 blocks x 16 ..."
+};
+
+class GpuExecutor final : public Executor {
+ public:
+  // Loads the weights onto the device and plans memory. Throws rz::Error when there is no usable
+  // device, a tensor type has no GPU kernel, or memory does not suffice for one full-context slot.
+  GpuExecutor(std::shared_ptr<const ModelFile> file, const GpuExecutorOptions& opt = {});
+  ~GpuExecutor() override;
+
+  const ModelConfig& config() const override;
+  int max_slots() const override;
+  int max_context() const override;
+  int kv_block_size() const override;
+  int64_t kv_blocks() const override;
+  std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs) override;
+  std::vector<int32_t> decode(std::span<const DecodeRequest> reqs) override;
+  void release(int slot) override;
+  bool slot_active(int slot) const override;
+  int slot_length(int slot) const override;
+  void set_keep_logits(bool keep) override;
+  std::span<const float> last_logits(int slot) const override;
+
+  const GpuMemoryPlan& memory_plan() const;
+  int free_kv_blocks() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rz::gpu

@@ -1,0 +1,119 @@
+// Internals of the CUDA executor (gpu_executor.hpp), shared by gpu_executor.cpp (set-up, slots,
+// checks) and gpu_forward.cpp (the step). Not part of the public interface.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "gpu/device_buffer.hpp"
+#include "gpu/gemm.hpp"
+#include "gpu/gpu_executor.hpp"
+#include "gpu/gpu_weights.hpp"
+#include "gpu/kv_blocks.hpp"
+#include "kernels/attention_decode.hpp"
+#include "kernels/attention_prefill.hpp"
+#include "kernels/sampling.hpp"
+#include "model/sampling.hpp"
+
+namespace rz::gpu {
+
+// Byte offsets of one step's arguments inside one buffer (host pinned and device alike), each
+// piece 256-byte aligned.
+struct StepArgsLayout {
+  size_t ids = 0;          // [cap] int32 token ids
+  size_t pos = 0;          // [cap] int32 positions
+  size_t rows = 0;         // [cap] int64 KV cache rows
+  size_t tables = 0;       // [slots, table_stride] int32 block tables, one row per sequence
+  size_t ctx_lens = 0;     // [slots] int32 cached tokens per sequence after this step
+  size_t cu_seqlens = 0;   // [slots + 1] int32
+  size_t sample = 0;       // [slots] SampleRow
+  size_t penalty = 0;      // [max_penalty] int32
+  size_t total = 0;
+  int64_t max_penalty = 0;
+  static StepArgsLayout make(int cap, int slots, int table_stride, int64_t max_penalty);
+};
+
+struct CudaHostFree {
+  void operator()(void* p) const { cudaFreeHost(p); }
+};
+
+struct GpuExecutor::Impl {
+  struct Slot {
+    bool active = false;
+    std::vector<int32_t> history;  // prompt + appended tokens: size() == tokens in the cache
+    SamplingParams sampling;
+    std::mt19937_64 rng;           // the same stream the CPU Sampler draws from
+    std::vector<float> logits;     // kept logits (keep_logits)
+  };
+  // Tokens [start, start + n) of a slot's history, run in this step.
+  struct Seq {
+    int slot;
+    int start;
+    int n;
+  };
+
+  Impl(std::shared_ptr<const ModelFile> file, const GpuExecutorOptions& opt);
+  ~Impl();
+  void allocate_scratch();
+  void plan_kv_cache();
+  void check_slot(int slot, const char* what) const;
+  void check_token(int32_t tok, const char* what) const;
+  void release(int slot);
+  int64_t reserve_for(const PrefillRequest& r) const;
+  std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs);
+  std::vector<int32_t> decode(std::span<const DecodeRequest> reqs);
+  std::vector<int32_t> run_step(const std::vector<Seq>& seqs, bool decode);
+
+  // gpu_forward.cpp
+  std::vector<int32_t> step(const std::vector<Seq>& seqs, bool decode);
+  // Runs the layers over one pass of at most `cap` tokens; pieces of sequences whose last token
+  // is in this pass (ends[i]) leave their final hidden row in last[row i].
+  void forward_pass(const std::vector<Seq>& pieces, bool decode, std::vector<int>& out_slots);
+  void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens);
+  void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens);
+
+  std::shared_ptr<const ModelFile> file;
+  ModelConfig cfg;
+  GpuExecutorOptions opt;
+  GpuMemoryPlan plan;
+  int max_ctx = 0;
+  int64_t q_dim = 0, kv_dim = 0;
+  int cap = 0;           // tokens per forward pass
+  int table_stride = 0;  // blocks of one full context
+  bool keep_logits = false;
+  std::vector<Slot> slots;
+
+  cudaStream_t stream = nullptr;
+  GpuWeights w;
+  std::unique_ptr<Gemm> gemm;
+  DeviceBuffer<float> inv_freq;
+  float attn_factor = 1.0f;
+
+  KvCacheShape shape;
+  DeviceBuffer<uint16_t> k_cache, v_cache;  // [n_layer][n_blocks][n_head_kv][block][head_dim]
+  std::unique_ptr<KvBlockAllocator> alloc;
+
+  // Scratch (cap = tokens per pass, S = slots).
+  DeviceBuffer<float> x, xn, tmp;   // [cap, n_embd]
+  DeviceBuffer<float> q, att;       // [cap, n_head * head_dim]
+  DeviceBuffer<float> k, v;         // [cap, n_head_kv * head_dim]
+  DeviceBuffer<float> gate, up;     // [cap, n_ff]
+  DeviceBuffer<float> last, last_norm;  // [S, n_embd] final hidden rows of finished sequences
+  DeviceBuffer<float> logits;       // [S, n_vocab]
+  DeviceBuffer<uint16_t> x16;       // [cap, max cols] fp16 activations for the GEMM path
+  DeviceBuffer<uint16_t> w16;       // dequantized weight rows for the GEMM path
+  int64_t w16_elems = 0;
+  DeviceBuffer<uint8_t> attn_ws;
+  DeviceBuffer<uint8_t> sample_ws;
+  size_t sample_ws_bytes = 0;
+  StepArgsLayout args_layout;
+  DeviceBuffer<uint8_t> args_dev;
+  std::unique_ptr<uint8_t, CudaHostFree> args_host;
+  DeviceBuffer<int32_t> out_dev;               // [S] sampled ids
+  std::unique_ptr<int32_t, CudaHostFree> out_host;
+};
+
+}  // namespace rz::gpu

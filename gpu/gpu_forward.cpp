@@ -1,0 +1,300 @@
+// The CUDA executor's step (see gpu_executor.hpp): passes of at most `cap` tokens through the
+// layers, then the output matrix and sampling for the sequences whose last token was in the pass.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "gpu/cuda_check.hpp"
+#include "gpu/gpu_executor_impl.hpp"
+#include "kernels/argmax.hpp"
+#include "kernels/bias.hpp"
+#include "kernels/dequant.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gemv.hpp"
+#include "kernels/kv_append.hpp"
+#include "kernels/residual.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/swiglu.hpp"
+
+namespace rz::gpu {
+namespace {
+
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+template <typename T>
+T* at(uint8_t* base, size_t offset) {
+  return reinterpret_cast<T*>(base + offset);
+}
+
+}  // namespace
+
+StepArgsLayout StepArgsLayout::make(int cap, int slots, int table_stride, int64_t max_penalty) {
+  StepArgsLayout l;
+  size_t o = 0;
+  auto take = [&](size_t& field, size_t bytes) {
+    field = o;
+    o += align256(bytes);
+  };
+  take(l.ids, sizeof(int32_t) * size_t(cap));
+  take(l.pos, sizeof(int32_t) * size_t(cap));
+  take(l.rows, sizeof(int64_t) * size_t(cap));
+  take(l.tables, sizeof(int32_t) * size_t(slots) * size_t(table_stride));
+  take(l.ctx_lens, sizeof(int32_t) * size_t(slots));
+  take(l.cu_seqlens, sizeof(int32_t) * (size_t(slots) + 1));
+  take(l.sample, sizeof(SampleRow) * size_t(slots));
+  take(l.penalty, sizeof(int32_t) * size_t(std::max<int64_t>(max_penalty, 1)));
+  l.total = o;
+  l.max_penalty = max_penalty;
+  return l;
+}
+
+std::vector<int32_t> GpuExecutor::Impl::step(const std::vector<Seq>& seqs, bool decode) {
+  std::vector<int32_t> result(seqs.size(), -1);
+  std::vector<Seq> pieces;
+  std::vector<int> out_slots;
+  std::vector<int32_t> toks;
+  int used = 0;
+  auto flush = [&] {
+    if (pieces.empty()) return;
+    forward_pass(pieces, decode, out_slots);
+    if (!out_slots.empty()) {
+      sample(out_slots, toks);
+      for (size_t r = 0; r < out_slots.size(); ++r)
+        for (size_t i = 0; i < seqs.size(); ++i)
+          if (seqs[i].slot == out_slots[r]) result[i] = toks[r];
+    }
+    pieces.clear();
+    used = 0;
+  };
+  for (const Seq& s : seqs) {
+    int start = s.start, left = s.n;
+    while (left > 0) {
+      const int take = std::min(left, cap - used);
+      pieces.push_back({s.slot, start, take});
+      start += take;
+      left -= take;
+      used += take;
+      if (used == cap) flush();
+    }
+  }
+  flush();
+  return result;
+}
+
+void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode,
+                                     std::vector<int>& out_slots) {
+  const int E = cfg.n_embd, FF = cfg.n_ff, P = static_cast<int>(pieces.size());
+  // The previous pass may still be reading the pinned arguments.
+  RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  uint8_t* h = args_host.get();
+  auto* ids = at<int32_t>(h, args_layout.ids);
+  auto* pos = at<int32_t>(h, args_layout.pos);
+  auto* rows = at<int64_t>(h, args_layout.rows);
+  auto* tables = at<int32_t>(h, args_layout.tables);
+  auto* ctx_lens = at<int32_t>(h, args_layout.ctx_lens);
+  auto* cu = at<int32_t>(h, args_layout.cu_seqlens);
+  int n = 0, max_len = 0;
+  cu[0] = 0;
+  for (int p = 0; p < P; ++p) {
+    const Seq& s = pieces[p];
+    const Slot& slot = slots[s.slot];
+    for (int i = 0; i < s.n; ++i, ++n) {
+      ids[n] = slot.history[s.start + i];
+      pos[n] = s.start + i;
+      rows[n] = alloc->cache_row(s.slot, s.start + i);
+    }
+    const auto table = alloc->table(s.slot);
+    int32_t* row = tables + size_t(p) * table_stride;
+    std::fill(row, row + table_stride, -1);
+    std::copy(table.begin(), table.end(), row);
+    ctx_lens[p] = s.start + s.n;
+    max_len = std::max(max_len, ctx_lens[p]);
+    cu[p + 1] = n;
+  }
+  const int N = n;
+  RZ_CUDA_CHECK(cudaMemcpyAsync(args_dev.get(), h, args_layout.sample, cudaMemcpyHostToDevice,
+                                stream));
+  uint8_t* d = args_dev.get();
+  const auto* d_ids = at<int32_t>(d, args_layout.ids);
+  const auto* d_pos = at<int32_t>(d, args_layout.pos);
+  const auto* d_rows = at<int64_t>(d, args_layout.rows);
+  const auto* d_tables = at<int32_t>(d, args_layout.tables);
+  const auto* d_ctx = at<int32_t>(d, args_layout.ctx_lens);
+  const auto* d_cu = at<int32_t>(d, args_layout.cu_seqlens);
+
+  embedding_gather(w.token_embd.type, w.token_embd.ptr(), cfg.n_vocab, E, d_ids, N, x.get(),
+                   stream);
+  RopeArgs ra;
+  ra.n_tokens = N;
+  ra.n_head = cfg.n_head;
+  ra.n_head_kv = cfg.n_head_kv;
+  ra.head_dim = cfg.head_dim;
+  ra.n_rot = cfg.n_rot;
+  ra.neox = cfg.rope_neox;
+  ra.attn_factor = attn_factor;
+  KvAppendArgs ka;
+  ka.n_tokens = N;
+  ka.cache = shape;
+  const bool use_decode = decode && N == P;
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const GpuLayerWeights& L = w.layers[l];
+    uint16_t* kc = k_cache.get() + size_t(l) * size_t(shape.layer_elems());
+    uint16_t* vc = v_cache.get() + size_t(l) * size_t(shape.layer_elems());
+    rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
+    matmul(L.wq, xn.get(), q.get(), N);
+    matmul(L.wk, xn.get(), k.get(), N);
+    matmul(L.wv, xn.get(), v.get(), N);
+    if (cfg.qkv_bias) {
+      bias_add(q.get(), L.bq.get(), N, q_dim, stream);
+      bias_add(k.get(), L.bk.get(), N, kv_dim, stream);
+      bias_add(v.get(), L.bv.get(), N, kv_dim, stream);
+    }
+    rope_inplace(q.get(), k.get(), d_pos, inv_freq.get(), ra, stream);
+    kv_append(k.get(), v.get(), d_rows, kc, vc, ka, stream);
+    if (use_decode) {
+      AttentionDecodeArgs a;
+      a.n_slots = P;
+      a.n_head = cfg.n_head;
+      a.cache = shape;
+      a.max_context = max_len;
+      a.table_stride = table_stride;
+      attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(),
+                       reinterpret_cast<float*>(attn_ws.get()), a, stream);
+    } else {
+      AttentionPrefillArgs a;
+      a.n_seqs = P;
+      a.n_tokens = N;
+      a.n_head = cfg.n_head;
+      a.cache = shape;
+      a.max_context = max_len;
+      a.table_stride = table_stride;
+      attention_prefill(q.get(), kc, vc, d_tables, d_cu, d_ctx, att.get(), attn_ws.get(), a,
+                        stream);
+    }
+    matmul(L.wo, att.get(), tmp.get(), N);
+    residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
+    rms_norm(x.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
+    matmul(L.w_gate, xn.get(), gate.get(), N);
+    matmul(L.w_up, xn.get(), up.get(), N);
+    swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
+    matmul(L.w_down, gate.get(), tmp.get(), N);
+    residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
+  }
+
+  // Sequences whose last token is in this pass: their final rows, normalised, then the logits.
+  out_slots.clear();
+  for (int p = 0; p < P; ++p) {
+    const Seq& s = pieces[p];
+    if (s.start + s.n != static_cast<int>(slots[s.slot].history.size())) continue;
+    const size_t r = out_slots.size();
+    RZ_CUDA_CHECK(cudaMemcpyAsync(last.get() + r * E, x.get() + size_t(cu[p + 1] - 1) * E,
+                                  sizeof(float) * E, cudaMemcpyDeviceToDevice, stream));
+    out_slots.push_back(s.slot);
+  }
+  const int R = static_cast<int>(out_slots.size());
+  if (R == 0) return;
+  rms_norm(last.get(), w.output_norm.get(), last_norm.get(), R, E, cfg.norm_eps, stream);
+  matmul(w.output(), last_norm.get(), logits.get(), R);
+}
+
+void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n) {
+  if (n == 0) return;
+  if (m.type == GgmlType::F32) {
+    gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
+    return;
+  }
+  if (gemv_supported(m.type, n) != GemvKernel::none) {
+    gemv(m.type, m.ptr(), in, out, m.rows, m.cols, n, stream);
+    return;
+  }
+  // Larger batches: fp16 activations times fp16 weights (dequantized a slice of rows at a time)
+  // through cuBLAS, fp32 accumulation and output.
+  convert_to_half(in, x16.get(), HalfType::f16, int64_t(n) * m.cols, stream);
+  if (m.type == GgmlType::F16) {
+    gemm->matmul_x16(HalfType::f16, m.ptr(), x16.get(), out, m.rows, m.cols, n);
+    return;
+  }
+  const int64_t slice = std::max<int64_t>(1, w16_elems / m.cols);
+  for (int64_t r0 = 0; r0 < m.rows; r0 += slice) {
+    const int64_t nr = std::min(slice, m.rows - r0);
+    dequantize_matrix(m.type, static_cast<const uint8_t*>(m.ptr()) + size_t(r0) * m.row_bytes,
+                      w16.get(), HalfType::f16, nr, m.cols, stream);
+    gemm->matmul_x16(HalfType::f16, w16.get(), x16.get(), out + r0, nr, m.cols, n, m.rows);
+  }
+}
+
+void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens) {
+  const int R = static_cast<int>(out_slots.size()), V = cfg.n_vocab;
+  if (keep_logits) {
+    RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int r = 0; r < R; ++r) {
+      auto& lg = slots[out_slots[r]].logits;
+      lg.resize(size_t(V));
+      RZ_CUDA_CHECK(cudaMemcpyAsync(lg.data(), logits.get() + size_t(r) * V, sizeof(float) * V,
+                                    cudaMemcpyDeviceToHost, stream));
+    }
+  }
+  bool greedy = true;
+  for (int s : out_slots) {
+    const SamplingParams& p = slots[s].sampling;
+    const bool penalty =
+        p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f && p.repetition_last_n != 0;
+    greedy = greedy && p.temperature <= 0.0f && !penalty;
+  }
+  if (greedy) {
+    argmax_rows(logits.get(), R, V, out_dev.get(), stream);
+  } else {
+    RZ_CUDA_CHECK(cudaStreamSynchronize(stream));  // the pinned rows may still be in flight
+    uint8_t* h = args_host.get();
+    auto* rows = at<SampleRow>(h, args_layout.sample);
+    auto* pen = at<int32_t>(h, args_layout.penalty);
+    int64_t n_pen = 0;
+    std::vector<int32_t> ids;
+    for (int r = 0; r < R; ++r) {
+      Slot& slot = slots[out_slots[r]];
+      const SamplingParams& p = slot.sampling;
+      SampleRow& row = rows[r];
+      row = SampleRow{};
+      row.temperature = p.temperature;
+      row.top_k = p.top_k;
+      row.top_p = p.top_p;
+      row.min_p = p.min_p;
+      row.penalty = p.repetition_penalty;
+      row.penalty_begin = row.penalty_end = static_cast<int>(n_pen);
+      if (p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f && p.repetition_last_n != 0) {
+        const size_t hn = slot.history.size();
+        const size_t take = p.repetition_last_n < 0 ? hn : std::min(hn, size_t(p.repetition_last_n));
+        ids.assign(slot.history.end() - take, slot.history.end());
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        if (n_pen + int64_t(ids.size()) > args_layout.max_penalty)
+          throw Error("cuda executor: repetition penalty window too large");
+        std::copy(ids.begin(), ids.end(), pen + n_pen);
+        n_pen += int64_t(ids.size());
+        row.penalty_end = static_cast<int>(n_pen);
+      } else {
+        row.penalty = 1.0f;
+      }
+      // The CPU Sampler's draw: the top 53 bits of one output of the slot's stream.
+      if (p.temperature > 0.0f) row.u = double(slot.rng() >> 11) * 0x1.0p-53;
+    }
+    uint8_t* d = args_dev.get();
+    RZ_CUDA_CHECK(cudaMemcpyAsync(d + args_layout.sample, rows, sizeof(SampleRow) * size_t(R),
+                                  cudaMemcpyHostToDevice, stream));
+    if (n_pen > 0)
+      RZ_CUDA_CHECK(cudaMemcpyAsync(d + args_layout.penalty, pen, sizeof(int32_t) * size_t(n_pen),
+                                    cudaMemcpyHostToDevice, stream));
+    sample_rows(logits.get(), R, V, at<SampleRow>(d, args_layout.sample),
+                at<int32_t>(d, args_layout.penalty), out_dev.get(), sample_ws.get(),
+                sample_ws_bytes, stream);
+  }
+  RZ_CUDA_CHECK(cudaMemcpyAsync(out_host.get(), out_dev.get(), sizeof(int32_t) * size_t(R),
+                                cudaMemcpyDeviceToHost, stream));
+  RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  tokens.assign(out_host.get(), out_host.get() + R);
+  for (int32_t t : tokens)
+    if (t < 0 || t >= V) throw Error("cuda executor: sampling produced token id " + std::to_string(t));
+}
+
+}  // namespace rz::gpu

@@ -1,0 +1,98 @@
+// Copying a model's weights to the device (see gpu_weights.hpp).
+#include "gpu/gpu_weights.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/dequant.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gemv.hpp"
+#include "model/common.hpp"
+#include "model/cpu_weights.hpp"
+
+namespace rz::gpu {
+namespace {
+
+size_t add_bytes(size_t& total, size_t n) {
+  total += n;
+  return n;
+}
+
+DeviceMatrix matrix(const ModelFile& f, const TensorView& t, size_t& total) {
+  if (!gpu_matrix_supported(t.type, t.cols()))
+    throw file_error(f.path(), t.name + " has type " + std::string(type_traits(t.type).name) +
+                                   " with " + std::to_string(t.cols()) +
+                                   " columns, which the CUDA executor cannot multiply");
+  DeviceMatrix m;
+  m.type = t.type;
+  m.rows = t.rows();
+  m.cols = t.cols();
+  m.row_bytes = t.row_bytes();
+  m.data = DeviceBuffer<uint8_t>(add_bytes(total, t.nbytes));
+  m.data.upload(t.data, t.nbytes);
+  return m;
+}
+
+DeviceBuffer<float> vec(const std::vector<float>& v, size_t& total) {
+  DeviceBuffer<float> b(v.size());
+  add_bytes(total, b.bytes());
+  if (!v.empty()) b.upload(v);
+  return b;
+}
+
+}  // namespace
+
+bool gpu_matrix_supported(GgmlType type, int64_t cols) {
+  if (type == GgmlType::F32) return true;  // cuBLAS SGEMM for every batch size
+  if (gemv_supported(type, 1) == GemvKernel::none || !dequant_supported(type)) return false;
+  return cols % gemv_cols_multiple(type) == 0 && cols % dequant_cols_multiple(type) == 0;
+}
+
+int64_t GpuWeights::max_matrix_elems() const {
+  int64_t n = output().rows * output().cols;
+  for (const auto& l : layers)
+    for (const DeviceMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      n = std::max(n, m->rows * m->cols);
+  return n;
+}
+
+int64_t GpuWeights::max_cols() const {
+  int64_t n = output().cols;
+  for (const auto& l : layers)
+    for (const DeviceMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      n = std::max(n, m->cols);
+  return n;
+}
+
+GpuWeights GpuWeights::upload(const ModelFile& f) {
+  const CpuWeights cw = CpuWeights::load(f);  // lookups and shape checks
+  GpuWeights w;
+  if (!embedding_type_supported(cw.token_embd->type))
+    throw file_error(f.path(), "token_embd.weight has type " +
+                                   std::string(type_traits(cw.token_embd->type).name) +
+                                   ", which the CUDA executor cannot gather");
+  w.token_embd = matrix(f, *cw.token_embd, w.bytes);
+  w.tied = cw.output == cw.token_embd;
+  if (!w.tied) w.output_own = matrix(f, *cw.output, w.bytes);
+  w.output_norm = vec(cw.output_norm, w.bytes);
+  for (const CpuLayerWeights& cl : cw.layers) {
+    GpuLayerWeights l;
+    l.attn_norm = vec(cl.attn_norm, w.bytes);
+    l.ffn_norm = vec(cl.ffn_norm, w.bytes);
+    l.bq = vec(cl.bq, w.bytes);
+    l.bk = vec(cl.bk, w.bytes);
+    l.bv = vec(cl.bv, w.bytes);
+    l.wq = matrix(f, *cl.wq, w.bytes);
+    l.wk = matrix(f, *cl.wk, w.bytes);
+    l.wv = matrix(f, *cl.wv, w.bytes);
+    l.wo = matrix(f, *cl.wo, w.bytes);
+    l.w_gate = matrix(f, *cl.w_gate, w.bytes);
+    l.w_up = matrix(f, *cl.w_up, w.bytes);
+    l.w_down = matrix(f, *cl.w_down, w.bytes);
+    w.layers.push_back(std::move(l));
+  }
+  RZ_CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
+}  // namespace rz::gpu

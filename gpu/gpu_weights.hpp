@@ -1,0 +1,49 @@
+// The CUDA executor's weights on the device: every matrix in its stored GGUF type (F32 kept as
+// F32 and multiplied in full precision), norm weights and biases as fp32 vectors. Gathered and
+// shape-checked by CpuWeights::load (model/cpu_weights.hpp), then copied up.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gpu/device_buffer.hpp"
+#include "model/ggml_types.hpp"
+#include "model/model_file.hpp"
+
+namespace rz::gpu {
+
+struct DeviceMatrix {
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0, cols = 0;        // [rows][cols], GGUF row layout
+  size_t row_bytes = 0;
+  DeviceBuffer<uint8_t> data;        // rows * row_bytes bytes
+  const void* ptr() const { return data.get(); }
+};
+
+struct GpuLayerWeights {
+  DeviceBuffer<float> attn_norm, ffn_norm;  // [n_embd]
+  DeviceBuffer<float> bq, bk, bv;           // biases (empty unless qkv_bias)
+  DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+struct GpuWeights {
+  DeviceMatrix token_embd;            // [n_vocab][n_embd]
+  DeviceMatrix output_own;            // output.weight when the model has one
+  bool tied = false;                  // output = token_embd
+  DeviceBuffer<float> output_norm;    // [n_embd]
+  std::vector<GpuLayerWeights> layers;
+  size_t bytes = 0;                   // device bytes of all of the above
+
+  const DeviceMatrix& output() const { return tied ? token_embd : output_own; }
+  int64_t max_matrix_elems() const;   // the largest matrix, for dequant scratch
+  int64_t max_cols() const;
+
+  // Throws rz::Error("PATH: cause") for a tensor type without GPU kernels, or a shape the kernels
+  // cannot take; CudaError when the device runs out of memory.
+  static GpuWeights upload(const ModelFile& file);
+};
+
+// Whether the CUDA executor can multiply a matrix of this type and width.
+bool gpu_matrix_supported(GgmlType type, int64_t cols);
+
+}  // namespace rz::gpu

@@ -1,0 +1,235 @@
+// The CUDA executor (gpu/gpu_executor.hpp) against the CPU executor on tiny synthetic models of
+// every format: logits of every step within a tolerance, greedy picks equal wherever the CPU's
+// top-2 margin is not a near tie; chunked prefill; KV block accounting; bad requests. The GPU
+// tests skip without a device; the no-device test runs only where there is none.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_executor.hpp"
+#include "gpu/test_support.hpp"
+#include "model/common.hpp"
+#include "model/cpu_executor.hpp"
+#include "model/model_file.hpp"
+#include "model/sampling.hpp"
+#include "model/synth.hpp"
+
+namespace rz::gpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tiny_model(SynthFormat f) {
+  const fs::path dir = fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string out = (dir / (std::string("tiny_") + synth_format_name(f) + ".gguf")).string();
+  if (!fs::exists(out)) {
+    SynthOptions o;
+    o.shape = "tiny";
+    o.format = f;
+    o.seed = 7;
+    o.out = out;
+    synth_write(o);
+  }
+  return out;
+}
+
+class TmpCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid())), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new TmpCleanup);
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int vocab) {
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> p(n);
+  for (auto& t : p) t = d(rng);
+  return p;
+}
+
+struct Diff {
+  double max_abs = 0;
+  double max_ref = 0;
+};
+
+Diff compare(std::span<const float> gpu, std::span<const float> cpu) {
+  Diff d;
+  EXPECT_EQ(gpu.size(), cpu.size());
+  for (size_t i = 0; i < std::min(gpu.size(), cpu.size()); ++i) {
+    if (!std::isfinite(gpu[i])) {
+      d.max_abs = INFINITY;
+      continue;
+    }
+    d.max_abs = std::max(d.max_abs, double(std::fabs(gpu[i] - cpu[i])));
+    d.max_ref = std::max(d.max_ref, double(std::fabs(cpu[i])));
+  }
+  return d;
+}
+
+// Top-1 minus top-2 logit.
+double margin(std::span<const float> l) {
+  float a = -INFINITY, b = -INFINITY;
+  for (float x : l) {
+    if (x > a) b = a, a = x;
+    else if (x > b) b = x;
+  }
+  return double(a) - double(b);
+}
+
+// Runs the same prompts on both executors, teacher-forced with the CPU's tokens, and checks
+// every step's logits. Returns the largest difference seen.
+double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, double tol,
+                       int steps = 12) {
+  auto mf = ModelFile::open(path);
+  CpuExecutor cpu(mf, CpuExecutorOptions{.slots = 4, .max_context = 256, .threads = 0});
+  GpuExecutor gpu(mf, gopt);
+  cpu.set_keep_logits(true);
+  gpu.set_keep_logits(true);
+  std::mt19937 rng(1234);
+  const int lens[4] = {1, 7, 33, 70};
+  std::vector<PrefillRequest> reqs;
+  for (int i = 0; i < 4; ++i)
+    reqs.push_back({i, random_prompt(rng, lens[i], mf->config().n_vocab), SamplingParams{}, 0});
+  auto tc = cpu.prefill(reqs);
+  auto tg = gpu.prefill(reqs);
+  double worst = 0;
+  int near_ties = 0;
+  for (int step = 0; step < steps; ++step) {
+    for (int s = 0; s < 4; ++s) {
+      const Diff d = compare(gpu.last_logits(s), cpu.last_logits(s));
+      worst = std::max(worst, d.max_abs);
+      EXPECT_LE(d.max_abs, tol) << path << " step " << step << " slot " << s
+                                << " (max |cpu logit| " << d.max_ref << ")";
+      if (margin(cpu.last_logits(s)) > 2 * tol)
+        EXPECT_EQ(tg[s], tc[s]) << path << " step " << step << " slot " << s;
+      else
+        ++near_ties;
+    }
+    std::vector<DecodeRequest> dec;
+    for (int s = 0; s < 4; ++s) dec.push_back({s, tc[s]});  // teacher forcing: the CPU's tokens
+    tc = cpu.decode(dec);
+    tg = gpu.decode(dec);
+  }
+  EXPECT_LE(near_ties, 4 * steps / 4) << "too many near ties to check the picks";
+  return worst;
+}
+
+TEST(GpuExecutorNoDevice, ClearError) {
+  if (!list_devices().empty()) GTEST_SKIP() << "a CUDA device is present";
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q8_0));
+  try {
+    GpuExecutor ex(mf);
+    FAIL() << "constructed without a device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+class GpuVsCpu : public ::testing::TestWithParam<SynthFormat> {};
+
+TEST_P(GpuVsCpu, LogitsAndGreedyPicks) {
+  RZ_REQUIRE_GPU();
+  // fp16 KV cache and fp16 GEMM activations against fp32 on the CPU; tiny's logits are O(1).
+  const double worst = run_against_cpu(tiny_model(GetParam()),
+                                       GpuExecutorOptions{.slots = 4, .max_context = 256}, 2e-2);
+  std::printf("[ %s ] max |gpu - cpu| logit: %.3g\n", synth_format_name(GetParam()), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, GpuVsCpu,
+                         ::testing::Values(SynthFormat::F16, SynthFormat::BF16, SynthFormat::Q8_0,
+                                           SynthFormat::Q4_0, SynthFormat::Q4_1,
+                                           SynthFormat::Q4_K_M),
+                         [](const auto& info) { return std::string(synth_format_name(info.param)); });
+
+TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
+  RZ_REQUIRE_GPU();
+  // 16 tokens per pass: the 70-token prompt runs in five passes that attend to earlier chunks,
+  // and a pass holds pieces of two prompts.
+  run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
+                  GpuExecutorOptions{.slots = 4, .max_context = 256, .max_step_tokens = 16}, 2e-2, 4);
+}
+
+TEST(GpuExecutor, SmallBlocksMatchCpu) {
+  RZ_REQUIRE_GPU();
+  run_against_cpu(tiny_model(SynthFormat::Q8_0),
+                  GpuExecutorOptions{.slots = 4, .max_context = 256, .kv_block_size = 1}, 2e-2, 4);
+}
+
+TEST(GpuExecutor, KvBlocksAreReservedAndReturned) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q8_0));
+  // 64-token context in blocks of 16: 4 blocks hold exactly one full context.
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 64, .kv_block_size = 16,
+                                         .kv_blocks = 4});
+  EXPECT_EQ(gpu.kv_blocks(), 4);
+  EXPECT_EQ(gpu.kv_block_size(), 16);
+  std::mt19937 rng(5);
+  const int V = mf->config().n_vocab;
+  std::vector<PrefillRequest> two = {{0, random_prompt(rng, 40, V), {}, 0},
+                                     {1, random_prompt(rng, 40, V), {}, 0}};
+  EXPECT_THROW(gpu.prefill(two), Error);  // 3 + 3 blocks > 4: refused before any work
+  EXPECT_FALSE(gpu.slot_active(0));
+  EXPECT_EQ(gpu.free_kv_blocks(), 4);
+  std::vector<PrefillRequest> one = {{0, random_prompt(rng, 10, V), {}, 64}};
+  gpu.prefill(one);  // reserves the whole context
+  EXPECT_EQ(gpu.free_kv_blocks(), 0);
+  std::vector<PrefillRequest> other = {{1, random_prompt(rng, 5, V), {}, 0}};
+  EXPECT_THROW(gpu.prefill(other), Error);
+  for (int i = 0; i < 20; ++i) gpu.decode(std::vector<DecodeRequest>{{0, 3}});
+  EXPECT_EQ(gpu.slot_length(0), 30);
+  gpu.release(0);
+  EXPECT_EQ(gpu.free_kv_blocks(), 4);
+  gpu.prefill(other);
+  EXPECT_EQ(gpu.free_kv_blocks(), 3);
+  // Without a reservation, decode takes blocks as the slot grows.
+  for (int i = 0; i < 12; ++i) gpu.decode(std::vector<DecodeRequest>{{1, 3}});
+  EXPECT_EQ(gpu.slot_length(1), 17);
+  EXPECT_EQ(gpu.free_kv_blocks(), 2);
+}
+
+TEST(GpuExecutor, BadRequestsThrowAndHarmNothing) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q8_0));
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 32});
+  const int V = mf->config().n_vocab;
+  EXPECT_THROW(gpu.decode(std::vector<DecodeRequest>{{0, 1}}), Error);   // not active
+  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{2, {1}, {}, 0}}), Error);  // slot range
+  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, {}, {}, 0}}), Error);   // empty
+  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, {V}, {}, 0}}), Error);  // token id
+  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, std::vector<int32_t>(33, 1), {}, 0}}),
+               Error);  // longer than the context
+  const auto a = gpu.prefill(std::vector<PrefillRequest>{{0, {1, 2, 3}, {}, 0}});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_THROW(gpu.decode(std::vector<DecodeRequest>{{0, -1}}), Error);
+  EXPECT_EQ(gpu.slot_length(0), 3);  // the bad decode changed nothing
+  const auto b = gpu.decode(std::vector<DecodeRequest>{{0, a[0]}});
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_GE(b[0], 0);
+  EXPECT_LT(b[0], V);
+}
+
+TEST(GpuExecutor, MemoryPlanIsReported) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 3, .max_context = 128, .kv_memory_fraction = 0.5});
+  const GpuMemoryPlan& p = gpu.memory_plan();
+  EXPECT_GT(p.weight_bytes, 0u);
+  EXPECT_EQ(p.slots, 3);
+  EXPECT_EQ(p.max_context, 128);
+  // The cache never takes more than the slots can use: 3 full contexts.
+  EXPECT_EQ(p.kv_blocks, 3 * 128 / 16);
+  EXPECT_NE(p.summary().find("blocks"), std::string::npos);
+  std::printf("%s\n", p.summary().c_str());
+}
+
+}  // namespace
+}  // namespace rz::gpu
