@@ -34,7 +34,6 @@ import shutil
 import sys
 import time
 
-import numpy as np
 import torch
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM)
@@ -82,7 +81,7 @@ def greedy(model, ids, steps, device):
         out = model(input_ids=tok[:, None], past_key_values=past, use_cache=True)
         past = out.past_key_values
         logits = out.logits[:, -1].float()
-    return (torch.stack(toks, 1).tolist(), torch.stack(margins, 1).numpy(), first.tolist(),
+    return (torch.stack(toks, 1).tolist(), torch.stack(margins, 1), first.tolist(),
             logits.cpu().tolist())
 
 
@@ -103,24 +102,24 @@ def build(name, model_cls, config_cls, dtype, kw, seed, args):
     ref = ref.to(args.device).eval()
     assert ref.config.tie_word_embeddings == kw["tie_word_embeddings"]
     vocab = SHAPE["vocab_size"]
-    rng = np.random.default_rng(seed)
+    rng = torch.Generator().manual_seed(seed)
     prompts, low, tried = [], 0, 0
     for n in PROMPT_LENS:
-        cands = rng.integers(0, vocab, (args.candidates, n)).tolist()
+        cands = torch.randint(0, vocab, (args.candidates, n), generator=rng).tolist()
         tried += len(cands)
         _, margins, _, _ = greedy(ref, cands, args.steps, args.device)
-        mins = margins.min(axis=1)
-        ok = np.nonzero(mins >= args.min_margin)[0]
-        pick = int(ok[0]) if len(ok) else int(np.argmax(mins))
+        mins = margins.min(dim=1).values
+        ok = torch.nonzero(mins >= args.min_margin).flatten().tolist()
+        pick = ok[0] if ok else int(torch.argmax(mins))
         if not len(ok):
             low += 1
             print(f"{name}: warning: no candidate of length {n} keeps margin >= {args.min_margin} "
-                  f"(best {mins[pick]:.3g})", file=sys.stderr)
+                  f"(best {float(mins[pick]):.3g})", file=sys.stderr)
         ids = cands[pick]
         # The golden values: this prompt alone.
         toks, m, first, last = greedy(ref, [ids], args.steps, args.device)
         prompts.append({"ids": ids, "greedy": toks[0], "margins": [round(float(v), 6) for v in m[0]],
-                        "min_margin": float(m[0].min()), "candidates_ok": int(len(ok)),
+                        "min_margin": float(m[0].min()), "candidates_ok": len(ok),
                         "logits_first": [round(v, 6) for v in first[0]],
                         "logits_last": [round(v, 6) for v in last[0]]})
     worst = min(p["min_margin"] for p in prompts)
