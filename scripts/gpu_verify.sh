@@ -93,13 +93,15 @@ record() {  # record NAME RC SECONDS DETAIL
 verify() {  # verify NAME TIMEOUT ARGS...
   local name=$1 limit=$2 t0=$SECONDS rc=0
   shift 2
-  echo "-- $name: gpu_verify $*"
-  timeout -k 10 "$limit" "$gv" "$@" > "$out/$name.log" 2>&1 || rc=$?
-  grep -E '^(FAIL|gpu executor:|prompts chosen)' "$out/$name.log" | head -n 12 | sed 's/^/   /'
+  echo "-- $name"
+  echo "gpu_verify $*" > "$out/$name.log"
+  timeout -k 10 "$limit" "$gv" "$@" >> "$out/$name.log" 2>&1 || rc=$?
+  grep -E '^(FAIL|gpu executor:|prompts chosen)' "$out/$name.log" | head -n 8 | cut -c1-300 |
+    sed 's/^/   /'
   local last
   last=$(grep -E '^gpu_verify ' "$out/$name.log" | tail -n 1)
   [ -n "$last" ] || last=$(tail -n 1 "$out/$name.log")
-  echo "   $last"
+  echo "   $last" | cut -c1-300
   record "$name" "$rc" $((SECONDS - t0)) "$(echo "$last" | sed 's/^gpu_verify [^:]*: //' | cut -c1-150)"
 }
 
