@@ -109,8 +109,10 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
       worst = std::max(worst, d.max_abs);
       EXPECT_LE(d.max_abs, tol) << path << " step " << step << " slot " << s
                                 << " (max |cpu logit| " << d.max_ref << ")";
-      if (margin(cpu.last_logits(s)) > 2 * tol)
-        EXPECT_EQ(tg[s], tc[s]) << path << " step " << step << " slot " << s;
+      // A pick may differ only where the CPU's top-2 margin is within twice this row's error.
+      if (margin(cpu.last_logits(s)) > 2 * d.max_abs)
+        EXPECT_EQ(tg[s], tc[s]) << path << " step " << step << " slot " << s << " margin "
+                                << margin(cpu.last_logits(s)) << " |dlogit| " << d.max_abs;
       else
         ++near_ties;
     }
@@ -119,7 +121,8 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
     tc = cpu.decode(dec);
     tg = gpu.decode(dec);
   }
-  EXPECT_LE(near_ties, 4 * steps / 4) << "too many near ties to check the picks";
+  EXPECT_LE(near_ties, steps) << "too many near ties to check the picks (of " << 4 * steps << ")";
+  std::printf("[ %s ] near ties: %d of %d picks\n", path.c_str(), near_ties, 4 * steps);
   return worst;
 }
 
