@@ -8,6 +8,9 @@
 //   SwiGLU, down matmul + residual -> last token of each sequence: RMSNorm, output matmul ->
 //   sampling on the GPU (argmax, or penalty/top-k/top-p/min-p/temperature with the slot's seeded
 //   stream drawn on the host) -> S token ids copied back.
+// Decode steps of B sequences replay a CUDA graph of the whole forward pass captured the first
+// time B occurs (the step's arguments are copied to fixed device addresses first; attention is
+// launched for the full context so the graph does not depend on the lengths).
 // Matmuls with at most kGemvMaxBatch tokens use the quantized GEMV kernels; larger ones dequantize
 // the weight to fp16/bf16 scratch and run a cuBLAS GEMM.
 //
@@ -40,6 +43,7 @@ struct GpuExecutorOptions {
   double kv_memory_fraction = 0.9;  // of the free memory left after weights and scratch
   int64_t kv_blocks = 0;            // > 0: exactly this many blocks (tests), ignoring the fraction
   int max_step_tokens = 4096;       // tokens one prefill step may hold (sizes the scratch buffers)
+  bool cuda_graphs = true;          // decode steps replay a CUDA graph captured per batch size
 };
 
 // What went where, for `rz serve` to log and tests to check.

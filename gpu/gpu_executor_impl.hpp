@@ -72,6 +72,10 @@ struct GpuExecutor::Impl {
   // Runs the layers over one pass of at most `cap` tokens; pieces of sequences whose last token
   // is in this pass (ends[i]) leave their final hidden row in last[row i].
   void forward_pass(const std::vector<Seq>& pieces, bool decode, std::vector<int>& out_slots);
+  // Enqueues embedding -> layers -> final norm -> logits for N tokens in P pieces whose step
+  // arguments are on the device already; out_rows: token index of each logits row.
+  void enqueue_forward(int N, int P, bool use_decode, int max_len,
+                       const std::vector<int>& out_rows);
   void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens);
   void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens);
 
@@ -114,6 +118,7 @@ struct GpuExecutor::Impl {
   std::unique_ptr<uint8_t, CudaHostFree> args_host;
   DeviceBuffer<int32_t> out_dev;               // [S] sampled ids
   std::unique_ptr<int32_t, CudaHostFree> out_host;
+  std::vector<cudaGraphExec_t> decode_graphs;  // [slots + 1], by batch size; null until captured
 };
 
 }  // namespace rz::gpu

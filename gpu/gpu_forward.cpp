@@ -84,7 +84,7 @@ std::vector<int32_t> GpuExecutor::Impl::step(const std::vector<Seq>& seqs, bool 
 
 void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode,
                                      std::vector<int>& out_slots) {
-  const int E = cfg.n_embd, FF = cfg.n_ff, P = static_cast<int>(pieces.size());
+  const int P = static_cast<int>(pieces.size());
   // The previous pass may still be reading the pinned arguments.
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   uint8_t* h = args_host.get();
@@ -115,6 +115,48 @@ void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode
   const int N = n;
   RZ_CUDA_CHECK(cudaMemcpyAsync(args_dev.get(), h, args_layout.sample, cudaMemcpyHostToDevice,
                                 stream));
+
+  // Sequences whose last token is in this pass get a logits row.
+  out_slots.clear();
+  std::vector<int> out_rows;
+  for (int p = 0; p < P; ++p) {
+    const Seq& s = pieces[p];
+    if (s.start + s.n != static_cast<int>(slots[s.slot].history.size())) continue;
+    out_rows.push_back(cu[p + 1] - 1);
+    out_slots.push_back(s.slot);
+  }
+  const bool use_decode = decode && N == P;
+  if (!(use_decode && opt.cuda_graphs)) {
+    enqueue_forward(N, P, use_decode, max_len, out_rows);
+    return;
+  }
+  // Decode: every token is its sequence's last, rows 0..P-1 in order; replay this batch size's
+  // graph (attention over the full context, so lengths do not enter the graph).
+  cudaGraphExec_t& g = decode_graphs[size_t(P)];
+  if (!g) {
+    cudaGraph_t graph = nullptr;
+    RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_forward(N, P, true, max_ctx, out_rows);
+    } catch (...) {
+      cudaStreamEndCapture(stream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    RZ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    const cudaError_t e = cudaGraphInstantiate(&g, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      g = nullptr;
+      RZ_CUDA_CHECK(e);
+    }
+  }
+  RZ_CUDA_CHECK(cudaGraphLaunch(g, stream));
+}
+
+void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_len,
+                                        const std::vector<int>& out_rows) {
+  const int E = cfg.n_embd, FF = cfg.n_ff;
   uint8_t* d = args_dev.get();
   const auto* d_ids = at<int32_t>(d, args_layout.ids);
   const auto* d_pos = at<int32_t>(d, args_layout.pos);
@@ -122,7 +164,6 @@ void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode
   const auto* d_tables = at<int32_t>(d, args_layout.tables);
   const auto* d_ctx = at<int32_t>(d, args_layout.ctx_lens);
   const auto* d_cu = at<int32_t>(d, args_layout.cu_seqlens);
-
   embedding_gather(w.token_embd.type, w.token_embd.ptr(), cfg.n_vocab, E, d_ids, N, x.get(),
                    stream);
   RopeArgs ra;
@@ -136,7 +177,6 @@ void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode
   KvAppendArgs ka;
   ka.n_tokens = N;
   ka.cache = shape;
-  const bool use_decode = decode && N == P;
   for (int l = 0; l < cfg.n_layer; ++l) {
     const GpuLayerWeights& L = w.layers[l];
     uint16_t* kc = k_cache.get() + size_t(l) * size_t(shape.layer_elems());
@@ -182,18 +222,16 @@ void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode
     residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
   }
 
-  // Sequences whose last token is in this pass: their final rows, normalised, then the logits.
-  out_slots.clear();
-  for (int p = 0; p < P; ++p) {
-    const Seq& s = pieces[p];
-    if (s.start + s.n != static_cast<int>(slots[s.slot].history.size())) continue;
-    const size_t r = out_slots.size();
-    RZ_CUDA_CHECK(cudaMemcpyAsync(last.get() + r * E, x.get() + size_t(cu[p + 1] - 1) * E,
-                                  sizeof(float) * E, cudaMemcpyDeviceToDevice, stream));
-    out_slots.push_back(s.slot);
-  }
-  const int R = static_cast<int>(out_slots.size());
+  const int R = static_cast<int>(out_rows.size());
   if (R == 0) return;
+  // Contiguous runs of output rows go in one copy (all of them, for decode).
+  for (int r = 0; r < R;) {
+    int e = r + 1;
+    while (e < R && out_rows[e] == out_rows[e - 1] + 1) ++e;
+    RZ_CUDA_CHECK(cudaMemcpyAsync(last.get() + size_t(r) * E, x.get() + size_t(out_rows[r]) * E,
+                                  sizeof(float) * E * (e - r), cudaMemcpyDeviceToDevice, stream));
+    r = e;
+  }
   rms_norm(last.get(), w.output_norm.get(), last_norm.get(), R, E, cfg.norm_eps, stream);
   matmul(w.output(), last_norm.get(), logits.get(), R);
 }
