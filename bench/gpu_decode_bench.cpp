@@ -13,6 +13,10 @@
 //
 //   gpu_decode_bench --model FILE [--label "qwen2.5-1.5b Q4_K_M"] [--pp 512] [--tg 128]
 //                    [--batches 1,4,16,64] [--prompt 128] [--gen 128] [--reps 3] [--seed 1]
+//                    [--context N] [--no-graphs]
+// --context N: every executor gets a context of N tokens (a server's setting) instead of the
+// smallest that fits (decode attention is launched for the whole context when CUDA graphs are on);
+// --no-graphs: decode steps as plain launches (GpuExecutorOptions::cuda_graphs = false).
 // --pp 0 / --tg 0 skip those; --batches "" skips the batched part. --cpu runs the same on the CPU
 // executor (weight bytes = its matrix bytes): only to test this program on a machine without a GPU.
 // Exit status: 0 all measured, 1 some measurement failed (reported in its table cell), 2 bad
@@ -72,7 +76,8 @@ struct Options {
   std::string model, label;
   int pp = 512, tg = 128, prompt = 128, gen = 128, reps = 3;
   uint64_t seed = 1;
-  bool cpu = false;
+  bool cpu = false, graphs = true;
+  int context = 0;
   std::vector<int> batches = {1, 4, 16, 64};
 };
 
@@ -88,7 +93,7 @@ int usage(const std::string& why) {
   std::fprintf(stderr,
                "gpu_decode_bench: %s\nusage: gpu_decode_bench --model FILE [--label TEXT] "
                "[--pp 512] [--tg 128] [--batches 1,4,16,64] [--prompt 128] [--gen 128] [--reps 3] "
-               "[--seed 1]\n",
+               "[--seed 1] [--context N] [--no-graphs] [--cpu]\n",
                why.c_str());
   return 2;
 }
@@ -103,6 +108,10 @@ int parse(int argc, char** argv, Options& o) {
       o.cpu = true;
       continue;
     }
+    if (a == "--no-graphs") {
+      o.graphs = false;
+      continue;
+    }
     if (i + 1 >= argc) return usage(a + " needs a value");
     const std::string v = argv[++i];
     bool ok = true;
@@ -113,6 +122,7 @@ int parse(int argc, char** argv, Options& o) {
     else if (a == "--prompt") ok = parse_int(v, o.prompt, 1);
     else if (a == "--gen") ok = parse_int(v, o.gen, 1);
     else if (a == "--reps") ok = parse_int(v, o.reps, 1);
+    else if (a == "--context") ok = parse_int(v, o.context, 1);
     else if (a == "--seed") o.seed = std::strtoull(v.c_str(), nullptr, 10);
     else if (a == "--batches") {
       o.batches.clear();
@@ -152,9 +162,15 @@ class Bench {
 
   // Makes (or keeps) the executor for `slots` slots.
   void executor(int slots, int context) {
+    if (o_.context > 0) {
+      if (o_.context < context)
+        throw rz::Error("--context " + std::to_string(o_.context) + " is below the " +
+                        std::to_string(context) + " tokens this part needs");
+      context = o_.context;
+    }
     if (!ex_ || ex_->max_slots() != slots || ex_->max_context() < context) {
       ex_.reset();  // free the device memory first
-      const int ctx = (context + 63) / 64 * 64;
+      const int ctx = o_.context > 0 ? o_.context : (context + 63) / 64 * 64;
       const auto t0 = Clock::now();
       if (o_.cpu) {
         auto cpu = std::make_unique<rz::CpuExecutor>(
@@ -165,7 +181,8 @@ class Bench {
         ex_ = std::move(cpu);
       } else {
         auto gpu = std::make_unique<rz::gpu::GpuExecutor>(
-            file_, rz::gpu::GpuExecutorOptions{.slots = slots, .max_context = ctx});
+            file_, rz::gpu::GpuExecutorOptions{
+                       .slots = slots, .max_context = ctx, .cuda_graphs = o_.graphs});
         plan_ = gpu->memory_plan();
         ex_ = std::move(gpu);
       }
@@ -308,9 +325,12 @@ class Bench {
     const double wb = double(plan_.weight_bytes);
     std::printf("\n## rz CUDA executor: %s on %s\n\n", o_.label.c_str(), plan_.device_name.c_str());
     std::printf("model file %s; weights on the device %.3f GB; random prompt ids (seed %llu), "
-                "greedy; median of %d runs after a warm-up; limit = bytes / %.1f TB/s.\n",
+                "greedy; median of %d runs after a warm-up; context %s; CUDA graphs %s; limit = "
+                "bytes / %.1f TB/s.\n",
                 std::filesystem::path(o_.model).filename().string().c_str(), wb / 1e9,
-                static_cast<unsigned long long>(o_.seed), o_.reps, kBandwidth / 1e12);
+                static_cast<unsigned long long>(o_.seed), o_.reps,
+                o_.context > 0 ? std::to_string(o_.context).c_str() : "the smallest that fits",
+                o_.graphs ? "on" : "off", kBandwidth / 1e12);
     if (o_.pp > 0 || o_.tg > 0) {
       std::printf("\nSingle stream (pp%d = prefill of %d tokens, tg%d = %d decode steps after a "
                   "1-token prompt):\n\n",

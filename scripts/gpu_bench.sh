@@ -17,6 +17,7 @@
 #                     when ESTIMATE_S still fits the budget
 #   RZ_BENCH_BATCHES  default batch sizes (default 1,4,16,64,256)
 #   RZ_BENCH_REPS     timed runs per figure (default 3; the median is reported)
+#   RZ_BENCH_ARGS     more gpu_decode_bench flags, e.g. "--context 4096" or "--no-graphs"
 #   RZ_BENCH_MODEL_LIMIT  seconds one gpu_decode_bench run may take (default 200; its log keeps
 #                     the lines of the parts it finished)
 set -uo pipefail
@@ -65,7 +66,7 @@ vocab=$root/.bundle/vocab/ggml-vocab-gpt-2.gguf
 vocab_flag=()
 [ -f "$vocab" ] && vocab_flag=(--vocab "$vocab")
 
-echo "== gpu_bench $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root (budget ${budget} s, reps $reps)"
+echo "== gpu_bench $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root (budget ${budget} s, reps $reps${RZ_BENCH_ARGS:+, $RZ_BENCH_ARGS})"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/   device: /'
 [ -f "$root/.bundle/MANIFEST" ] && sed 's/^/   bundle: /' "$root/.bundle/MANIFEST"
 for b in "$rz" "$gb"; do
@@ -114,7 +115,8 @@ for m in $models; do
   t0=$SECONDS
   rc=0
   timeout -k 10 "$left" "$gb" --model "$file" --label "$label" --pp 512 --tg 128 \
-    --batches "$bsz" --prompt 128 --gen 128 --reps "$reps" > "$out/bench-$name.log" 2>&1 || rc=$?
+    --batches "$bsz" --prompt 128 --gen 128 --reps "$reps" ${RZ_BENCH_ARGS:-} \
+    > "$out/bench-$name.log" 2>&1 || rc=$?
   timing+=("bench $name|$((SECONDS - t0))|exit $rc")
   grep -E '^(executor|pp|tg|B=)' "$out/bench-$name.log" | cut -c1-200 | sed 's/^/   /'
   echo "   exit $rc in $((SECONDS - t0)) s"
@@ -133,7 +135,7 @@ done
   echo
   echo "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
   [ -f "$root/.bundle/MANIFEST" ] && sed 's/^/bundle: /; s/$/  /' "$root/.bundle/MANIFEST"
-  echo "reps $reps, budget ${budget} s, llama.cpp rows from: ${perf:-(PERFORMANCE.md not found)}"
+  echo "reps $reps, budget ${budget} s, extra flags '${RZ_BENCH_ARGS:-}', llama.cpp rows from: ${perf:-(PERFORMANCE.md not found)}"
   echo
   echo "| part | seconds | result |"
   echo "| --- | ---: | --- |"
