@@ -188,8 +188,9 @@ class Bench {
       }
       const auto& c = ex_->config();
       kv_per_token_ = 2.0 * c.n_layer * 2.0 * c.n_head_kv * c.head_dim;  // K and V, fp16
+      const std::string what = o_.cpu ? plan_.device_name : plan_.summary();
       std::printf("executor: %d slots, context %d, loaded in %.1f s: %s\n", slots, ctx,
-                  secs(t0, Clock::now()), o_.cpu ? plan_.device_name.c_str() : plan_.summary().c_str());
+                  secs(t0, Clock::now()), what.c_str());
       std::fflush(stdout);
     }
   }
