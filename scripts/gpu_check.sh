@@ -17,6 +17,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 bundle=$root/.bundle
+# A bundle packed by scripts/gpu_pack.sh holds xz-compressed binaries: unpack them first.
+if [ ! -d "$bundle/bin" ] && [ -d "$bundle/xz" ]; then bash "$root/scripts/gpu_unpack.sh" "$bundle" >/dev/null; fi
 out=${OUT:-/tmp/rz-gpu-check}
 mkdir -p "$out"
 log=$out/gpu_check.log
