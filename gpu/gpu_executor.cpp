@@ -106,13 +106,17 @@ void GpuExecutor::Impl::allocate_scratch() {
   f32(v, cap * kv_dim);
   f32(gate, cap * FF);
   f32(up, cap * FF);
+  f32(qkv, cap * (q_dim + 2 * kv_dim));
+  f32(gu, cap * 2 * FF);
   f32(last, S * E);
   f32(last_norm, S * E);
   f32(logits, S * V);
   x16 = DeviceBuffer<uint16_t>(size_t(cap) * w.max_cols());
   bytes += x16.bytes();
   // Dequantized weights for the GEMM path, a slice of rows at a time (64 Mi elements at most).
-  w16_elems = std::min<int64_t>(w.max_matrix_elems(), int64_t{64} << 20);
+  // At least 256 rows of the widest matrix, so that a slice can start on a 256-byte boundary.
+  w16_elems = std::min<int64_t>(w.max_matrix_elems(),
+                                std::max<int64_t>(opt.gemm_scratch_elems, 256 * w.max_cols()));
   w16 = DeviceBuffer<uint16_t>(size_t(w16_elems));
   bytes += w16.bytes();
 

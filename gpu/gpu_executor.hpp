@@ -44,6 +44,7 @@ struct GpuExecutorOptions {
   int64_t kv_blocks = 0;            // > 0: exactly this many blocks (tests), ignoring the fraction
   int max_step_tokens = 4096;       // tokens one prefill step may hold (sizes the scratch buffers)
   bool cuda_graphs = true;          // decode steps replay a CUDA graph captured per batch size
+  int64_t gemm_scratch_elems = int64_t{64} << 20;  // dequantized weights per GEMM slice (tests: small)
 };
 
 // What went where, for `rz serve` to log and tests to check.

@@ -105,6 +105,8 @@ struct GpuExecutor::Impl {
   DeviceBuffer<float> q, att;       // [cap, n_head * head_dim]
   DeviceBuffer<float> k, v;         // [cap, n_head_kv * head_dim]
   DeviceBuffer<float> gate, up;     // [cap, n_ff]
+  DeviceBuffer<float> qkv;          // [cap, q_dim + 2 kv_dim] fused Q/K/V rows (fused_qkv layers)
+  DeviceBuffer<float> gu;           // [cap, 2 n_ff] fused gate/up rows (fused_gate_up layers)
   DeviceBuffer<float> last, last_norm;  // [S, n_embd] final hidden rows of finished sequences
   DeviceBuffer<float> logits;       // [S, n_vocab]
   DeviceBuffer<uint16_t> x16;       // [cap, max cols] fp16 activations for the GEMM path

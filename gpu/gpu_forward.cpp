@@ -2,6 +2,7 @@
 // layers, then the output matrix and sampling for the sequences whose last token was in the pass.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "gpu/cuda_check.hpp"
@@ -182,16 +183,41 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
     uint16_t* kc = k_cache.get() + size_t(l) * size_t(shape.layer_elems());
     uint16_t* vc = v_cache.get() + size_t(l) * size_t(shape.layer_elems());
     rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
-    matmul(L.wq, xn.get(), q.get(), N);
-    matmul(L.wk, xn.get(), k.get(), N);
-    matmul(L.wv, xn.get(), v.get(), N);
-    if (cfg.qkv_bias) {
-      bias_add(q.get(), L.bq.get(), N, q_dim, stream);
-      bias_add(k.get(), L.bk.get(), N, kv_dim, stream);
-      bias_add(v.get(), L.bv.get(), N, kv_dim, stream);
+    if (L.fused_qkv) {
+      // One matmul writes [q | k | v] rows; bias, RoPE and the cache append read them strided,
+      // then q is copied out dense for attention.
+      const int64_t st = q_dim + 2 * kv_dim;
+      float* qp = qkv.get();
+      float* kp = qp + q_dim;
+      float* vp = kp + kv_dim;
+      matmul(L.wqkv, xn.get(), qp, N);
+      if (cfg.qkv_bias) {
+        bias_add(qp, L.bq.get(), N, q_dim, stream, st);
+        bias_add(kp, L.bk.get(), N, kv_dim, stream, st);
+        bias_add(vp, L.bv.get(), N, kv_dim, stream, st);
+      }
+      RopeArgs rs = ra;
+      rs.q_row_stride = st;
+      rs.k_row_stride = st;
+      rope_inplace(qp, kp, d_pos, inv_freq.get(), rs, stream);
+      KvAppendArgs ks = ka;
+      ks.k_row_stride = st;
+      ks.v_row_stride = st;
+      kv_append(kp, vp, d_rows, kc, vc, ks, stream);
+      RZ_CUDA_CHECK(cudaMemcpy2DAsync(q.get(), sizeof(float) * q_dim, qp, sizeof(float) * st,
+                                      sizeof(float) * q_dim, N, cudaMemcpyDeviceToDevice, stream));
+    } else {
+      matmul(L.wq, xn.get(), q.get(), N);
+      matmul(L.wk, xn.get(), k.get(), N);
+      matmul(L.wv, xn.get(), v.get(), N);
+      if (cfg.qkv_bias) {
+        bias_add(q.get(), L.bq.get(), N, q_dim, stream);
+        bias_add(k.get(), L.bk.get(), N, kv_dim, stream);
+        bias_add(v.get(), L.bv.get(), N, kv_dim, stream);
+      }
+      rope_inplace(q.get(), k.get(), d_pos, inv_freq.get(), ra, stream);
+      kv_append(k.get(), v.get(), d_rows, kc, vc, ka, stream);
     }
-    rope_inplace(q.get(), k.get(), d_pos, inv_freq.get(), ra, stream);
-    kv_append(k.get(), v.get(), d_rows, kc, vc, ka, stream);
     if (use_decode) {
       AttentionDecodeArgs a;
       a.n_slots = P;
@@ -215,9 +241,24 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
     matmul(L.wo, att.get(), tmp.get(), N);
     residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
     rms_norm(x.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
-    matmul(L.w_gate, xn.get(), gate.get(), N);
-    matmul(L.w_up, xn.get(), up.get(), N);
-    swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
+    if (L.fused_gate_up) {
+      matmul(L.w_gate_up, xn.get(), gu.get(), N);
+      if (N == 1) {
+        swiglu(gu.get(), gu.get() + FF, gate.get(), FF, stream);
+      } else {  // de-interleave [gate | up] rows first
+        RZ_CUDA_CHECK(cudaMemcpy2DAsync(gate.get(), sizeof(float) * FF, gu.get(),
+                                        sizeof(float) * 2 * FF, sizeof(float) * FF, N,
+                                        cudaMemcpyDeviceToDevice, stream));
+        RZ_CUDA_CHECK(cudaMemcpy2DAsync(up.get(), sizeof(float) * FF, gu.get() + FF,
+                                        sizeof(float) * 2 * FF, sizeof(float) * FF, N,
+                                        cudaMemcpyDeviceToDevice, stream));
+        swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
+      }
+    } else {
+      matmul(L.w_gate, xn.get(), gate.get(), N);
+      matmul(L.w_up, xn.get(), up.get(), N);
+      swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
+    }
     matmul(L.w_down, gate.get(), tmp.get(), N);
     residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
   }
@@ -253,7 +294,11 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
     gemm->matmul_x16(HalfType::f16, m.ptr(), x16.get(), out, m.rows, m.cols, n);
     return;
   }
-  const int64_t slice = std::max<int64_t>(1, w16_elems / m.cols);
+  // Slices start at multiples of `align` rows, 256-byte boundaries of the quantized data.
+  const int64_t align = 256 / std::gcd<int64_t>(int64_t(m.row_bytes), 256);
+  const int64_t slice = m.rows * m.cols <= w16_elems
+                            ? m.rows
+                            : std::max<int64_t>(align, w16_elems / m.cols / align * align);
   for (int64_t r0 = 0; r0 < m.rows; r0 += slice) {
     const int64_t nr = std::min(slice, m.rows - r0);
     dequantize_matrix(m.type, static_cast<const uint8_t*>(m.ptr()) + size_t(r0) * m.row_bytes,

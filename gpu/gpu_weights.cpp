@@ -2,6 +2,7 @@
 #include "gpu/gpu_weights.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include "kernels/dequant.hpp"
@@ -33,6 +34,32 @@ DeviceMatrix matrix(const ModelFile& f, const TensorView& t, size_t& total) {
   return m;
 }
 
+// One matrix of the given row blocks, stacked in order (all of one type and width).
+DeviceMatrix stacked(const ModelFile& f, std::initializer_list<const TensorView*> parts,
+                     size_t& total) {
+  const TensorView& first = **parts.begin();
+  if (!gpu_matrix_supported(first.type, first.cols()))
+    throw file_error(f.path(), first.name + " has type " + std::string(type_traits(first.type).name) +
+                                   " with " + std::to_string(first.cols()) +
+                                   " columns, which the CUDA executor cannot multiply");
+  DeviceMatrix m;
+  m.type = first.type;
+  m.cols = first.cols();
+  m.row_bytes = first.row_bytes();
+  size_t bytes = 0;
+  for (const TensorView* t : parts) {
+    m.rows += t->rows();
+    bytes += t->nbytes;
+  }
+  m.data = DeviceBuffer<uint8_t>(add_bytes(total, bytes));
+  size_t at = 0;
+  for (const TensorView* t : parts) {
+    RZ_CUDA_CHECK(cudaMemcpy(m.data.get() + at, t->data, t->nbytes, cudaMemcpyHostToDevice));
+    at += t->nbytes;
+  }
+  return m;
+}
+
 DeviceBuffer<float> vec(const std::vector<float>& v, size_t& total) {
   DeviceBuffer<float> b(v.size());
   add_bytes(total, b.bytes());
@@ -51,7 +78,8 @@ bool gpu_matrix_supported(GgmlType type, int64_t cols) {
 int64_t GpuWeights::max_matrix_elems() const {
   int64_t n = output().rows * output().cols;
   for (const auto& l : layers)
-    for (const DeviceMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+    for (const DeviceMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
       n = std::max(n, m->rows * m->cols);
   return n;
 }
@@ -59,7 +87,8 @@ int64_t GpuWeights::max_matrix_elems() const {
 int64_t GpuWeights::max_cols() const {
   int64_t n = output().cols;
   for (const auto& l : layers)
-    for (const DeviceMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+    for (const DeviceMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
       n = std::max(n, m->cols);
   return n;
 }
@@ -82,12 +111,22 @@ GpuWeights GpuWeights::upload(const ModelFile& f) {
     l.bq = vec(cl.bq, w.bytes);
     l.bk = vec(cl.bk, w.bytes);
     l.bv = vec(cl.bv, w.bytes);
-    l.wq = matrix(f, *cl.wq, w.bytes);
-    l.wk = matrix(f, *cl.wk, w.bytes);
-    l.wv = matrix(f, *cl.wv, w.bytes);
+    l.fused_qkv = cl.wq->type == cl.wk->type && cl.wq->type == cl.wv->type;
+    if (l.fused_qkv) {
+      l.wqkv = stacked(f, {cl.wq, cl.wk, cl.wv}, w.bytes);
+    } else {
+      l.wq = matrix(f, *cl.wq, w.bytes);
+      l.wk = matrix(f, *cl.wk, w.bytes);
+      l.wv = matrix(f, *cl.wv, w.bytes);
+    }
     l.wo = matrix(f, *cl.wo, w.bytes);
-    l.w_gate = matrix(f, *cl.w_gate, w.bytes);
-    l.w_up = matrix(f, *cl.w_up, w.bytes);
+    l.fused_gate_up = cl.w_gate->type == cl.w_up->type;
+    if (l.fused_gate_up) {
+      l.w_gate_up = stacked(f, {cl.w_gate, cl.w_up}, w.bytes);
+    } else {
+      l.w_gate = matrix(f, *cl.w_gate, w.bytes);
+      l.w_up = matrix(f, *cl.w_up, w.bytes);
+    }
     l.w_down = matrix(f, *cl.w_down, w.bytes);
     w.layers.push_back(std::move(l));
   }

@@ -20,10 +20,16 @@ struct DeviceMatrix {
   const void* ptr() const { return data.get(); }
 };
 
+// Q, K and V of a layer stored in one type are kept as one matrix [wq; wk; wv] (one matmul writes
+// a fused row [q | k | v] per token), likewise gate and up as [w_gate; w_up]; the separate
+// matrices are then left empty.
 struct GpuLayerWeights {
   DeviceBuffer<float> attn_norm, ffn_norm;  // [n_embd]
   DeviceBuffer<float> bq, bk, bv;           // biases (empty unless qkv_bias)
   DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  DeviceMatrix wqkv;                        // [q_dim + 2 kv_dim][n_embd] when fused_qkv
+  DeviceMatrix w_gate_up;                   // [2 n_ff][n_embd] when fused_gate_up
+  bool fused_qkv = false, fused_gate_up = false;
 };
 
 struct GpuWeights {

@@ -161,6 +161,15 @@ TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
                   GpuExecutorOptions{.slots = 4, .max_context = 256, .max_step_tokens = 16}, 2e-2, 4);
 }
 
+TEST(GpuExecutor, SlicedGemmMatchesCpu) {
+  RZ_REQUIRE_GPU();
+  // Dequantized weights in slices of a few hundred rows: the Q6_K output matrix (210-byte rows)
+  // must be cut on 256-byte boundaries (an H200 run caught slices that were not).
+  run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
+                  GpuExecutorOptions{.slots = 4, .max_context = 256, .gemm_scratch_elems = 1},
+                  2e-2, 2);
+}
+
 TEST(GpuExecutor, SmallBlocksMatchCpu) {
   RZ_REQUIRE_GPU();
   run_against_cpu(tiny_model(SynthFormat::Q8_0),
