@@ -1,0 +1,74 @@
+// Fused residual add + RMSNorm kernel (see add_rmsnorm.hpp). One thread block per row, the block
+// size rms_norm picks for n, each thread owning the elements i = threadIdx.x + k * blockDim.x as
+// in rmsnorm.cu: pass 1 adds y into x (writing the sum back) and accumulates the squares of the
+// sums with the same fma chain; the same warp-shuffle + shared-memory tree reduces them; pass 2
+// re-reads the thread's own sums and scales them. A thread reads and writes only its own
+// elements, so no barrier is needed around the in-place update.
+#include "kernels/add_rmsnorm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "gpu/cuda_check.hpp"
+
+namespace rz::gpu {
+namespace {
+
+// Sum of v over the block; blockDim.x is a multiple of 32, at most 1024. Every thread gets the
+// sum. The same tree as rmsnorm.cu's block_sum (bit-exactness depends on it).
+__device__ float block_sum(float v) {
+  __shared__ float warp_sums[32];
+  __shared__ float total;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float s = lane < n_warps ? warp_sums[lane] : 0.0f;
+    for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+// grid (n_rows); x and out may alias, so no __restrict__ on them; y may be null
+__global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w,
+                                    float* out, int n, float eps) {
+  const size_t row = static_cast<size_t>(blockIdx.x) * n;
+  float* xr = x + row;
+  float* outr = out + row;
+  float ss = 0.0f;
+  if (y) {
+    const float* yr = y + row;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const float v = __fadd_rn(xr[i], yr[i]);
+      xr[i] = v;
+      ss = __fmaf_rn(v, v, ss);
+    }
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
+  }
+  ss = block_sum(ss);
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    outr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+}
+
+}  // namespace
+
+void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n, float eps,
+                  cudaStream_t stream) {
+  if (n <= 0 || n_rows < 0)
+    throw Error("add_rms_norm: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n) + "]");
+  if (!(eps >= 0.0f)) throw Error("add_rms_norm: eps must be >= 0");
+  if (n_rows == 0) return;
+  if (!x || !w || !out) throw Error("add_rms_norm: null pointer");
+  // The block size rms_norm uses for n: the per-thread fma chains and the tree depend on it.
+  const int threads = n > 4096 ? 1024 : n > 1024 ? 512 : n > 256 ? 256 : 128;
+  add_rms_norm_kernel<<<static_cast<unsigned>(n_rows), threads, 0, stream>>>(x, y, w, out, n, eps);
+  RZ_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
+}
+
+}  // namespace rz::gpu

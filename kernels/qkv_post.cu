@@ -1,0 +1,136 @@
+// Fused QKV post-processing kernel (see qkv_post.hpp). One thread block per token. The threads
+// of pairs i < n_rot/2 first compute cos/sin of the token's angles into shared memory exactly as
+// rope.cu does (fp32 angle, sincos in double, rounded to fp32, times attn_factor); then every
+// thread handles output elements e of the fused row [q | k | v] in a block-stride loop: a rotated
+// element reads its pair partner too and computes its half of rope.cu's rotate() from the
+// biased inputs (the same rounded products and sum), so consecutive threads write consecutive
+// q floats and cache halves.
+#include "kernels/qkv_post.hpp"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "gpu/cuda_check.hpp"
+
+namespace rz::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+// x + bias[j], or x itself when there is no bias (bias_add is not run then: no +0).
+__device__ __forceinline__ float biased(const float* __restrict__ row, const float* __restrict__ bias,
+                                        int j) {
+  const float x = row[j];
+  return bias ? __fadd_rn(x, bias[j]) : x;
+}
+
+// Element d of a head whose biased inputs are row[base + ...] + bias[base + ...]: rotated when
+// d < n_rot (as rope.cu's rotate: a' = x_a c - x_b s, b' = x_a s + x_b c), else passed through.
+__device__ __forceinline__ float rotated(const float* __restrict__ row, const float* __restrict__ bias,
+                                         int base, int d, int n_rot, bool neox,
+                                         const float* __restrict__ cs, const float* __restrict__ sn) {
+  if (d >= n_rot) return biased(row, bias, base + d);
+  const int half = n_rot / 2;
+  int i, a, b;
+  bool first;
+  if (neox) {
+    first = d < half;
+    i = first ? d : d - half;
+    a = i;
+    b = i + half;
+  } else {
+    first = (d % 2) == 0;
+    i = d / 2;
+    a = 2 * i;
+    b = 2 * i + 1;
+  }
+  const float x0 = biased(row, bias, base + a), x1 = biased(row, bias, base + b);
+  const float c = cs[i], s = sn[i];
+  return first ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s))
+               : __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
+// grid (n_tokens), block kThreads, dynamic shared memory 2 * (n_rot / 2) floats
+__global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __restrict__ bq,
+                                const float* __restrict__ bk, const float* __restrict__ bv,
+                                const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
+                                const int64_t* __restrict__ cache_rows, float* __restrict__ q_out,
+                                __half* __restrict__ k_cache, __half* __restrict__ v_cache,
+                                int n_head, int n_head_kv, int head_dim, int n_rot, bool neox,
+                                float attn_factor, int n_blocks, int block_size, int64_t stride) {
+  extern __shared__ float cs_sn[];  // [half] cos then [half] sin
+  const int t = blockIdx.x;
+  const int half = n_rot / 2;
+  float* cs = cs_sn;
+  float* sn = cs_sn + half;
+  const float p = static_cast<float>(pos[t]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = __fmul_rn(inv_freq[i], p);
+    double sd, cd;
+    sincos(static_cast<double>(angle), &sd, &cd);
+    cs[i] = __fmul_rn(static_cast<float>(cd), attn_factor);
+    sn[i] = __fmul_rn(static_cast<float>(sd), attn_factor);
+  }
+  __syncthreads();
+
+  const float* row = qkv + t * stride;
+  const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
+  float* qt = q_out + int64_t(t) * q_dim;
+  for (int e = threadIdx.x; e < q_dim; e += blockDim.x) {
+    const int h = e / head_dim, d = e - h * head_dim;
+    qt[e] = rotated(row, bq, h * head_dim, d, n_rot, neox, cs, sn);
+  }
+
+  const int64_t crow = cache_rows[t];
+  if (crow < 0 || crow >= int64_t(n_blocks) * block_size) return;  // skipped, as kv_append
+  const int64_t block = crow / block_size;
+  const int offset = static_cast<int>(crow % block_size);
+  const float* krow = row + q_dim;
+  const float* vrow = row + q_dim + kv_dim;
+  for (int e = threadIdx.x; e < kv_dim; e += blockDim.x) {
+    const int h = e / head_dim, d = e - h * head_dim;
+    const int64_t dst = ((block * n_head_kv + h) * block_size + offset) * int64_t(head_dim) + d;
+    k_cache[dst] = __float2half_rn(rotated(krow, bk, h * head_dim, d, n_rot, neox, cs, sn));
+    v_cache[dst] = __float2half_rn(biased(vrow, bv, e));
+  }
+}
+
+}  // namespace
+
+void qkv_post(const float* qkv, const float* bq, const float* bk, const float* bv,
+              const int32_t* pos, const float* inv_freq, const int64_t* cache_rows, float* q_out,
+              uint16_t* k_cache, uint16_t* v_cache, const QkvPostArgs& a, cudaStream_t stream) {
+  const KvCacheShape& c = a.cache;
+  const auto shape = [&] {
+    return "n_tokens " + std::to_string(a.n_tokens) + ", n_head " + std::to_string(a.n_head) +
+           ", n_head_kv " + std::to_string(c.n_head_kv) + ", head_dim " + std::to_string(c.head_dim) +
+           ", n_rot " + std::to_string(a.n_rot) + ", n_blocks " + std::to_string(c.n_blocks) +
+           ", block_size " + std::to_string(c.block_size);
+  };
+  if (a.n_tokens < 0 || a.n_head <= 0 || c.n_head_kv <= 0 || c.head_dim <= 0 || c.n_blocks < 0 ||
+      c.block_size <= 0)
+    throw Error("qkv_post: bad shape (" + shape() + ")");
+  if (a.n_rot <= 0 || a.n_rot % 2 != 0 || a.n_rot > c.head_dim || a.n_rot > 8192)
+    throw Error("qkv_post: n_rot must be even, positive, <= head_dim and <= 8192 (" + shape() + ")");
+  const int64_t q_dim = int64_t(a.n_head) * c.head_dim, kv_dim = int64_t(c.n_head_kv) * c.head_dim;
+  if (q_dim + 2 * kv_dim > (int64_t(1) << 24))
+    throw Error("qkv_post: rows too wide (" + shape() + ")");
+  const int64_t width = q_dim + 2 * kv_dim;
+  const int64_t stride = a.qkv_row_stride ? a.qkv_row_stride : width;
+  if (stride < width)
+    throw Error("qkv_post: row stride " + std::to_string(stride) +
+                " smaller than the fused row it holds (" + shape() + ")");
+  if (a.n_tokens == 0) return;
+  if (!qkv || !pos || !inv_freq || !cache_rows || !q_out || !k_cache || !v_cache)
+    throw Error("qkv_post: null pointer");
+  const size_t smem = sizeof(float) * size_t(a.n_rot);  // cos and sin, n_rot / 2 each
+  qkv_post_kernel<<<static_cast<unsigned>(a.n_tokens), kThreads, smem, stream>>>(
+      qkv, bq, bk, bv, pos, inv_freq, cache_rows, q_out, reinterpret_cast<__half*>(k_cache),
+      reinterpret_cast<__half*>(v_cache), a.n_head, c.n_head_kv, c.head_dim, a.n_rot, a.neox,
+      a.attn_factor, c.n_blocks, c.block_size, stride);
+  RZ_CUDA_CHECK_LAUNCH("qkv_post_kernel");
+}
+
+}  // namespace rz::gpu
