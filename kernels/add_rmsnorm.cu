@@ -58,10 +58,11 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
 
 }  // namespace
 
-void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n, float eps,
-                  cudaStream_t stream) {
+void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n,
+                  float eps, cudaStream_t stream) {
   if (n <= 0 || n_rows < 0)
-    throw Error("add_rms_norm: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n) + "]");
+    throw Error("add_rms_norm: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n) +
+                "]");
   if (!(eps >= 0.0f)) throw Error("add_rms_norm: eps must be >= 0");
   if (n_rows == 0) return;
   if (!x || !w || !out) throw Error("add_rms_norm: null pointer");

@@ -17,7 +17,7 @@ namespace rz::gpu {
 // squares and every output are bit-identical to the two unfused kernels.
 // Throws rz::Error for n <= 0, n_rows < 0, eps < 0 or NaN, or a null x / w / out; n_rows == 0
 // launches nothing.
-void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n, float eps,
-                  cudaStream_t stream);
+void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n,
+                  float eps, cudaStream_t stream);
 
 }  // namespace rz::gpu

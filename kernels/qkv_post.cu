@@ -20,17 +20,18 @@ namespace {
 constexpr int kThreads = 256;
 
 // x + bias[j], or x itself when there is no bias (bias_add is not run then: no +0).
-__device__ __forceinline__ float biased(const float* __restrict__ row, const float* __restrict__ bias,
-                                        int j) {
+__device__ __forceinline__ float biased(const float* __restrict__ row,
+                                        const float* __restrict__ bias, int j) {
   const float x = row[j];
   return bias ? __fadd_rn(x, bias[j]) : x;
 }
 
 // Element d of a head whose biased inputs are row[base + ...] + bias[base + ...]: rotated when
 // d < n_rot (as rope.cu's rotate: a' = x_a c - x_b s, b' = x_a s + x_b c), else passed through.
-__device__ __forceinline__ float rotated(const float* __restrict__ row, const float* __restrict__ bias,
-                                         int base, int d, int n_rot, bool neox,
-                                         const float* __restrict__ cs, const float* __restrict__ sn) {
+__device__ __forceinline__ float rotated(const float* __restrict__ row,
+                                         const float* __restrict__ bias, int base, int d, int n_rot,
+                                         bool neox, const float* __restrict__ cs,
+                                         const float* __restrict__ sn) {
   if (d >= n_rot) return biased(row, bias, base + d);
   const int half = n_rot / 2;
   int i, a, b;
@@ -105,15 +106,16 @@ void qkv_post(const float* qkv, const float* bq, const float* bk, const float* b
   const KvCacheShape& c = a.cache;
   const auto shape = [&] {
     return "n_tokens " + std::to_string(a.n_tokens) + ", n_head " + std::to_string(a.n_head) +
-           ", n_head_kv " + std::to_string(c.n_head_kv) + ", head_dim " + std::to_string(c.head_dim) +
-           ", n_rot " + std::to_string(a.n_rot) + ", n_blocks " + std::to_string(c.n_blocks) +
-           ", block_size " + std::to_string(c.block_size);
+           ", n_head_kv " + std::to_string(c.n_head_kv) + ", head_dim " +
+           std::to_string(c.head_dim) + ", n_rot " + std::to_string(a.n_rot) + ", n_blocks " +
+           std::to_string(c.n_blocks) + ", block_size " + std::to_string(c.block_size);
   };
   if (a.n_tokens < 0 || a.n_head <= 0 || c.n_head_kv <= 0 || c.head_dim <= 0 || c.n_blocks < 0 ||
       c.block_size <= 0)
     throw Error("qkv_post: bad shape (" + shape() + ")");
   if (a.n_rot <= 0 || a.n_rot % 2 != 0 || a.n_rot > c.head_dim || a.n_rot > 8192)
-    throw Error("qkv_post: n_rot must be even, positive, <= head_dim and <= 8192 (" + shape() + ")");
+    throw Error("qkv_post: n_rot must be even, positive, <= head_dim and <= 8192 (" + shape() +
+                ")");
   const int64_t q_dim = int64_t(a.n_head) * c.head_dim, kv_dim = int64_t(c.n_head_kv) * c.head_dim;
   if (q_dim + 2 * kv_dim > (int64_t(1) << 24))
     throw Error("qkv_post: rows too wide (" + shape() + ")");

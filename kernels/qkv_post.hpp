@@ -16,9 +16,9 @@ namespace rz::gpu {
 
 struct QkvPostArgs {
   int n_tokens = 0;
-  int n_head = 0;            // query heads; kv heads and head_dim are cache.n_head_kv, cache.head_dim
-  int n_rot = 0;             // rotated dimensions, even, <= head_dim
-  bool neox = false;         // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  int n_head = 0;     // query heads; kv heads and head_dim are cache.n_head_kv, cache.head_dim
+  int n_rot = 0;      // rotated dimensions, even, <= head_dim
+  bool neox = false;  // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
   float attn_factor = 1.0f;  // multiplied into cos and sin (yarn; 1 otherwise)
   KvCacheShape cache;        // one layer's K (and V) cache shape
   // Floats between consecutive tokens' fused rows (0: dense, q_dim + 2 * kv_dim).

@@ -51,15 +51,18 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gu, float* __restri
 
 void swiglu_rows(const float* gu, float* out, int64_t n_rows, int64_t n_ff, cudaStream_t stream) {
   if (n_rows < 0 || n_ff <= 0)
-    throw Error("swiglu_rows: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n_ff) + "]");
+    throw Error("swiglu_rows: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n_ff) +
+                "]");
   if (n_rows == 0) return;
   if (!gu || !out) throw Error("swiglu_rows: null pointer");
   const bool vec = n_ff % 4 == 0 && reinterpret_cast<uintptr_t>(gu) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
   const int64_t per_block = int64_t(kThreads) * (vec ? 4 : 1);
   const int64_t gx = (n_ff + per_block - 1) / per_block;
-  if (gx > 0x7fffffff) throw Error("swiglu_rows: row of " + std::to_string(n_ff) + " elements is too long");
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(n_rows < kMaxGridY ? n_rows : kMaxGridY));
+  if (gx > 0x7fffffff)
+    throw Error("swiglu_rows: row of " + std::to_string(n_ff) + " elements is too long");
+  const dim3 grid(static_cast<unsigned>(gx),
+                  static_cast<unsigned>(n_rows < kMaxGridY ? n_rows : kMaxGridY));
   if (vec)
     swiglu_rows_kernel<4><<<grid, kThreads, 0, stream>>>(gu, out, n_rows, n_ff);
   else

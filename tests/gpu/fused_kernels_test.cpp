@@ -43,16 +43,17 @@ std::vector<float> random_floats(size_t n, std::mt19937_64& rng, float scale = 1
 
 // Every uint16 equal (fp16 caches; 0xFFFF poison must match poison).
 ::testing::AssertionResult all_u16_equal(const std::vector<uint16_t>& got,
-                                         const std::vector<uint16_t>& ref, const std::string& what) {
+                                         const std::vector<uint16_t>& ref,
+                                         const std::string& what) {
   if (got.size() != ref.size())
     return ::testing::AssertionFailure() << what << ": size " << got.size() << " != " << ref.size();
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i)
     if (got[i] != ref[i] && bad++ == 0) first = i;
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << bad << " of " << got.size()
-                                       << " halves differ; first at [" << first << "] got 0x"
-                                       << std::hex << got[first] << " want 0x" << ref[first];
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << got.size() << " halves differ; first at [" << first
+         << "] got 0x" << std::hex << got[first] << " want 0x" << ref[first];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -80,12 +81,16 @@ TEST(AddRmsNorm, MatchesResidualAddThenRmsNormBitExact) {
   std::mt19937_64 rng(seed);
   const float eps = 1e-6f;
   // n crosses every block-size threshold of rms_norm (128 / 256 / 512 / 1024 threads)
-  const int ns[] = {1, 31, 128, 256, 257, 576, 1024, 1025, 1536, 2048, 3584, 4096, 4097, 8192, 8963};
+  const int ns[] = {1,    31,   128,  256,  257,  576,  1024, 1025,
+                    1536, 2048, 3584, 4096, 4097, 8192, 8963};
   for (int n : ns) {
     for (int rows : {1, 3}) {
-      for (int mode = 0; mode < 3; ++mode) {  // 0: with y, out separate; 1: with y, out == x; 2: y null
+      for (int mode = 0; mode < 3;
+           ++mode) {  // 0: with y, out separate; 1: with y, out == x; 2: y null
         const std::string what = "rows " + std::to_string(rows) + " n " + std::to_string(n) +
-                                 (mode == 0 ? " add" : mode == 1 ? " add, out aliases x" : " no y");
+                                 (mode == 0   ? " add"
+                                  : mode == 1 ? " add, out aliases x"
+                                              : " no y");
         const size_t total = size_t(rows) * n;
         const auto x = random_floats(total, rng, 2.0f);
         const auto y = random_floats(total, rng, 1.0f);
@@ -113,7 +118,8 @@ TEST(AddRmsNorm, MatchesResidualAddThenRmsNormBitExact) {
         const auto got = mode == 1 ? d_x2.download() : d_out2.download();
         ASSERT_TRUE(all_bits_equal(got, out1, what + ": fused out vs rms_norm"));
         if (mode != 1) {
-          ASSERT_TRUE(all_bits_equal(d_x2.download(), d_x1.download(), what + ": fused x vs residual_add"));
+          ASSERT_TRUE(
+              all_bits_equal(d_x2.download(), d_x1.download(), what + ": fused x vs residual_add"));
           ASSERT_TRUE(all_bits_equal(d_x2.download(), sum, what + ": x vs CPU fp32 sum"));
         }
         ASSERT_TRUE(all_close(got, ref, kNormRtol, 1e-30, what + ": vs float64"));
@@ -137,7 +143,8 @@ struct QkvCase {
 // One head's fp32 elements (already biased) rotated in double as rope.cu's contract says; scale
 // is |x_a| + |x_b| for rotated elements, 0 for pass-through ones.
 void rope_head_ref(const float* x, int head_dim, int n_rot, bool neox, int pos,
-                   const std::vector<float>& inv_freq, float attn_factor, double* y, double* scale) {
+                   const std::vector<float>& inv_freq, float attn_factor, double* y,
+                   double* scale) {
   const int half = n_rot / 2;
   for (int d = 0; d < head_dim; ++d) y[d] = x[d], scale[d] = 0;
   for (int i = 0; i < half; ++i) {
@@ -156,8 +163,9 @@ constexpr double kRopeTol = 1e-6;  // rotated fp32 elements: |err| <= kRopeTol *
 
 void run_qkv_case(const QkvCase& c, bool neox, std::mt19937_64& rng) {
   const std::string what = std::string(c.name) + (neox ? " neox" : " normal") + ", n_rot " +
-                           std::to_string(c.n_rot) + ", block_size " + std::to_string(c.block_size) +
-                           ", attn_factor " + std::to_string(c.attn_factor);
+                           std::to_string(c.n_rot) + ", block_size " +
+                           std::to_string(c.block_size) + ", attn_factor " +
+                           std::to_string(c.attn_factor);
   SCOPED_TRACE(what);
   const int hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
   const int width = q_dim + 2 * kv_dim;
@@ -267,12 +275,13 @@ void run_qkv_case(const QkvCase& c, bool neox, std::mt19937_64& rng) {
     };
     for (int h = 0; h < c.n_head; ++h) {
       for (int d = 0; d < hd; ++d) xb[size_t(d)] = biased(h * hd + d, bq, h * hd + d);
-      rope_head_ref(xb.data(), hd, c.n_rot, neox, pos[t], inv_freq, c.attn_factor, y.data(), sc.data());
+      rope_head_ref(xb.data(), hd, c.n_rot, neox, pos[t], inv_freq, c.attn_factor, y.data(),
+                    sc.data());
       for (int d = 0; d < hd; ++d) {
         const float g = q2[size_t(t) * q_dim + h * hd + d];
-        const bool ok = sc[size_t(d)] == 0
-                            ? !std::isnan(g) && bits_of(g) == bits_of(xb[size_t(d)])
-                            : !std::isnan(g) && std::fabs(g - y[size_t(d)]) <= kRopeTol * sc[size_t(d)];
+        const bool ok = sc[size_t(d)] == 0 ? !std::isnan(g) && bits_of(g) == bits_of(xb[size_t(d)])
+                                           : !std::isnan(g) && std::fabs(g - y[size_t(d)]) <=
+                                                                   kRopeTol * sc[size_t(d)];
         ASSERT_TRUE(ok) << "q token " << t << " head " << h << " dim " << d << ": got " << g
                         << " want " << y[size_t(d)] << " (pos " << pos[t] << ")";
       }
@@ -284,7 +293,8 @@ void run_qkv_case(const QkvCase& c, bool neox, std::mt19937_64& rng) {
     const int off = static_cast<int>(r % c.block_size);
     for (int h = 0; h < c.n_head_kv; ++h) {
       for (int d = 0; d < hd; ++d) xb[size_t(d)] = biased(q_dim + h * hd + d, bk, h * hd + d);
-      rope_head_ref(xb.data(), hd, c.n_rot, neox, pos[t], inv_freq, c.attn_factor, y.data(), sc.data());
+      rope_head_ref(xb.data(), hd, c.n_rot, neox, pos[t], inv_freq, c.attn_factor, y.data(),
+                    sc.data());
       for (int d = 0; d < hd; ++d) {
         const size_t at = size_t(cache.index(block, h, off, d));
         const uint16_t gk = kc2[at];
@@ -321,6 +331,7 @@ TEST(QkvPost, MatchesBiasRopeKvAppendBitExact) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
+  // clang-format off
   const QkvCase cases[] = {
       // name              T  heads kv  hd  n_rot bias  attn   bs  blocks pad
       {"qwen2.5-like",     6, 12,   2, 128, 128, true,  1.0f,  16, 4,     0},
@@ -334,6 +345,7 @@ TEST(QkvPost, MatchesBiasRopeKvAppendBitExact) {
       {"smollm-like",      8, 9,    3, 64,  64,  false, 1.0f,  16, 2,     0},
       {"many tokens",     70, 14,   2, 64,  64,  true,  1.0f,  16, 6,     0},
   };
+  // clang-format on
   for (const QkvCase& c : cases)
     for (bool neox : {false, true}) {
       run_qkv_case(c, neox, rng);
@@ -350,10 +362,13 @@ TEST(SwigluRows, MatchesSwigluOnSplitRowsBitExact) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const double rtol = 1e-5, atol = 1e-30;  // as the swiglu test: expf, add, division, product
-  struct Shape { int64_t rows, n_ff; int offset; };  // offset: floats the base pointers are moved by
-  const Shape shapes[] = {{1, 1, 0},     {3, 5, 0},    {2, 8960, 0}, {7, 1536, 0}, {1, 4097, 0},
-                          {4, 8960, 1},  {3, 12, 2},   {1, 4, 1},    {70000, 4, 0}, {66000, 3, 0},
-                          {5, 1024, 0}};
+  struct Shape {
+    int64_t rows, n_ff;
+    int offset;
+  };  // offset: floats the base pointers are moved by
+  const Shape shapes[] = {{1, 1, 0},     {3, 5, 0},     {2, 8960, 0}, {7, 1536, 0},
+                          {1, 4097, 0},  {4, 8960, 1},  {3, 12, 2},   {1, 4, 1},
+                          {70000, 4, 0}, {66000, 3, 0}, {5, 1024, 0}};
   for (const Shape& s : shapes) {
     const std::string what = "rows " + std::to_string(s.rows) + " n_ff " + std::to_string(s.n_ff) +
                              " offset " + std::to_string(s.offset);
@@ -401,13 +416,18 @@ TEST(SwigluRows, MatchesSwigluOnSplitRowsBitExact) {
 TEST(FusedKernels, RejectBadArguments) {
   float* p = reinterpret_cast<float*>(16);
   // add_rms_norm
-  EXPECT_TRUE(throws_shape_error([&] { add_rms_norm(p, p, p, p, 1, 0, 1e-6f, nullptr); }, "bad shape"));
-  EXPECT_TRUE(throws_shape_error([&] { add_rms_norm(p, p, p, p, -1, 4, 1e-6f, nullptr); }, "bad shape"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { add_rms_norm(p, p, p, p, 1, 0, 1e-6f, nullptr); }, "bad shape"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { add_rms_norm(p, p, p, p, -1, 4, 1e-6f, nullptr); }, "bad shape"));
   EXPECT_TRUE(throws_shape_error([&] { add_rms_norm(p, p, p, p, 1, 4, -1.0f, nullptr); }, "eps"));
   EXPECT_TRUE(throws_shape_error([&] { add_rms_norm(p, p, p, p, 1, 4, NAN, nullptr); }, "eps"));
-  EXPECT_TRUE(throws_shape_error([&] { add_rms_norm(nullptr, p, p, p, 1, 4, 1e-6f, nullptr); }, "null"));
-  EXPECT_TRUE(throws_shape_error([&] { add_rms_norm(p, p, nullptr, p, 1, 4, 1e-6f, nullptr); }, "null"));
-  EXPECT_TRUE(throws_shape_error([&] { add_rms_norm(p, p, p, nullptr, 1, 4, 1e-6f, nullptr); }, "null"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { add_rms_norm(nullptr, p, p, p, 1, 4, 1e-6f, nullptr); }, "null"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { add_rms_norm(p, p, nullptr, p, 1, 4, 1e-6f, nullptr); }, "null"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { add_rms_norm(p, p, p, nullptr, 1, 4, 1e-6f, nullptr); }, "null"));
   EXPECT_NO_THROW(add_rms_norm(p, p, p, p, 0, 4, 1e-6f, nullptr));
 
   // swiglu_rows
@@ -469,11 +489,14 @@ TEST(FusedKernels, RejectBadArguments) {
   {
     auto a = good();
     EXPECT_TRUE(throws_shape_error(
-        [&] { qkv_post(nullptr, nullptr, nullptr, nullptr, ip, p, lp, p, hp, hp, a, nullptr); }, "null"));
+        [&] { qkv_post(nullptr, nullptr, nullptr, nullptr, ip, p, lp, p, hp, hp, a, nullptr); },
+        "null"));
     EXPECT_TRUE(throws_shape_error(
-        [&] { qkv_post(p, nullptr, nullptr, nullptr, ip, p, nullptr, p, hp, hp, a, nullptr); }, "null"));
+        [&] { qkv_post(p, nullptr, nullptr, nullptr, ip, p, nullptr, p, hp, hp, a, nullptr); },
+        "null"));
     EXPECT_TRUE(throws_shape_error(
-        [&] { qkv_post(p, nullptr, nullptr, nullptr, ip, p, lp, p, hp, nullptr, a, nullptr); }, "null"));
+        [&] { qkv_post(p, nullptr, nullptr, nullptr, ip, p, lp, p, hp, nullptr, a, nullptr); },
+        "null"));
     a.n_tokens = 0;
     EXPECT_NO_THROW(call(a));
   }
