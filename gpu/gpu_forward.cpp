@@ -7,16 +7,19 @@
 
 #include "gpu/cuda_check.hpp"
 #include "gpu/gpu_executor_impl.hpp"
+#include "kernels/add_rmsnorm.hpp"
 #include "kernels/argmax.hpp"
 #include "kernels/bias.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemv.hpp"
 #include "kernels/kv_append.hpp"
+#include "kernels/qkv_post.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
+#include "kernels/swiglu_rows.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -178,34 +181,26 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
   KvAppendArgs ka;
   ka.n_tokens = N;
   ka.cache = shape;
+  QkvPostArgs qp_args;
+  qp_args.n_tokens = N;
+  qp_args.n_head = cfg.n_head;
+  qp_args.n_rot = cfg.n_rot;
+  qp_args.neox = cfg.rope_neox;
+  qp_args.attn_factor = attn_factor;
+  qp_args.cache = shape;
   for (int l = 0; l < cfg.n_layer; ++l) {
     const GpuLayerWeights& L = w.layers[l];
     uint16_t* kc = k_cache.get() + size_t(l) * size_t(shape.layer_elems());
     uint16_t* vc = v_cache.get() + size_t(l) * size_t(shape.layer_elems());
-    rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
+    // The first layer's attention norm; later layers' comes fused with the previous residual add.
+    if (l == 0) rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
     if (L.fused_qkv) {
-      // One matmul writes [q | k | v] rows; bias, RoPE and the cache append read them strided,
-      // then q is copied out dense for attention.
-      const int64_t st = q_dim + 2 * kv_dim;
-      float* qp = qkv.get();
-      float* kp = qp + q_dim;
-      float* vp = kp + kv_dim;
-      matmul(L.wqkv, xn.get(), qp, N);
-      if (cfg.qkv_bias) {
-        bias_add(qp, L.bq.get(), N, q_dim, stream, st);
-        bias_add(kp, L.bk.get(), N, kv_dim, stream, st);
-        bias_add(vp, L.bv.get(), N, kv_dim, stream, st);
-      }
-      RopeArgs rs = ra;
-      rs.q_row_stride = st;
-      rs.k_row_stride = st;
-      rope_inplace(qp, kp, d_pos, inv_freq.get(), rs, stream);
-      KvAppendArgs ks = ka;
-      ks.k_row_stride = st;
-      ks.v_row_stride = st;
-      kv_append(kp, vp, d_rows, kc, vc, ks, stream);
-      RZ_CUDA_CHECK(cudaMemcpy2DAsync(q.get(), sizeof(float) * q_dim, qp, sizeof(float) * st,
-                                      sizeof(float) * q_dim, N, cudaMemcpyDeviceToDevice, stream));
+      // One matmul writes [q | k | v] rows; one kernel adds the biases, rotates q and k, writes
+      // q out dense for attention and k, v into the cache.
+      matmul(L.wqkv, xn.get(), qkv.get(), N);
+      qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
+               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc,
+               vc, qp_args, stream);
     } else {
       matmul(L.wq, xn.get(), q.get(), N);
       matmul(L.wk, xn.get(), k.get(), N);
@@ -239,28 +234,21 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
                         stream);
     }
     matmul(L.wo, att.get(), tmp.get(), N);
-    residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
-    rms_norm(x.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
+    add_rms_norm(x.get(), tmp.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
     if (L.fused_gate_up) {
       matmul(L.w_gate_up, xn.get(), gu.get(), N);
-      if (N == 1) {
-        swiglu(gu.get(), gu.get() + FF, gate.get(), FF, stream);
-      } else {  // de-interleave [gate | up] rows first
-        RZ_CUDA_CHECK(cudaMemcpy2DAsync(gate.get(), sizeof(float) * FF, gu.get(),
-                                        sizeof(float) * 2 * FF, sizeof(float) * FF, N,
-                                        cudaMemcpyDeviceToDevice, stream));
-        RZ_CUDA_CHECK(cudaMemcpy2DAsync(up.get(), sizeof(float) * FF, gu.get() + FF,
-                                        sizeof(float) * 2 * FF, sizeof(float) * FF, N,
-                                        cudaMemcpyDeviceToDevice, stream));
-        swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
-      }
+      swiglu_rows(gu.get(), gate.get(), N, FF, stream);
     } else {
       matmul(L.w_gate, xn.get(), gate.get(), N);
       matmul(L.w_up, xn.get(), up.get(), N);
       swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
     }
     matmul(L.w_down, gate.get(), tmp.get(), N);
-    residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
+    if (l + 1 < cfg.n_layer)
+      add_rms_norm(x.get(), tmp.get(), w.layers[l + 1].attn_norm.get(), xn.get(), N, E,
+                   cfg.norm_eps, stream);
+    else
+      residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
   }
 
   const int R = static_cast<int>(out_rows.size());
