@@ -7,6 +7,7 @@
 #   3. gpu_test:  all tests (gtest XML into $OUT when OUT is set)
 #      gpu_used:  fails when any test skipped for want of a CUDA device
 #   4. memcheck:  compute-sanitizer --tool memcheck on the same binary, all tests
+#                 (RZ_MEMCHECK_FILTER, a gtest filter, default all)
 #   5. racecheck: compute-sanitizer --tool racecheck on the shared-memory reductions
 #                 (RZ_RACECHECK_FILTER, default the RMSNorm and argmax tests; "" skips the step)
 # The log goes to $OUT/gpu_check.log (or /tmp/rz-gpu-check/gpu_check.log without OUT); the last
@@ -114,7 +115,8 @@ main() {
     rc=1
   else
     timeout -k 10 "$memcheck_timeout" "$san" --tool memcheck --error-exitcode 86 --print-limit 50 \
-      "$test_bin" --gtest_output="xml:$out/gpu_test_memcheck.xml" || rc=$?
+      "$test_bin" --gtest_filter="${RZ_MEMCHECK_FILTER:-*}" \
+      --gtest_output="xml:$out/gpu_test_memcheck.xml" || rc=$?
   fi
   record memcheck "$rc"
 
