@@ -1,8 +1,11 @@
 // Decode attention kernels (see attention_decode.hpp): a partition kernel, one thread block of
 // 128 threads per (query head, slot, context partition), and a combine kernel per (query head,
-// slot) for slots whose context spans several partitions.
+// slot) for slots whose context spans several partitions. The partition length P is a template
+// parameter of the partition kernel and a runtime argument of the combine kernel: kAttnPartition
+// (256) normally, kAttnSmallPartition (64) for small batches (n_slots * n_head <=
+// kAttnSmallBatchHeads), where 256-token partitions leave most SMs idle.
 //
-// Partition kernel, for its n <= kAttnPartition tokens:
+// Partition kernel, for its n <= P tokens:
 //   1. q (times scale) to shared; each token's K/V row offset from the block table to shared
 //   2. scores: one warp per token, lanes read consecutive half2 of the key row, warp-sum
 //   3. m = max score, p_i = exp(score_i - m), l = sum p_i   (block reductions)
@@ -16,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -26,7 +30,6 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kP = kAttnPartition;
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -53,8 +56,10 @@ __device__ __forceinline__ float block_reduce(float v, float* red) {
   return r;
 }
 
-// grid (n_head, n_slots, max_parts), block kThreads. A "slot" here is one query row; its block
-// table is row table_rows[s] or row s when table_rows is null (decode passes null).
+// grid (n_head, n_slots, max_parts), block kThreads, kP tokens per partition. A "slot" here is
+// one query row; its block table is row table_rows[s] or row s when table_rows is null (decode
+// passes null).
+template <int kP>
 __global__ void __launch_bounds__(kThreads)
     attn_decode_partition_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                                  const __half* __restrict__ v_cache,
@@ -74,7 +79,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int d = tid; d < head_dim; d += kThreads) out_h[d] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
     return;
   }
-  const int n_parts = (L + kP - 1) / kP;
+  const int n_parts = (L - 1) / kP + 1;  // L >= 1 here
   if (part >= n_parts) return;
   const int t0 = part * kP;
   const int n = min(kP, L - t0);
@@ -173,17 +178,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats
+// grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats (rounded up to 4);
+// part_len: the partition kernel's kP
 __global__ void __launch_bounds__(kThreads)
     attn_decode_combine_kernel(const int32_t* __restrict__ lens, const float* __restrict__ part_o,
                                const float* __restrict__ part_m, const float* __restrict__ part_l,
                                float* __restrict__ out, int n_head, int head_dim, int max_context,
-                               int max_parts) {
+                               int max_parts, int part_len) {
   extern __shared__ float w_s[];  // [n_parts] exp(m_j - M)
   const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
   const int L = lens[s];
   if (L <= 0 || L > max_context) return;  // written by the partition kernel
-  const int n_parts = (L + kP - 1) / kP;
+  const int n_parts = (L - 1) / part_len + 1;
   if (n_parts <= 1) return;  // likewise
   const int64_t base = (int64_t(s) * n_head + h) * max_parts;
   float M = -INFINITY;
@@ -207,14 +213,36 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-int parts_for(int max_context) { return (max_context + kP - 1) / kP; }
+constexpr int kMaxParts = 12288;  // combine kernel's shared weights: 48 KiB of floats
+
+int parts_for(int max_context, int part_len) { return (max_context - 1) / part_len + 1; }
+
+// The partition length a launch of n_slots * n_head query heads over max_context uses: the small
+// one when there are few heads (and it does not need too many partitions).
+int partition_for(int64_t heads, int max_context) {
+  return heads <= kAttnSmallBatchHeads &&
+                 parts_for(max_context, kAttnSmallPartition) <= kMaxParts
+             ? kAttnSmallPartition
+             : kAttnPartition;
+}
+
+// Workspace floats of a launch over `heads` query heads with `parts` partitions each.
+size_t ws_floats(int64_t heads, int parts, int head_dim) {
+  return parts <= 1 ? 0 : size_t(heads) * parts * (size_t(head_dim) + 2);
+}
 
 }  // namespace
 
+// An upper bound over launches with n_slots' <= n_slots and max_context' <= max_context: such a
+// launch uses kAttnPartition, or kAttnSmallPartition with n_slots' * n_head <=
+// kAttnSmallBatchHeads; both terms grow with n_slots' and max_context'.
 size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
-  const int parts = a.max_context > 0 ? parts_for(a.max_context) : 0;
-  if (parts <= 1 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0) return 0;
-  return size_t(a.n_slots) * a.n_head * parts * (size_t(a.cache.head_dim) + 2);
+  if (a.max_context <= 0 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0) return 0;
+  const int64_t heads = int64_t(a.n_slots) * a.n_head;
+  const int64_t small_heads = std::min<int64_t>(heads, kAttnSmallBatchHeads);
+  return std::max(ws_floats(heads, parts_for(a.max_context, kAttnPartition), a.cache.head_dim),
+                  ws_floats(small_heads, parts_for(a.max_context, kAttnSmallPartition),
+                            a.cache.head_dim));
 }
 
 // Checks a's shapes (messages prefixed with `who`) and launches the partition and combine kernels
@@ -239,12 +267,14 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   if (c.n_blocks < 0 || c.block_size <= 0 || a.max_context <= 0 || a.table_stride <= 0 ||
       int64_t(a.table_stride) * c.block_size < a.max_context)
     throw Error(w + ": block tables cannot hold max_context tokens (" + shape() + ")");
-  const int max_parts = parts_for(a.max_context);
-  if (a.n_slots > 65535 || a.n_head > 65535 || max_parts > 12288)
+  if (a.n_slots > 65535 || a.n_head > 65535)
     throw Error(w + ": too large (" + shape() + ")");
+  const int part_len = partition_for(int64_t(a.n_slots) * a.n_head, a.max_context);
+  const int max_parts = parts_for(a.max_context, part_len);
+  if (max_parts > kMaxParts) throw Error(w + ": too large (" + shape() + ")");
   if (max_parts > 1 && workspace == nullptr)
-    throw Error(w + ": workspace required for max_context > " +
-                std::to_string(kP) + " (" + shape() + ")");
+    throw Error(w + ": workspace required for max_context > " + std::to_string(part_len) + " (" +
+                shape() + ")");
   if (a.n_slots == 0) return;
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(c.head_dim));
   const size_t heads = size_t(a.n_slots) * a.n_head;
@@ -253,15 +283,23 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   float* part_l = workspace ? part_m + heads * max_parts : nullptr;
   const auto* kc = reinterpret_cast<const __half*>(k_cache);
   const auto* vc = reinterpret_cast<const __half*>(v_cache);
-  attn_decode_partition_kernel<<<dim3(a.n_head, a.n_slots, max_parts), kThreads, 0, stream>>>(
-      q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
-      a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
-      a.max_context, max_parts, scale);
+  const dim3 grid(a.n_head, a.n_slots, max_parts);
+  if (part_len == kAttnSmallPartition)
+    attn_decode_partition_kernel<kAttnSmallPartition><<<grid, kThreads, 0, stream>>>(
+        q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
+        a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
+        a.max_context, max_parts, scale);
+  else
+    attn_decode_partition_kernel<kAttnPartition><<<grid, kThreads, 0, stream>>>(
+        q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
+        a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
+        a.max_context, max_parts, scale);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     attn_decode_combine_kernel<<<dim3(a.n_head, a.n_slots), kThreads,
                                  size_t((max_parts + 3) / 4 * 4) * sizeof(float), stream>>>(
-        context_lens, part_o, part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts);
+        context_lens, part_o, part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts,
+        part_len);
     RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");
   }
 }

@@ -4,10 +4,13 @@
 //   out[h] = softmax(q[h] . K[0..L_s)^T * scale) V[0..L_s),   kv head of h = h / (n_head / n_head_kv)
 // K and V are fp16, everything else fp32 (fp32 accumulation, max-subtracted softmax).
 //
-// Flash-decoding split: the context is cut into partitions of kAttnPartition tokens; one thread
-// block per (query head, slot, partition) writes that partition's max score m, sum of
-// exp(score - m) and unnormalized output; a second kernel combines the partitions of slots that
-// have more than one. Slots with a single partition are finished by the first kernel.
+// Flash-decoding split: the context is cut into partitions of kAttnPartition tokens (of
+// kAttnSmallPartition tokens when n_slots * n_head <= kAttnSmallBatchHeads, so that small batches
+// still spread over the GPU's SMs); one thread block per (query head, slot, partition) writes
+// that partition's max score m, sum of exp(score - m) and unnormalized output; a second kernel
+// combines the partitions of slots that have more than one. Slots with a single partition are
+// finished by the first kernel. The partition length is chosen from n_slots, n_head and
+// max_context only (never from the lengths on the device), so a captured graph stays valid.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -19,6 +22,8 @@
 namespace rz::gpu {
 
 inline constexpr int kAttnPartition = 256;  // context tokens per thread block
+inline constexpr int kAttnSmallPartition = 64;    // ... for launches of few query heads:
+inline constexpr int kAttnSmallBatchHeads = 256;  // n_slots * n_head at most this
 inline constexpr int kAttnMaxHeadDim = 256;
 
 struct AttentionDecodeArgs {
@@ -31,7 +36,9 @@ struct AttentionDecodeArgs {
   float scale = 0.0f;       // score scale; 0 means 1 / sqrt(head_dim)
 };
 
-// Floats of workspace attention_decode needs (0 when max_context fits in one partition).
+// Floats of workspace attention_decode needs: an upper bound for every launch whose n_slots and
+// max_context are at most a's (same n_head and head_dim); 0 when max_context <=
+// kAttnSmallPartition (one partition whichever length is used).
 size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a);
 
 // q: device [n_slots, n_head, head_dim] fp32

@@ -4,8 +4,12 @@
 // shows up as NaN. Attention is compared with a float64 softmax(q K^T / sqrt(head_dim)) V over the
 // fp16-rounded K/V (rz::fp16_to_fp32), |err| <= 1e-4 * max |out| of the slot, for context lengths
 // 1, 7, 255, 256, 257, 1000, 4097 (and an idle slot, 0) in one batch, head_dim 64/128 (also 80,
-// 256), GQA ratios 1, 3, 4, 8, several block sizes; plus a decode loop driven by
-// KvBlockAllocator (grow, release, recycle), and the bad-input paths (NaN, shape errors).
+// 256), GQA ratios 1, 3, 4, 8, several block sizes; small batches (64-token partitions) at the
+// partition boundaries 1, 63, 64, 65, 255, 256, 257, 1000, 4096, GQA 1/6/8, block sizes 1/16,
+// with grids sized for a max_context far above the lengths (as captured graphs launch them);
+// batches of more than kAttnSmallBatchHeads query heads (256-token partitions); a decode loop
+// driven by KvBlockAllocator (grow, release, recycle), and the bad-input paths (NaN, shape
+// errors) on both partition lengths.
 // Causal prefill attention (attention_prefill) against the same reference, one query token at a
 // time at its position: several packed prompts and chunks with earlier context (cu_seqlens).
 #include <gtest/gtest.h>
@@ -114,7 +118,9 @@ struct Config {
 };
 
 // One batch: every slot's K/V appended in one kv_append call (tokens of all slots shuffled),
-// tables from a random permutation of the blocks (spare blocks stay poisoned), one attention call.
+// tables from a random permutation of the blocks (spare blocks stay poisoned), one attention call
+// with max_context = the longest length + extra_context and a workspace of exactly
+// attention_decode_workspace_floats (poisoned).
 void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, std::mt19937_64& rng,
                const std::string& what) {
   const int n_slots = int(lens.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
@@ -221,6 +227,63 @@ TEST(AttentionDecode, OtherHeadDimsAndShortBatches) {
   run_batch({64, 4, 1, 16}, {512, 768, 1}, 56, rng, "partition multiples");
 }
 
+const std::vector<int32_t> kBoundaryLens = {1, 63, 64, 65, 255, 256, 257, 1000, 4096};
+
+// Small batches (n_slots * n_head <= kAttnSmallBatchHeads: kAttnSmallPartition-token partitions):
+// all boundary lengths in one batch (plus an idle slot), then each length alone at batch 1 with
+// the grid sized for max_context 5096 (graph replay launches all partitions; those past a
+// slot's length must leave it alone).
+TEST(AttentionDecode, SmallBatchPartitionBoundaries) {
+  RZ_REQUIRE_GPU();
+  static_assert(kAttnSmallPartition == 64 && kAttnPartition == 256,
+                "the boundary lengths below assume 64- and 256-token partitions");
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  int k = 0;
+  for (int hd : {64, 128})
+    for (int ratio : {1, 6, 8})
+      for (int bs : {1, 16}) {
+        const Config cf{hd, 2, ratio, bs};
+        const std::string what = "head_dim " + std::to_string(hd) + " ratio " +
+                                 std::to_string(ratio) + " block_size " + std::to_string(bs);
+        std::vector<int32_t> lens = kBoundaryLens;
+        lens.push_back(0);
+        std::shuffle(lens.begin(), lens.end(), rng);
+        ASSERT_LE(int(lens.size()) * 2 * ratio, kAttnSmallBatchHeads);
+        run_batch(cf, lens, (k++ % 2) ? 0 : 3000, rng,
+                  what + " batch of " + std::to_string(lens.size()));
+        for (int L : kBoundaryLens) {
+          run_batch(cf, {L}, 5096 - L, rng, what + " batch 1, max_context 5096");
+          if (::testing::Test::HasFailure()) return;  // one failing shape is enough output
+        }
+      }
+  // The largest small batch (exactly kAttnSmallBatchHeads heads) with graph-sized grids.
+  std::vector<int32_t> lens(kAttnSmallBatchHeads / 16);
+  for (size_t s = 0; s < lens.size(); ++s) lens[s] = kBoundaryLens[s % kBoundaryLens.size()];
+  run_batch({128, 2, 8, 16}, lens, 2000, rng, "16 slots x 16 heads, max_context + 2000");
+}
+
+// More than kAttnSmallBatchHeads query heads: kAttnPartition-token partitions, same boundaries.
+TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> lens = kBoundaryLens;
+  for (int L : {0, 2, 511, 512, 513, 767, 768, 769}) lens.push_back(L);  // 17 slots
+  for (int hd : {64, 128})
+    for (int extra : {0, 3000}) {
+      std::shuffle(lens.begin(), lens.end(), rng);
+      ASSERT_GT(int(lens.size()) * 16, kAttnSmallBatchHeads);
+      run_batch({hd, 2, 8, 16}, lens, extra, rng,
+                "17 slots x 16 heads, head_dim " + std::to_string(hd) + " extra context " +
+                    std::to_string(extra));
+    }
+  run_batch({64, 4, 1, 1}, std::vector<int32_t>(65, 300), 0, rng,
+            "65 slots x 4 heads, block_size 1");
+}
+
 // Decode steps driven by KvBlockAllocator: prompts appended, then one token per slot per step
 // (reserve L + 1, append at cache_row, attend over L + 1), one slot released and recycled for a
 // new sequence midway. The host reference follows the same cache_rows.
@@ -299,7 +362,9 @@ TEST(AttentionDecode, DecodeLoopWithAllocator) {
 // read), the other slots are still right.
 TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
   RZ_REQUIRE_GPU();
-  const int hd = 64, n_head = 2, bs = 16, n_blocks = 4, table_stride = 40;
+  for (int n_head : {2, 80}) {  // 8 query heads: 64-token partitions; 320: 256-token partitions
+  SCOPED_TRACE("n_head " + std::to_string(n_head));
+  const int hd = 64, bs = 16, n_blocks = 4, table_stride = 40;
   const KvCacheShape sh{n_blocks, 1, bs, hd};
   std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
   std::mt19937_64 rng(7);
@@ -339,6 +404,7 @@ TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
   for (int s = 1; s < 4; ++s)
     for (int i = 0; i < n_head * hd; ++i)
       ASSERT_TRUE(std::isnan(out[size_t(s) * n_head * hd + i])) << "slot " << s << " element " << i;
+  }
 }
 
 // Packed prefill: sequence i has prior[i] tokens cached from earlier chunks and chunk[i] new
@@ -483,14 +549,48 @@ TEST(AttentionDecode, ShapeErrors) {
   b = a;
   b.max_context = 0;
   EXPECT_TRUE(throws_shape_error(call(b), "cannot hold"));
+  // Workspace: none within one small partition; a small launch (9 heads) needs it past 64 tokens.
+  b = a;
+  b.max_context = 64;
+  EXPECT_EQ(attention_decode_workspace_floats(b), 0u);
+  EXPECT_GT(attention_decode_workspace_floats(a), 0u);
+  EXPECT_TRUE(throws_shape_error(call(a), "workspace"));
   b = a;
   b.max_context = 257;
   b.table_stride = 17;
-  EXPECT_GT(attention_decode_workspace_floats(b), 0u);
   EXPECT_TRUE(throws_shape_error(call(b), "workspace"));
-  EXPECT_EQ(attention_decode_workspace_floats(a), 0u);
+  // (n_slots * n_head heads) * (partitions) * (head_dim + 2): 27 heads in 5 partitions of 64
   b.n_slots = 3;
-  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(3) * 9 * 2 * (64 + 2));
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(27) * 5 * (64 + 2));
+  // 360 heads use 2 partitions of 256, but a launch of up to 256 heads uses 5 partitions of 64
+  b.n_slots = 40;
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(256) * 5 * (64 + 2));
+  b.max_context = 4096;  // 360 heads x 16 partitions of 256 < 256 heads x 64 partitions of 64
+  b.table_stride = 256;
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(256) * 64 * (64 + 2));
+  b.n_slots = 200;  // 1800 heads x 16 partitions of 256
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(1800) * 16 * (64 + 2));
+  // An upper bound for every launch with fewer slots and a shorter max_context (the executor
+  // sizes one workspace for its largest batch and context): the need of a launch is the formula
+  // above with the partition length it uses (64 for <= 256 heads, else 256).
+  for (int n_head : {9, 12, 16, 32})
+    for (int ns : {1, 7, 21, 22, 40, 64})
+      for (int mc : {1, 64, 65, 100, 256, 257, 1000, 4096, 4097}) {
+        AttentionDecodeArgs big = a, small = a;
+        big.n_head = small.n_head = n_head;
+        big.n_slots = 64;
+        big.max_context = 4097;
+        small.n_slots = ns;
+        small.max_context = mc;
+        const int64_t heads = int64_t(ns) * n_head;
+        const int part = heads <= kAttnSmallBatchHeads ? kAttnSmallPartition : kAttnPartition;
+        const int64_t parts = (mc + part - 1) / part;
+        const size_t need = parts > 1 ? size_t(heads * parts * (64 + 2)) : 0;
+        EXPECT_GE(attention_decode_workspace_floats(small), need)
+            << "n_head " << n_head << " n_slots " << ns << " max_context " << mc;
+        EXPECT_GE(attention_decode_workspace_floats(big), attention_decode_workspace_floats(small))
+            << "n_head " << n_head << " n_slots " << ns << " max_context " << mc;
+      }
 
   KvAppendArgs k;
   k.n_tokens = 1;
