@@ -1,16 +1,16 @@
-// Decode attention kernels (see attention_decode.hpp): a partition kernel, one thread block of
-// 128 threads per (query head, slot, context partition), and a combine kernel per (query head,
-// slot) for slots whose context spans several partitions. The partition length P is a template
-// parameter of the partition kernel and a runtime argument of the combine kernel: kAttnPartition
-// (256) normally, kAttnSmallPartition (64) for small batches (n_slots * n_head <=
-// kAttnSmallBatchHeads), where 256-token partitions leave most SMs idle.
+// Decode attention kernels (see attention_decode.hpp): a partition kernel, one thread block per
+// (query head, slot, context partition), and a combine kernel per (query head, slot) for slots
+// whose context spans several partitions. The partition length P is a template parameter of the
+// partition kernel and a runtime argument of the combine kernel: kAttnPartition (256 tokens, 128
+// threads) normally, kAttnSmallPartition (64 tokens, 256 threads) for small batches (n_slots *
+// n_head <= kAttnSmallBatchHeads), where 256-token partitions leave most SMs idle.
 //
 // Partition kernel, for its n <= P tokens:
 //   1. q (times scale) to shared; each token's K/V row offset from the block table to shared
 //   2. scores: one warp per token, lanes read consecutive half2 of the key row, warp-sum
 //   3. m = max score, p_i = exp(score_i - m), l = sum p_i   (block reductions)
 //   4. o = sum p_i v_i: a thread owns one dim pair; threads are split into groups over tokens
-//      when head_dim / 2 < 128, and the groups' sums are added in shared memory
+//      when head_dim / 2 < threads, and the groups' sums are added in shared memory
 //   5. one partition: out = o / l; several: write (m, l, o) for the combine kernel
 // Combine kernel: M = max m_j, w_j = exp(m_j - M), out = sum w_j o_j / sum w_j l_j.
 // (Prefill attention has its own tiled kernel: kernels/attention_prefill.cu.)
@@ -28,8 +28,8 @@
 namespace rz::gpu {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+constexpr int kThreads = 128;       // combine kernel; partition kernel with kAttnPartition
+constexpr int kSmallThreads = 256;  // partition kernel with kAttnSmallPartition: 8 tokens a warp
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -43,7 +43,7 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Block-wide max or sum, returned to every thread. Starts and ends with all threads synced, so
 // shared writes made before the call are visible after it and `red` may be reused at once.
-template <bool kMax>
+template <bool kMax, int kWarps>
 __device__ __forceinline__ float block_reduce(float v, float* red) {
   v = kMax ? warp_max(v) : warp_sum(v);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -56,11 +56,11 @@ __device__ __forceinline__ float block_reduce(float v, float* red) {
   return r;
 }
 
-// grid (n_head, n_slots, max_parts), block kThreads, kP tokens per partition. A "slot" here is
-// one query row; its block table is row table_rows[s] or row s when table_rows is null (decode
-// passes null).
-template <int kP>
-__global__ void __launch_bounds__(kThreads)
+// grid (n_head, n_slots, max_parts), block kT threads, kP tokens per partition. A "slot" here
+// is one query row; its block table is row table_rows[s] or row s when table_rows is null
+// (decode passes null).
+template <int kP, int kT>
+__global__ void __launch_bounds__(kT)
     attn_decode_partition_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                                  const __half* __restrict__ v_cache,
                                  const int32_t* __restrict__ tables,
@@ -70,13 +70,16 @@ __global__ void __launch_bounds__(kThreads)
                                  float* __restrict__ part_l, int n_head, int group, int n_blocks,
                                  int n_head_kv, int block_size, int head_dim, int table_stride,
                                  int max_context, int max_parts, float scale) {
+  static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
+  constexpr int kW = kT / 32;
   const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int L = lens[s];
   float* __restrict__ out_h = out + (int64_t(s) * n_head + h) * head_dim;
   if (L <= 0 || L > max_context) {  // idle slot: zeros; impossible length: NaN
     if (part == 0)
-      for (int d = tid; d < head_dim; d += kThreads) out_h[d] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
+      for (int d = tid; d < head_dim; d += kT)
+        out_h[d] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
     return;
   }
   const int n_parts = (L - 1) / kP + 1;  // L >= 1 here
@@ -88,22 +91,22 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float2 q2_s[kAttnMaxHeadDim / 2];  // q * scale, as dim pairs
   __shared__ float p_s[kP];                     // scores, then exp(score - m)
   __shared__ int64_t row_s[kP];                 // token's K/V row: element offset in the layer
-  __shared__ float o_s[2 * kThreads];           // [groups][head_dim] partial outputs
-  __shared__ float red[kWarps];
+  __shared__ float o_s[2 * kT];                 // [groups][head_dim] partial outputs
+  __shared__ float red[kW];
   __shared__ int bad_s;
 
   if (tid == 0) bad_s = 0;
   const int npairs = head_dim / 2;
   const float2* __restrict__ q2 =
       reinterpret_cast<const float2*>(q + (int64_t(s) * n_head + h) * head_dim);
-  for (int j = tid; j < npairs; j += kThreads) {
+  for (int j = tid; j < npairs; j += kT) {
     const float2 v = q2[j];
     q2_s[j] = make_float2(v.x * scale, v.y * scale);
   }
   __syncthreads();  // bad_s initialised before anyone sets it
   const int32_t* __restrict__ table =
       tables + int64_t(table_rows ? table_rows[s] : s) * table_stride;
-  for (int i = tid; i < n; i += kThreads) {
+  for (int i = tid; i < n; i += kT) {
     const int pos = t0 + i;
     const int32_t blk = table[pos / block_size];
     if (blk < 0 || blk >= n_blocks) {
@@ -117,7 +120,7 @@ __global__ void __launch_bounds__(kThreads)
   const bool bad = bad_s != 0;  // uniform across the block
 
   if (!bad) {
-    for (int i = warp; i < n; i += kWarps) {
+    for (int i = warp; i < n; i += kW) {
       const __half2* __restrict__ kr = reinterpret_cast<const __half2*>(k_cache + row_s[i]);
       float acc = 0.0f;
       for (int j = lane; j < npairs; j += 32) {
@@ -134,18 +137,18 @@ __global__ void __launch_bounds__(kThreads)
 
   float m = -INFINITY;
   if (!bad)
-    for (int i = tid; i < n; i += kThreads) m = fmaxf(m, p_s[i]);
-  m = block_reduce<true>(m, red);
+    for (int i = tid; i < n; i += kT) m = fmaxf(m, p_s[i]);
+  m = block_reduce<true, kW>(m, red);
   float l = 0.0f;
   if (!bad)
-    for (int i = tid; i < n; i += kThreads) {
+    for (int i = tid; i < n; i += kT) {
       const float e = expf(p_s[i] - m);
       p_s[i] = e;
       l += e;
     }
-  l = block_reduce<false>(l, red);  // its syncs publish p_s
+  l = block_reduce<false, kW>(l, red);  // its syncs publish p_s
 
-  const int groups = kThreads / npairs;  // >= 1: npairs <= kAttnMaxHeadDim / 2 == kThreads
+  const int groups = kT / npairs;  // >= 1: npairs <= kAttnMaxHeadDim / 2 <= kT
   const int g = tid / npairs, pr = tid % npairs;
   if (g < groups) {
     float ax = 0.0f, ay = 0.0f;
@@ -163,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const float nan = __int_as_float(0x7fc00000);
   const int64_t pidx = (int64_t(s) * n_head + h) * max_parts + part;
-  for (int d = tid; d < head_dim; d += kThreads) {
+  for (int d = tid; d < head_dim; d += kT) {
     float o = 0.0f;
     for (int gg = 0; gg < groups; ++gg) o += o_s[gg * head_dim + d];
     if (bad) o = nan;
@@ -285,12 +288,13 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   const auto* vc = reinterpret_cast<const __half*>(v_cache);
   const dim3 grid(a.n_head, a.n_slots, max_parts);
   if (part_len == kAttnSmallPartition)
-    attn_decode_partition_kernel<kAttnSmallPartition><<<grid, kThreads, 0, stream>>>(
+    attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
+        <<<grid, kSmallThreads, 0, stream>>>(
         q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
         a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
         a.max_context, max_parts, scale);
   else
-    attn_decode_partition_kernel<kAttnPartition><<<grid, kThreads, 0, stream>>>(
+    attn_decode_partition_kernel<kAttnPartition, kThreads><<<grid, kThreads, 0, stream>>>(
         q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
         a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
         a.max_context, max_parts, scale);
@@ -307,8 +311,8 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                       const int32_t* block_tables, const int32_t* context_lens, float* out,
                       float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
-  launch_attention("attention_decode", q, k_cache, v_cache, block_tables, nullptr, context_lens, out,
-                   workspace, a, stream);
+  launch_attention("attention_decode", q, k_cache, v_cache, block_tables, nullptr, context_lens,
+                   out, workspace, a, stream);
 }
 
 }  // namespace rz::gpu
