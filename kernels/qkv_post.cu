@@ -1,10 +1,11 @@
 // Fused QKV post-processing kernel (see qkv_post.hpp). One thread block per token. The threads
 // of pairs i < n_rot/2 first compute cos/sin of the token's angles into shared memory exactly as
-// rope.cu does (fp32 angle, sincos in double, rounded to fp32, times attn_factor); then every
+// rope.cu does (fp32 angle, sincos in double, rounded to fp32, times attn_factor), or read them
+// from rope_cs_table's table (the same numbers, computed by the same arithmetic); then every
 // thread handles output elements e of the fused row [q | k | v] in a block-stride loop: a rotated
 // element reads its pair partner too and computes its half of rope.cu's rotate() from the
 // biased inputs (the same rounded products and sum), so consecutive threads write consecutive
-// q floats and cache halves.
+// q floats and cache halves. K and V rows come from the fused row or from separate buffers.
 #include "kernels/qkv_post.hpp"
 
 #include <cuda_fp16.h>
@@ -57,17 +58,28 @@ __device__ __forceinline__ float rotated(const float* __restrict__ row,
 __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __restrict__ bq,
                                 const float* __restrict__ bk, const float* __restrict__ bv,
                                 const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
+                                const float* __restrict__ cs_table, int cs_positions,
                                 const int64_t* __restrict__ cache_rows, float* __restrict__ q_out,
                                 __half* __restrict__ k_cache, __half* __restrict__ v_cache,
                                 int n_head, int n_head_kv, int head_dim, int n_rot, bool neox,
-                                float attn_factor, int n_blocks, int block_size, int64_t stride) {
+                                float attn_factor, int n_blocks, int block_size, int64_t stride,
+                                const float* __restrict__ k_src, int64_t k_stride,
+                                const float* __restrict__ v_src, int64_t v_stride) {
   extern __shared__ float cs_sn[];  // [half] cos then [half] sin
   const int t = blockIdx.x;
   const int half = n_rot / 2;
   float* cs = cs_sn;
   float* sn = cs_sn + half;
-  const float p = static_cast<float>(pos[t]);
+  const int pi = pos[t];
+  const float p = static_cast<float>(pi);
+  const bool in_table = cs_table && pi >= 0 && pi < cs_positions;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    if (in_table) {
+      const float* c = cs_table + int64_t(pi) * n_rot + 2 * i;
+      cs[i] = c[0];
+      sn[i] = c[1];
+      continue;
+    }
     const float angle = __fmul_rn(inv_freq[i], p);
     double sd, cd;
     sincos(static_cast<double>(angle), &sd, &cd);
@@ -88,8 +100,8 @@ __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __re
   if (crow < 0 || crow >= int64_t(n_blocks) * block_size) return;  // skipped, as kv_append
   const int64_t block = crow / block_size;
   const int offset = static_cast<int>(crow % block_size);
-  const float* krow = row + q_dim;
-  const float* vrow = row + q_dim + kv_dim;
+  const float* krow = k_src + t * k_stride;
+  const float* vrow = v_src + t * v_stride;
   for (int e = threadIdx.x; e < kv_dim; e += blockDim.x) {
     const int h = e / head_dim, d = e - h * head_dim;
     const int64_t dst = ((block * n_head_kv + h) * block_size + offset) * int64_t(head_dim) + d;
@@ -119,19 +131,29 @@ void qkv_post(const float* qkv, const float* bq, const float* bk, const float* b
   const int64_t q_dim = int64_t(a.n_head) * c.head_dim, kv_dim = int64_t(c.n_head_kv) * c.head_dim;
   if (q_dim + 2 * kv_dim > (int64_t(1) << 24))
     throw Error("qkv_post: rows too wide (" + shape() + ")");
-  const int64_t width = q_dim + 2 * kv_dim;
+  if (!a.k_src != !a.v_src) throw Error("qkv_post: k_src and v_src must be set together");
+  const bool separate = a.k_src != nullptr;
+  const int64_t width = separate ? q_dim : q_dim + 2 * kv_dim;  // what one qkv row holds
   const int64_t stride = a.qkv_row_stride ? a.qkv_row_stride : width;
   if (stride < width)
-    throw Error("qkv_post: row stride " + std::to_string(stride) +
-                " smaller than the fused row it holds (" + shape() + ")");
+    throw Error("qkv_post: row stride " + std::to_string(stride) + " smaller than the " +
+                (separate ? "q" : "fused") + " row it holds (" + shape() + ")");
+  const int64_t k_stride = separate ? (a.k_row_stride ? a.k_row_stride : kv_dim) : stride;
+  const int64_t v_stride = separate ? (a.v_row_stride ? a.v_row_stride : kv_dim) : stride;
+  if (k_stride < kv_dim || v_stride < kv_dim)
+    throw Error("qkv_post: k/v row stride smaller than the k/v row it holds (" + shape() + ")");
+  if (a.cs_table && a.cs_positions < 0) throw Error("qkv_post: negative cs_positions");
   if (a.n_tokens == 0) return;
   if (!qkv || !pos || !inv_freq || !cache_rows || !q_out || !k_cache || !v_cache)
     throw Error("qkv_post: null pointer");
+  const float* k_src = separate ? a.k_src : qkv + q_dim;
+  const float* v_src = separate ? a.v_src : qkv + q_dim + kv_dim;
   const size_t smem = sizeof(float) * size_t(a.n_rot);  // cos and sin, n_rot / 2 each
   qkv_post_kernel<<<static_cast<unsigned>(a.n_tokens), kThreads, smem, stream>>>(
-      qkv, bq, bk, bv, pos, inv_freq, cache_rows, q_out, reinterpret_cast<__half*>(k_cache),
-      reinterpret_cast<__half*>(v_cache), a.n_head, c.n_head_kv, c.head_dim, a.n_rot, a.neox,
-      a.attn_factor, c.n_blocks, c.block_size, stride);
+      qkv, bq, bk, bv, pos, inv_freq, a.cs_table, a.cs_positions, cache_rows, q_out,
+      reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache), a.n_head,
+      c.n_head_kv, c.head_dim, a.n_rot, a.neox, a.attn_factor, c.n_blocks, c.block_size, stride,
+      k_src, k_stride, v_src, v_stride);
   RZ_CUDA_CHECK_LAUNCH("qkv_post_kernel");
 }
 

@@ -23,11 +23,24 @@ struct QkvPostArgs {
   KvCacheShape cache;        // one layer's K (and V) cache shape
   // Floats between consecutive tokens' fused rows (0: dense, q_dim + 2 * kv_dim).
   int64_t qkv_row_stride = 0;
+  // Optional cos/sin table from rope_cs_table (kernels/rope.hpp; same inv_freq, n_rot and
+  // attn_factor): [cs_positions, n_rot] fp32. With it c and s are read, not computed; results
+  // are bit-identical. Positions outside [0, cs_positions) are computed from inv_freq as without.
+  const float* cs_table = nullptr;
+  int cs_positions = 0;
+  // Separate K and V sources (layers whose Q, K, V weights could not be stacked): when k_src is
+  // set, v_src must be too, and then `qkv` holds only q rows: token t's q at
+  // qkv + t * qkv_row_stride (0: dense, q_dim), its k at k_src + t * k_row_stride (0: kv_dim), its
+  // v at v_src + t * v_row_stride (0: kv_dim). Null (default): k and v come from the fused row.
+  const float* k_src = nullptr;
+  const float* v_src = nullptr;
+  int64_t k_row_stride = 0;
+  int64_t v_row_stride = 0;
 };
 
 // With q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim:
 // qkv: device [n_tokens, qkv_row_stride] fp32, token t's row [q (q_dim) | k (kv_dim) | v (kv_dim)]
-//   at qkv + t * qkv_row_stride; read only.
+//   at qkv + t * qkv_row_stride; read only. (With a.k_src: only [q (q_dim)], see QkvPostArgs.)
 // bq: device [q_dim], bk, bv: device [kv_dim] fp32 biases, each null when the model has none
 //   (then nothing is added: not even +0, which would turn -0 into +0).
 // pos: device [n_tokens] int32 positions; inv_freq: device [n_rot / 2] fp32 (rope_inv_freq).

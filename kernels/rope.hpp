@@ -36,13 +36,29 @@ struct RopeArgs {
   // n_head_kv * head_dim for K). Lets Q and K live inside one fused QKV row.
   int64_t q_row_stride = 0;
   int64_t k_row_stride = 0;
+  // Optional precomputed cos/sin table (rope_cs_table, made from the same inv_freq, n_rot and
+  // attn_factor): [cs_positions, n_rot] fp32. With it, one thread per (token, head, pair) reads
+  // c and s instead of computing them; results are bit-identical to the table-free path. A token
+  // whose position is outside [0, cs_positions) computes its c and s as without the table.
+  const float* cs_table = nullptr;
+  int cs_positions = 0;
 };
 
 // q: device [n_tokens, q_row_stride], head h of token t at q + t * q_row_stride + h * head_dim
 // k: device [n_tokens, k_row_stride], likewise with n_head_kv heads (may be null if n_head_kv 0)
 // pos: device [n_tokens] int32 positions; inv_freq: device [n_rot / 2] fp32.
+// inv_freq is needed with a.cs_table too (positions outside the table use it).
 // Throws rz::Error for bad shapes or strides; n_tokens == 0 launches nothing.
 void rope_inplace(float* q, float* k, const int32_t* pos, const float* inv_freq, const RopeArgs& a,
                   cudaStream_t stream);
+
+// The cos/sin table of rope_inplace's arithmetic, computed on the GPU: for p < n_pos, i < n_rot/2
+//   angle = fp32(inv_freq[i] * float(p)); c = float(cos(double angle)) * attn_factor (fp32 mul)
+//   cs[p * n_rot + 2i] = c, cs[p * n_rot + 2i + 1] = s (likewise with sin)
+// inv_freq: device [n_rot / 2]; cs: device [n_pos, n_rot] fp32 (131072 positions x 128: 64 MiB).
+// Throws rz::Error for odd or non-positive n_rot, n_pos < 0, or null pointers; n_pos == 0
+// launches nothing. Asynchronous on `stream`, no allocation.
+void rope_cs_table(const float* inv_freq, int n_rot, float attn_factor, int n_pos, float* cs,
+                   cudaStream_t stream);
 
 }  // namespace rz::gpu

@@ -3,7 +3,8 @@
 // and caches poisoned with 0xFF first, every element compared by its bits), and against float64
 // CPU references with stated tolerances (so a shared mistake in both GPU paths still fails):
 //   add_rms_norm == residual_add then rms_norm
-//   qkv_post     == bias_add x3 (strided) then rope_inplace (strided) then kv_append (strided)
+//   qkv_post     == bias_add x3 (strided) then rope_inplace (strided) then kv_append (strided);
+//                   with a cos/sin table and/or separate q, k, v sources == without
 //   swiglu_rows  == swiglu on de-interleaved gate / up rows
 // The bad-argument test runs without a GPU (the launchers check before touching the device).
 #include <gtest/gtest.h>
@@ -264,6 +265,60 @@ void run_qkv_case(const QkvCase& c, bool neox, std::mt19937_64& rng) {
   ASSERT_TRUE(all_u16_equal(vc2, d_vc1.download(), "V cache vs kv_append"));
   ASSERT_TRUE(all_bits_equal(d_qkv.download(), qkv, "fused input rows must be left as they were"));
 
+  // The same kernel with a cos/sin table (covering every position, then only some), with q, k, v
+  // from three separate buffers (padded strides, then dense), and both: bit-identical outputs.
+  const int kTablePositions = 131072;
+  auto d_table = poisoned<float>(size_t(kTablePositions) * c.n_rot);
+  rope_cs_table(d_inv.get(), c.n_rot, c.attn_factor, kTablePositions, d_table.get(), nullptr);
+  std::vector<float> sq, sk, sv;  // separate sources, padded rows of q_dim + 2, kv_dim + 1, + 5
+  for (int t = 0; t < T; ++t) {
+    const float* r = qkv.data() + size_t(t) * stride;
+    sq.insert(sq.end(), r, r + q_dim), sq.insert(sq.end(), 2, NAN);
+    sk.insert(sk.end(), r + q_dim, r + q_dim + kv_dim), sk.push_back(NAN);
+    sv.insert(sv.end(), r + q_dim + kv_dim, r + width), sv.insert(sv.end(), 5, NAN);
+  }
+  std::vector<float> dq, dk, dv;  // the same, dense
+  for (int t = 0; t < T; ++t) {
+    const float* r = qkv.data() + size_t(t) * stride;
+    dq.insert(dq.end(), r, r + q_dim);
+    dk.insert(dk.end(), r + q_dim, r + q_dim + kv_dim);
+    dv.insert(dv.end(), r + q_dim + kv_dim, r + width);
+  }
+  auto d_sq = to_device(sq), d_sk = to_device(sk), d_sv = to_device(sv);
+  auto d_dq = to_device(dq), d_dk = to_device(dk), d_dv = to_device(dv);
+  struct Variant {
+    const char* name;
+    int table_positions;  // 0: no table
+    int sources;          // 0: fused rows, 1: separate padded, 2: separate dense
+  };
+  const Variant variants[] = {{"table", kTablePositions, 0},      {"partial table", 70000, 0},
+                              {"separate padded", 0, 1},          {"separate dense", 0, 2},
+                              {"separate + table", kTablePositions, 1}};
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    QkvPostArgs va = qa;
+    const float* src = d_qkv.get();
+    if (v.table_positions) va.cs_table = d_table.get(), va.cs_positions = v.table_positions;
+    if (v.sources == 1) {
+      src = d_sq.get();
+      va.qkv_row_stride = q_dim + 2;
+      va.k_src = d_sk.get(), va.k_row_stride = kv_dim + 1;
+      va.v_src = d_sv.get(), va.v_row_stride = kv_dim + 5;
+    } else if (v.sources == 2) {
+      src = d_dq.get();
+      va.qkv_row_stride = 0;
+      va.k_src = d_dk.get(), va.v_src = d_dv.get();
+    }
+    auto d_q3 = poisoned<float>(size_t(T) * q_dim);
+    auto d_kc3 = poisoned<uint16_t>(cache_elems);
+    auto d_vc3 = poisoned<uint16_t>(cache_elems);
+    qkv_post(src, d_bq.get(), d_bk.get(), d_bv.get(), d_pos.get(), d_inv.get(), d_rows.get(),
+             d_q3.get(), d_kc3.get(), d_vc3.get(), va, nullptr);
+    ASSERT_TRUE(all_bits_equal(d_q3.download(), q2, "q vs the fused-row, table-free kernel"));
+    ASSERT_TRUE(all_u16_equal(d_kc3.download(), kc2, "K cache vs the fused, table-free kernel"));
+    ASSERT_TRUE(all_u16_equal(d_vc3.download(), vc2, "V cache vs the fused, table-free kernel"));
+  }
+
   // against the CPU: biases in fp32 (exact), rotation in double, fp16 by rz::fp32_to_fp16
   std::vector<bool> written(static_cast<size_t>(cache_len), false);
   std::vector<float> xb(static_cast<size_t>(hd));
@@ -499,6 +554,27 @@ TEST(FusedKernels, RejectBadArguments) {
         "null"));
     a.n_tokens = 0;
     EXPECT_NO_THROW(call(a));
+  }
+  {  // separate k / v sources: both or neither, strides at least a row
+    auto a = good();
+    a.k_src = p;
+    EXPECT_TRUE(throws_shape_error([&] { call(a); }, "set together"));
+    a.k_src = nullptr, a.v_src = p;
+    EXPECT_TRUE(throws_shape_error([&] { call(a); }, "set together"));
+    a.k_src = p;
+    a.n_tokens = 0;
+    EXPECT_NO_THROW(call(a));
+    a.n_tokens = 2, a.qkv_row_stride = 4 * 64 - 1;
+    EXPECT_TRUE(throws_shape_error([&] { call(a); }, "row stride"));
+    a.qkv_row_stride = 0, a.k_row_stride = 2 * 64 - 1;
+    EXPECT_TRUE(throws_shape_error([&] { call(a); }, "k/v row stride"));
+    a.k_row_stride = 0, a.v_row_stride = 5;
+    EXPECT_TRUE(throws_shape_error([&] { call(a); }, "k/v row stride"));
+  }
+  {
+    auto a = good();
+    a.cs_table = p, a.cs_positions = -1;
+    EXPECT_TRUE(throws_shape_error([&] { call(a); }, "cs_positions"));
   }
 }
 

@@ -4,6 +4,8 @@
 // up to 131071, tables with linear scaling and per-frequency factors, attention factor, Q and K
 // inside one fused QKV row (V and padding must stay bit-identical). Outputs are poisoned where
 // the kernel writes nothing else: the in-place inputs themselves are checked element by element.
+// The cos/sin table (rope_cs_table) is checked against float64 cos/sin, and rope_inplace with it
+// must equal rope_inplace without it bit for bit (positions inside and outside the table).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -167,6 +169,98 @@ TEST(Rope, ScaledTablesAndAttentionFactor) {
   }
 }
 
+// rope_cs_table against cos/sin in double of the fp32 angle (each entry within the fp32
+// rounding of cos, then of the attn_factor product), and rope_inplace with the table == without,
+// bit for bit, on every element: full and partial rotation, normal and NeoX, dense and fused
+// rows, attn_factor 1 and not, a table covering every position and one covering only some.
+TEST(Rope, CosSinTableBitIdenticalToComputedPath) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int kPositions = 131072;
+  const Case cases[] = {{1, 12, 2, 128, 128}, {9, 12, 2, 128, 128}, {5, 9, 3, 64, 64},
+                        {7, 8, 2, 128, 64},   {4, 3, 1, 80, 24},    {6, 4, 0, 64, 64},
+                        {300, 9, 3, 64, 64},  {3, 2, 2, 512, 512}};
+  for (const Case& c : cases) {
+    for (float attn : {1.0f, 1.2079442f, 0.75f}) {
+      const double theta = attn == 1.0f ? 1e6 : 10000.0, linear = attn == 0.75f ? 4.0 : 1.0;
+      const auto inv_freq = rope_inv_freq(theta, c.n_rot, linear);
+      auto d_freq = to_device(inv_freq);
+      auto d_table = poisoned<float>(size_t(kPositions) * c.n_rot);
+      rope_cs_table(d_freq.get(), c.n_rot, attn, kPositions, d_table.get(), nullptr);
+      const auto table = d_table.download();
+      // the table against float64 (every entry for attn 1 and heads up to 128 wide, a sample of
+      // positions otherwise, always the last ones; poison left elsewhere fails the bit
+      // comparison below at the positions it uses)
+      const int half = c.n_rot / 2;
+      const int step = c.n_rot > 128 ? 7 : attn == 1.0f ? 1 : 13;  // bounds the CPU time
+      for (int p = 0; p < kPositions; p += p < kPositions - step ? step : 1)
+        for (int i = 0; i < half; ++i) {
+          const float angle = inv_freq[i] * static_cast<float>(p);
+          const double want_c = std::cos(double(angle)) * attn;
+          const double want_s = std::sin(double(angle)) * attn;
+          const float got_c = table[size_t(p) * c.n_rot + 2 * i];
+          const float got_s = table[size_t(p) * c.n_rot + 2 * i + 1];
+          const double tol = 1.5e-7 * attn;
+          ASSERT_TRUE(!std::isnan(got_c) && !std::isnan(got_s) &&
+                      std::fabs(got_c - want_c) <= tol && std::fabs(got_s - want_s) <= tol)
+              << "table n_rot " << c.n_rot << " attn " << attn << " pos " << p << " pair " << i
+              << ": got (" << got_c << ", " << got_s << ") want (" << want_c << ", " << want_s
+              << ")";
+        }
+      for (bool neox : {false, true})
+        for (bool fused : {false, true})
+          for (int table_positions : {kPositions, 70000}) {
+            const std::string what = "heads " + std::to_string(c.n_head) + "/" +
+                                     std::to_string(c.n_head_kv) + " head_dim " +
+                                     std::to_string(c.head_dim) + " n_rot " +
+                                     std::to_string(c.n_rot) + " tokens " +
+                                     std::to_string(c.n_tokens) + " attn " + std::to_string(attn) +
+                                     (neox ? " neox" : " normal") + (fused ? " fused" : " dense") +
+                                     " table positions " + std::to_string(table_positions);
+            const int q_w = c.n_head * c.head_dim, kv_w = c.n_head_kv * c.head_dim;
+            const int64_t row = fused ? q_w + 2 * kv_w + 3 : 0;
+            std::vector<int32_t> pos(c.n_tokens);
+            for (int t = 0; t < c.n_tokens; ++t) pos[t] = static_cast<int32_t>(rng() % kPositions);
+            pos[0] = c.n_tokens > 1 ? 131071 : int32_t(rng() % kPositions);
+            if (c.n_tokens > 1) pos[1] = 0;
+            if (c.n_tokens > 2) pos[2] = 69999;
+            if (c.n_tokens > 3) pos[3] = 70000;
+            std::vector<float> q(size_t(c.n_tokens) * (fused ? row : q_w));
+            std::vector<float> k(fused ? 0 : size_t(c.n_tokens) * kv_w);
+            for (auto& v : q) v = nd(rng);
+            for (auto& v : k) v = nd(rng);
+            auto d_pos = to_device(pos);
+            RopeArgs a;
+            a.n_tokens = c.n_tokens, a.n_head = c.n_head, a.n_head_kv = c.n_head_kv;
+            a.head_dim = c.head_dim, a.n_rot = c.n_rot, a.neox = neox, a.attn_factor = attn;
+            if (fused) a.q_row_stride = a.k_row_stride = row;
+            std::vector<float> got[2][2];  // [with table][q, k]
+            for (int with : {0, 1}) {
+              auto d_q = to_device(q);
+              auto d_k = to_device(k);
+              float* k_ptr = fused ? d_q.get() + q_w : d_k.get();
+              RopeArgs b = a;
+              if (with) b.cs_table = d_table.get(), b.cs_positions = table_positions;
+              rope_inplace(d_q.get(), c.n_head_kv ? k_ptr : nullptr, d_pos.get(), d_freq.get(), b,
+                           nullptr);
+              got[with][0] = d_q.download();
+              if (!k.empty()) got[with][1] = d_k.download();
+            }
+            ASSERT_TRUE(all_bits_equal(got[1][0], got[0][0], what + ": Q (with table vs without)"));
+            ASSERT_TRUE(all_bits_equal(got[1][1], got[0][1], what + ": K (with table vs without)"));
+            // and the rows did change where rotated (a table path that did nothing cannot pass)
+            bool changed = false;
+            for (size_t j = 0; j < q.size() && !changed; ++j)
+              changed = bits_of(got[1][0][j]) != bits_of(q[j]);
+            ASSERT_TRUE(changed || (c.n_tokens == 1 && pos[0] == 0)) << what << ": nothing rotated";
+          }
+    }
+  }
+}
+
 // rope_inv_freq against theta^(-2i/n_rot) / linear / factor_i in long double, to within one fp32
 // rounding. Pure host code: runs without a GPU.
 TEST(Rope, InverseFrequencyTable) {
@@ -213,8 +307,16 @@ TEST(Rope, RejectsBadArguments) {  // checked before any CUDA call: runs without
   b = a, b.k_row_stride = 64;
   EXPECT_TRUE(throws_shape_error(call(b), "row stride"));
   EXPECT_TRUE(throws_shape_error([&] { rope_inplace(p, nullptr, pos, p, a, nullptr); }, "null"));
+  b = a, b.cs_table = p, b.cs_positions = -1;
+  EXPECT_TRUE(throws_shape_error(call(b), "cs_positions"));
   b = a, b.n_tokens = 0;
   EXPECT_NO_THROW(call(b)());  // no tokens: no launch
+  EXPECT_TRUE(throws_shape_error([&] { rope_cs_table(p, 7, 1.0f, 10, p, nullptr); }, "bad shape"));
+  EXPECT_TRUE(throws_shape_error([&] { rope_cs_table(p, 0, 1.0f, 10, p, nullptr); }, "bad shape"));
+  EXPECT_TRUE(throws_shape_error([&] { rope_cs_table(p, 8, 1.0f, -1, p, nullptr); }, "bad shape"));
+  EXPECT_TRUE(throws_shape_error([&] { rope_cs_table(nullptr, 8, 1.0f, 10, p, nullptr); }, "null"));
+  EXPECT_TRUE(throws_shape_error([&] { rope_cs_table(p, 8, 1.0f, 10, nullptr, nullptr); }, "null"));
+  EXPECT_NO_THROW(rope_cs_table(p, 8, 1.0f, 0, p, nullptr));
 }
 
 }  // namespace
