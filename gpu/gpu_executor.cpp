@@ -9,6 +9,8 @@
 
 #include "gpu/gpu_executor_impl.hpp"
 #include "model/common.hpp"
+#include "kernels/argmax.hpp"
+#include "kernels/rope.hpp"
 #include "model/cpu_ops.hpp"
 
 namespace rz::gpu {
@@ -70,6 +72,8 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   inv_freq = DeviceBuffer<float>(rf.inv_freq.size());
   inv_freq.upload(rf.inv_freq);
   attn_factor = rf.attn_factor;
+  rope_cs = DeviceBuffer<float>(size_t(max_ctx) * cfg.n_rot);
+  rope_cs_table(inv_freq.get(), cfg.n_rot, attn_factor, max_ctx, rope_cs.get(), stream);
   RZ_CUDA_CHECK(cudaDeviceSynchronize());
 
   allocate_scratch();
@@ -137,6 +141,9 @@ void GpuExecutor::Impl::allocate_scratch() {
                                      attention_prefill_workspace_bytes(pa));
   attn_ws = DeviceBuffer<uint8_t>(std::max<size_t>(attn_bytes, 256));
   bytes += attn_ws.bytes();
+  argmax_ws_bytes = argmax_workspace_bytes(opt.slots, cfg.n_vocab);
+  argmax_ws = DeviceBuffer<uint8_t>(std::max<size_t>(argmax_ws_bytes, 256));
+  bytes += argmax_ws.bytes() + rope_cs.bytes();
   sample_ws_bytes = sample_rows_workspace_bytes(opt.slots, cfg.n_vocab);
   sample_ws = DeviceBuffer<uint8_t>(std::max<size_t>(sample_ws_bytes, 256));
   bytes += sample_ws.bytes();

@@ -94,6 +94,7 @@ struct GpuExecutor::Impl {
   GpuWeights w;
   std::unique_ptr<Gemm> gemm;
   DeviceBuffer<float> inv_freq;
+  DeviceBuffer<float> rope_cs;   // [max_ctx, n_rot] cos/sin of every position (kernels/rope.hpp)
   float attn_factor = 1.0f;
 
   KvCacheShape shape;
@@ -114,6 +115,8 @@ struct GpuExecutor::Impl {
   int64_t w16_elems = 0;
   DeviceBuffer<uint8_t> attn_ws;
   DeviceBuffer<uint8_t> sample_ws;
+  DeviceBuffer<uint8_t> argmax_ws;
+  size_t argmax_ws_bytes = 0;
   size_t sample_ws_bytes = 0;
   StepArgsLayout args_layout;
   DeviceBuffer<uint8_t> args_dev;

@@ -9,15 +9,12 @@
 #include "gpu/gpu_executor_impl.hpp"
 #include "kernels/add_rmsnorm.hpp"
 #include "kernels/argmax.hpp"
-#include "kernels/bias.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemv.hpp"
-#include "kernels/kv_append.hpp"
 #include "kernels/qkv_post.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
-#include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/swiglu_rows.hpp"
 
@@ -170,17 +167,6 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
   const auto* d_cu = at<int32_t>(d, args_layout.cu_seqlens);
   embedding_gather(w.token_embd.type, w.token_embd.ptr(), cfg.n_vocab, E, d_ids, N, x.get(),
                    stream);
-  RopeArgs ra;
-  ra.n_tokens = N;
-  ra.n_head = cfg.n_head;
-  ra.n_head_kv = cfg.n_head_kv;
-  ra.head_dim = cfg.head_dim;
-  ra.n_rot = cfg.n_rot;
-  ra.neox = cfg.rope_neox;
-  ra.attn_factor = attn_factor;
-  KvAppendArgs ka;
-  ka.n_tokens = N;
-  ka.cache = shape;
   QkvPostArgs qp_args;
   qp_args.n_tokens = N;
   qp_args.n_head = cfg.n_head;
@@ -188,6 +174,11 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
   qp_args.neox = cfg.rope_neox;
   qp_args.attn_factor = attn_factor;
   qp_args.cache = shape;
+  qp_args.cs_table = rope_cs.get();
+  qp_args.cs_positions = max_ctx;
+  QkvPostArgs qp_sep = qp_args;  // layers whose Q, K, V have different types: three sources
+  qp_sep.k_src = k.get();
+  qp_sep.v_src = v.get();
   for (int l = 0; l < cfg.n_layer; ++l) {
     const GpuLayerWeights& L = w.layers[l];
     uint16_t* kc = k_cache.get() + size_t(l) * size_t(shape.layer_elems());
@@ -202,16 +193,12 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
                cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc,
                vc, qp_args, stream);
     } else {
-      matmul(L.wq, xn.get(), q.get(), N);
+      matmul(L.wq, xn.get(), qkv.get(), N);  // dense q rows [N, q_dim]
       matmul(L.wk, xn.get(), k.get(), N);
       matmul(L.wv, xn.get(), v.get(), N);
-      if (cfg.qkv_bias) {
-        bias_add(q.get(), L.bq.get(), N, q_dim, stream);
-        bias_add(k.get(), L.bk.get(), N, kv_dim, stream);
-        bias_add(v.get(), L.bv.get(), N, kv_dim, stream);
-      }
-      rope_inplace(q.get(), k.get(), d_pos, inv_freq.get(), ra, stream);
-      kv_append(k.get(), v.get(), d_rows, kc, vc, ka, stream);
+      qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
+               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc,
+               vc, qp_sep, stream);
     }
     if (use_decode) {
       AttentionDecodeArgs a;
@@ -314,7 +301,7 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
     greedy = greedy && p.temperature <= 0.0f && !penalty;
   }
   if (greedy) {
-    argmax_rows(logits.get(), R, V, out_dev.get(), stream);
+    argmax_rows(logits.get(), R, V, out_dev.get(), argmax_ws.get(), argmax_ws_bytes, stream);
   } else {
     RZ_CUDA_CHECK(cudaStreamSynchronize(stream));  // the pinned rows may still be in flight
     uint8_t* h = args_host.get();
