@@ -1,5 +1,6 @@
 // gemv's chooser and its one dispatch point: type -> kernel family (gemv_supported), family ->
 // per-batch launcher (family_of), after the shape and alignment checks that every family shares.
+// Few long rows at batch <= 4 go to the split-row kernel (gemv_choose_split, from the SM count).
 #include "kernels/gemv.hpp"
 
 #include <string>
@@ -48,20 +49,23 @@ std::string type_label(GgmlType t) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-}  // namespace
-
-GemvKernel gemv_supported(GgmlType type, int batch) {
-  if (batch < 1 || batch > kGemvMaxBatch) return GemvKernel::none;
-  return kernel_for_type(type);
+// Multiprocessors of the current device, queried once (the first gemv call) and cached: the
+// executor runs one device per process. cudaDeviceGetAttribute is no stream operation, so it is
+// safe while a stream is being captured.
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    RZ_CUDA_CHECK(cudaGetDevice(&dev));
+    RZ_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
 }
 
-int gemv_cols_multiple(GgmlType type) {
-  const Family* f = family_of(kernel_for_type(type));
-  return f ? f->block_elems : 0;
-}
-
-void gemv(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
-          int batch, cudaStream_t stream) {
+// split: 0 = as gemv_choose_split says, 1 = the ordinary kernel, 2 / 4 / 8 = the split-row kernel
+// with that many warps per row.
+void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols, int batch,
+         int split, cudaStream_t stream) {
   const std::string what = "gemv " + type_label(type) + " [" + std::to_string(rows) + ", " +
                            std::to_string(cols) + "] batch " + std::to_string(batch);
   const GemvKernel k = gemv_supported(type, batch);
@@ -78,8 +82,60 @@ void gemv(GgmlType type, const void* w, const float* x, float* y, int64_t rows, 
     throw Error(what + ": cols must be a multiple of " + std::to_string(f.block_elems));
   if (!aligned16(w) || !aligned16(x) || (reinterpret_cast<uintptr_t>(y) & 3u) != 0)
     throw Error(what + ": weights and activations must be 16-byte aligned, outputs 4-byte");
-  f.launch[batch - 1](w, x, y, rows, cols, stream);
-  RZ_CUDA_CHECK_LAUNCH("gemv_kernel");
+  if (split == 0) split = gemv_detail::gemv_choose_split(type, rows, cols, batch, sm_count());
+  if (split != 1 && split != 2 && split != 4 && split != 8)
+    throw Error(what + ": split must be 0, 1, 2, 4 or 8, not " + std::to_string(split));
+  if (split > 1 && (batch > gemv_detail::kSplitMaxBatch || rows >= (int64_t{1} << 30)))
+    throw Error(what + ": the split-row kernel takes batch 1.." + std::to_string(gemv_detail::kSplitMaxBatch) +
+                " and rows < 2^30");
+  if (split > 1) {
+    f.launch_split[batch - 1](w, x, y, rows, cols, split, stream);
+    RZ_CUDA_CHECK_LAUNCH("gemv_split_kernel");
+  } else {
+    f.launch[batch - 1](w, x, y, rows, cols, stream);
+    RZ_CUDA_CHECK_LAUNCH("gemv_kernel");
+  }
+}
+
+}  // namespace
+
+namespace gemv_detail {
+
+// Split when the ordinary kernel would leave most warp slots empty: it runs about one warp per
+// row, and a memory-bound GEMV wants at least half of sm_90's 64 warp slots per SM busy, i.e.
+// 32 * sm_count warps. Double S (2, 4, 8) while rows * S is short of that and each warp still
+// gets at least 1024 columns and one work item per lane. Only batch <= kSplitMaxBatch (larger
+// batches have R rows per warp and are FMA-bound) and cols >= 4096.
+int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int sm_count) {
+  const Family* f = family_of(gemv_supported(type, batch));
+  if (f == nullptr || batch > kSplitMaxBatch || sm_count <= 0 || cols < 4096 || rows < 1) return 1;
+  const int64_t want_warps = int64_t{32} * sm_count;
+  const int64_t items = cols / f->block_elems * f->parts;
+  int s = 1;
+  while (s < 8 && rows * s < want_warps && cols / (2 * s) >= 1024 && items / (2 * s) >= 32) s *= 2;
+  return s;
+}
+
+void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+                     int batch, int split, cudaStream_t stream) {
+  run(type, w, x, y, rows, cols, batch, split, stream);
+}
+
+}  // namespace gemv_detail
+
+GemvKernel gemv_supported(GgmlType type, int batch) {
+  if (batch < 1 || batch > kGemvMaxBatch) return GemvKernel::none;
+  return kernel_for_type(type);
+}
+
+int gemv_cols_multiple(GgmlType type) {
+  const Family* f = family_of(kernel_for_type(type));
+  return f ? f->block_elems : 0;
+}
+
+void gemv(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+          int batch, cudaStream_t stream) {
+  run(type, w, x, y, rows, cols, batch, 0, stream);
 }
 
 }  // namespace rz::gpu

@@ -1,6 +1,6 @@
-// Internal to the gemv kernels (kernels/gemv*.cu): the one generic matrix-vector kernel, the
-// device helpers the per-type traits share, and the per-family launch tables that gemv.cu
-// dispatches through. See kernels/GEMV.md for the design and kernels/gemv.hpp for the API.
+// Internal to the gemv kernels (kernels/gemv*.cu): the one generic matrix-vector kernel, its
+// split-row sibling for few long rows at batch <= 4, the device helpers the per-type traits
+// share, and the per-family launch tables that gemv.cu dispatches through. See kernels/GEMV.md for the design and kernels/gemv.hpp for the API.
 //
 // A weight type is described by a traits struct T:
 //   kBlockElems, kBlockBytes   one block: elements and bytes (a pseudo-block of 8 for F16/BF16)
@@ -146,14 +146,88 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
+// Split-row variant for few, long rows at small batches (B <= kSplitMaxBatch): S warps of one
+// thread block share a row (S = split, 2, 4 or 8; kSplitWarps / S rows per block). Warp slice s
+// of a row takes the work items s * 32 + lane, stepping 32 * S, reduces its partial sums with
+// shuffles and leaves them in shared memory; after the barrier one thread per (row, batch) adds
+// the S partials in slice order 0, 1, ..., S - 1 (fixed, so the result is deterministic) and
+// writes y. Rows past the end repeat the last row (every warp reaches the barrier) and are
+// dropped. Grid: ceil(rows / (kSplitWarps / S)) blocks of kSplitWarps warps.
+constexpr int kSplitWarps = 8;
+constexpr int kSplitMaxBatch = 4;
+
+template <class T, int B>
+__global__ void __launch_bounds__(kSplitWarps * 32)
+    gemv_split_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
+                      int64_t rows, int64_t cols, int split) {
+  __shared__ float partial[kSplitWarps][B];  // [warp = slot * split + slice][b]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int rows_per_block = kSplitWarps / split;
+  const int slot = warp / split, slice = warp % split;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int64_t row = first_row + slot < rows ? first_row + slot : rows - 1;
+  const int nblk = static_cast<int>(cols / T::kBlockElems);
+  const size_t row_bytes = static_cast<size_t>(nblk) * T::kBlockBytes;
+  const int items = nblk * T::kParts;
+  const uint8_t* wrow = w + static_cast<size_t>(row) * row_bytes;
+
+  float acc[B];
+#pragma unroll
+  for (int b = 0; b < B; ++b) acc[b] = 0.0f;
+
+  const int step = 32 * split;
+#pragma unroll(T::kUnroll)
+  for (int i = slice * 32 + lane; i < items; i += step) {
+    const int blk = i / T::kParts, part = i % T::kParts;
+    const typename T::Item it = T::load(wrow + static_cast<size_t>(blk) * T::kBlockBytes, part);
+    const float* xb = x + static_cast<size_t>(blk) * T::kBlockElems;
+#pragma unroll
+    for (int k = 0; k < T::kChunks; ++k) {
+      const float4 wv = T::dequant(it, k);
+      const int col = T::chunk_col(part, k);
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        const float4 xv = __ldg(reinterpret_cast<const float4*>(xb + static_cast<size_t>(b) * cols + col));
+        float a = acc[b];
+        a = fmaf(wv.x, xv.x, a);
+        a = fmaf(wv.y, xv.y, a);
+        a = fmaf(wv.z, xv.z, a);
+        a = fmaf(wv.w, xv.w, a);
+        acc[b] = a;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    const float s = group_sum<32>(acc[b]);
+    if (lane == 0) partial[warp][b] = s;
+  }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < rows_per_block * B) {
+    const int out_slot = t / B, b = t % B;
+    const int64_t out_row = first_row + out_slot;
+    if (out_row < rows) {
+      float s = partial[out_slot * split][b];
+      for (int k = 1; k < split; ++k) s += partial[out_slot * split + k][b];
+      y[static_cast<size_t>(b) * rows + out_row] = s;
+    }
+  }
+}
+
 using LaunchFn = void (*)(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
                           cudaStream_t stream);
+using SplitLaunchFn = void (*)(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+                               int split, cudaStream_t stream);
 
 // What gemv.cu needs to know about one kernel family: its block shape and a launcher per batch.
 struct Family {
   int block_elems = 0;
   int block_bytes = 0;
-  LaunchFn launch[kGemvMaxBatch] = {};  // [batch - 1]
+  int parts = 0;                                // lanes per block (T::kParts): work items per block
+  LaunchFn launch[kGemvMaxBatch] = {};          // [batch - 1]
+  SplitLaunchFn launch_split[kSplitMaxBatch] = {};  // [batch - 1]: the split-row kernel
 };
 
 template <class T, int B>
@@ -175,16 +249,39 @@ void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
   }
 }
 
-template <class T, size_t... Bm1>
-constexpr Family make_family(std::index_sequence<Bm1...>) {
-  return Family{T::kBlockElems, T::kBlockBytes, {&launch<T, static_cast<int>(Bm1) + 1>...}};
+// split in {2, 4, 8} (checked by gemv.cu); rows < 2^30, so the grid fits.
+template <class T, int B>
+void launch_split(const void* w, const float* x, float* y, int64_t rows, int64_t cols, int split,
+                  cudaStream_t stream) {
+  const int64_t rows_per_block = kSplitWarps / split;
+  const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
+  gemv_split_kernel<T, B><<<static_cast<unsigned>(grid), kSplitWarps * 32, 0, stream>>>(
+      static_cast<const uint8_t*>(w), x, y, rows, cols, split);
 }
 
-// The family of traits T: instantiates the kernel for every batch 1..kGemvMaxBatch.
+template <class T, size_t... Bm1, size_t... Sm1>
+constexpr Family make_family(std::index_sequence<Bm1...>, std::index_sequence<Sm1...>) {
+  return Family{T::kBlockElems,
+                T::kBlockBytes,
+                T::kParts,
+                {&launch<T, static_cast<int>(Bm1) + 1>...},
+                {&launch_split<T, static_cast<int>(Sm1) + 1>...}};
+}
+
+// The family of traits T: instantiates the kernel for every batch 1..kGemvMaxBatch and the
+// split-row kernel for every batch 1..kSplitMaxBatch.
 template <class T>
 constexpr Family make_family() {
-  return make_family<T>(std::make_index_sequence<kGemvMaxBatch>{});
+  return make_family<T>(std::make_index_sequence<kGemvMaxBatch>{},
+                        std::make_index_sequence<kSplitMaxBatch>{});
 }
+
+// Defined in gemv.cu. The split (1 = ordinary kernel; 2, 4, 8 = split-row kernel) that gemv()
+// uses for this shape on a device with sm_count multiprocessors.
+int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int sm_count);
+// gemv() with the split forced (0 = as gemv_choose_split says), for tests and benches.
+void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+                     int batch, int split, cudaStream_t stream);
 
 // Defined one per file: gemv_q4k.cu, gemv_q6k.cu, gemv_legacy.cu, gemv_half.cu.
 const Family& family_q4_k();

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,12 @@
 #include "model/quants.hpp"
 
 namespace rz::gpu {
+namespace gemv_detail {  // defined in kernels/gemv.cu (declared in kernels/gemv_common.cuh, CUDA-only)
+int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int sm_count);
+void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+                     int batch, int split, cudaStream_t stream);
+}  // namespace gemv_detail
+
 namespace {
 
 constexpr double kRelTol = 2e-6;
@@ -70,6 +77,35 @@ TEST(GemvChooser, BadShapesThrowBeforeLaunch) {
   } catch (const rz::Error& e) {
     EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
   }
+}
+
+// The split-row choice (kernels/gemv.cu's rule: double S while rows * S < 32 * SMs, each warp
+// keeps >= 1024 columns and >= 32 work items; only cols >= 4096 and batch <= 4).
+TEST(GemvChooser, SplitChoice) {
+  using gemv_detail::gemv_choose_split;
+  const int h200 = 132;
+  // qwen2.5-1.5b ffn_down: 1536 rows -> S = 4 (6144 warps >= 4224)
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 8960, 1, h200), 4);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q6_K, 1536, 8960, 4, h200), 4);
+  // qwen2.5-0.5b ffn_down: 896 x 4864 -> S = 4 (S = 8 would leave 608 columns per warp)
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q8_0, 896, 4864, 1, h200), 4);
+  EXPECT_EQ(gemv_choose_split(GgmlType::F16, 64, 16384, 2, h200), 8);
+  // Q4_K at 4096 columns: 128 work items, so at most S = 4 (32 items per warp)
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1, 4096, 1, h200), 4);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_0, 1, 4096, 1, h200), 4);
+  // llama3.1-8b ffn_down 4096 x 14336: 4096 < 4224 -> S = 2
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 4096, 14336, 1, h200), 2);
+  // never: many rows, short rows, batch > 4, unknown SM count, unsupported type
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 8960, 1536, 1, h200), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 151936, 8960, 1, h200), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 2048, 1, h200), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 8960, 5, h200), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 8960, 1, 0), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q5_K, 1536, 8960, 1, h200), 1);
+  // a bad forced split or a split at batch > 4 throws before any CUDA call
+  alignas(16) static float buf[64];
+  EXPECT_THROW(gemv_detail::gemv_with_split(GgmlType::F16, buf, buf, buf, 1, 8, 1, 3, nullptr), rz::Error);
+  EXPECT_THROW(gemv_detail::gemv_with_split(GgmlType::F16, buf, buf, buf, 1, 8, 5, 2, nullptr), rz::Error);
 }
 
 // ---------------------------------------------------------------- correctness (GPU)
@@ -174,6 +210,130 @@ TEST_P(GemvTest, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemvTest, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return name_of(i.param); });
 
+// The split-row kernel, forced (S = 2, 4, 8) and as gemv() chooses, on few and long rows, rows
+// not a multiple of the rows per block, batch 1..4, against the same float64 reference and
+// tolerance; and the split and unsplit results agree within that tolerance.
+class GemvSplitTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GemvSplitTest, MatchesReferenceAndUnsplit) {
+  RZ_REQUIRE_GPU();
+  const GgmlType t = GetParam();
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  constexpr int kMaxB = 4;
+  struct Shape {
+    int64_t rows, cols;
+  };
+  // cols multiples of 256 (every type's block); rows 1, 3, 5, 7, 13 leave partial blocks for
+  // S = 2 (4 rows per block) and S = 4 (2 rows per block).
+  const Shape shapes[] = {{1536, 8960}, {896, 4864}, {64, 16384}, {1, 4096}, {13, 4096},
+                          {7, 8960},    {3, 256},    {5, 1024},   {1, 256}};
+  Worst worst;
+  int failures = 0;
+  auto check = [&](const std::string& where, double got, double want, double tol) {
+    const double err = std::fabs(got - want);
+    if (!(err <= tol)) {  // NaN fails here
+      if (++failures <= 10) ADD_FAILURE() << where << ": got " << got << ", want " << want << ", error " << err
+                                          << " > tolerance " << tol;
+    } else if (err / tol > worst.ratio) {
+      worst = {err / tol, where};
+    }
+  };
+  for (const Shape& sh : shapes) {
+    const int64_t rows = sh.rows, cols = sh.cols;
+    ASSERT_EQ(cols % gemv_cols_multiple(t), 0);
+    const HostWeights w = make_weights(t, rows, cols, rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(kMaxB * cols));  // [4, cols]
+    for (auto& v : x) v = nd(rng);
+    std::vector<double> ref(kMaxB * rows), tol(kMaxB * rows);  // [4, rows]
+    for (int b = 0; b < kMaxB; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        double s = 0, a = 0;
+        const float* wr = w.values.data() + r * cols;
+        const float* xb = x.data() + b * cols;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double p = static_cast<double>(wr[c]) * static_cast<double>(xb[c]);
+          s += p;
+          a += std::fabs(p);
+        }
+        ref[b * rows + r] = s;
+        tol[b * rows + r] = kRelTol * std::sqrt(static_cast<double>(cols)) * a + 1e-30;
+      }
+    DeviceBuffer<uint8_t> dw(w.bytes.size());
+    DeviceBuffer<float> dx(x.size()), dy(static_cast<size_t>(kMaxB * rows));
+    dw.upload(w.bytes);
+    dx.upload(x);
+    for (int batch = 1; batch <= kMaxB; ++batch) {
+      auto run = [&](int split) {
+        dy.fill_bytes(0xff);  // NaN everywhere: an output the kernel skips fails
+        gemv_detail::gemv_with_split(t, dw.get(), dx.get(), dy.get(), rows, cols, batch, split, nullptr);
+        RZ_CUDA_CHECK(cudaDeviceSynchronize());
+        return dy.download();
+      };
+      const std::vector<float> unsplit = run(1);
+      for (int split : {2, 4, 8, 0}) {
+        const std::vector<float> y = run(split);
+        for (int b = 0; b < batch; ++b)
+          for (int64_t r = 0; r < rows; ++r) {
+            const size_t i = static_cast<size_t>(b * rows + r);
+            const std::string where = name_of(t) + " rows " + std::to_string(rows) + " cols " +
+                                      std::to_string(cols) + " batch " + std::to_string(batch) + " split " +
+                                      std::to_string(split) + " y[" + std::to_string(b) + ", " +
+                                      std::to_string(r) + "]";
+            check(where + " vs float64", y[i], ref[i], tol[i]);
+            check(where + " vs unsplit", y[i], unsplit[i], tol[i]);
+          }
+      }
+      for (int b = 0; b < batch; ++b)
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t i = static_cast<size_t>(b * rows + r);
+          check(name_of(t) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " batch " +
+                    std::to_string(batch) + " unsplit y[" + std::to_string(b) + ", " + std::to_string(r) +
+                    "] vs float64",
+                unsplit[i], ref[i], tol[i]);
+        }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "first 10 shown above";
+  std::printf("[ %s split ] worst passing error / tolerance: %.3g at %s\n", name_of(t).c_str(), worst.ratio,
+              worst.where.c_str());
+}
+
+// The split kernel's sum order is fixed: two runs give bit-identical outputs.
+TEST(GemvSplit, Deterministic) {
+  RZ_REQUIRE_GPU();
+  std::mt19937 rng(12345);
+  const int64_t rows = 1536, cols = 8960;
+  const HostWeights w = make_weights(GgmlType::Q4_K, rows, cols, rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(4 * cols));
+  for (auto& v : x) v = nd(rng);
+  DeviceBuffer<uint8_t> dw(w.bytes.size());
+  DeviceBuffer<float> dx(x.size()), dy(static_cast<size_t>(4 * rows));
+  dw.upload(w.bytes);
+  dx.upload(x);
+  for (int split : {2, 4, 8})
+    for (int batch = 1; batch <= 4; ++batch) {
+      std::vector<float> first;
+      for (int rep = 0; rep < 3; ++rep) {
+        dy.fill_bytes(0xff);
+        gemv_detail::gemv_with_split(GgmlType::Q4_K, dw.get(), dx.get(), dy.get(), rows, cols, batch, split, nullptr);
+        RZ_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> y = dy.download();
+        y.resize(static_cast<size_t>(batch * rows));
+        for (float v : y) ASSERT_TRUE(std::isfinite(v)) << "split " << split << " batch " << batch;
+        if (rep == 0) first = y;
+        else ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
+            << "split " << split << " batch " << batch << " rep " << rep;
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, GemvSplitTest, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return name_of(i.param); });
+
 // ---------------------------------------------------------------- bandwidth bench (GPU)
 
 struct MatShape {
@@ -252,6 +412,58 @@ TEST(GemvBench, DISABLED_Bandwidth) {
                     name_of(t).c_str(), static_cast<long long>(s.rows), static_cast<long long>(s.cols), batch,
                     sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / ceiling);
       }
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// Split-row sweep on the few-row shapes: S = 1 (ordinary kernel), 2, 4, 8 and the automatic
+// choice, B = 1..4, to tune kernels/gemv.cu's gemv_choose_split on the GPU at hand.
+TEST(GemvBench, DISABLED_SplitSweep) {
+  RZ_REQUIRE_GPU();
+  int dev = 0, sms = 0;
+  RZ_CUDA_CHECK(cudaGetDevice(&dev));
+  RZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  std::printf("%d SMs\n%-12s %-5s %7s %6s %3s %5s %9s %8s\n", sms, "matrix", "type", "rows", "cols", "B", "split",
+              "us", "GB/s");
+  const MatShape shapes[] = {{"qwen2.5-1.5b", "ffn_down", 1536, 8960},
+                             {"qwen2.5-0.5b", "ffn_down", 896, 4864},
+                             {"llama3.1-8b", "ffn_down", 4096, 14336},
+                             {"llama3.1-8b", "attn_q/o", 4096, 4096}};
+  cudaEvent_t e0, e1;
+  RZ_CUDA_CHECK(cudaEventCreate(&e0));
+  RZ_CUDA_CHECK(cudaEventCreate(&e1));
+  for (const MatShape& s : shapes)
+    for (GgmlType t : kTypes) {
+      const size_t wbytes = row_size(t, s.cols) * s.rows;
+      const size_t copies = std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1);
+      const size_t stride = (wbytes + 255) / 256 * 256;
+      DeviceBuffer<uint8_t> dw(stride * copies);
+      dw.fill_bytes(0x3a);
+      DeviceBuffer<float> dx(static_cast<size_t>(4 * s.cols)), dy(static_cast<size_t>(4 * s.rows));
+      dx.fill_bytes(0);
+      for (int batch = 1; batch <= 4; ++batch)
+        for (int split : {1, 2, 4, 8, 0}) {
+          auto run = [&](size_t i) {
+            gemv_detail::gemv_with_split(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols,
+                                         batch, split, nullptr);
+          };
+          for (size_t i = 0; i < copies; ++i) run(i);
+          const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
+          RZ_CUDA_CHECK(cudaEventRecord(e0));
+          for (int i = 0; i < reps; ++i) run(static_cast<size_t>(i));
+          RZ_CUDA_CHECK(cudaEventRecord(e1));
+          RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+          float ms = 0;
+          RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          const double sec = ms * 1e-3 / reps;
+          const double bytes = static_cast<double>(wbytes) + 4.0 * batch * (s.cols + s.rows);
+          const int chosen = split ? split : gemv_detail::gemv_choose_split(t, s.rows, s.cols, batch, sms);
+          std::printf("%-12s %-5s %7lld %6lld %3d %5s %9.2f %8.0f\n", s.name, name_of(t).c_str(),
+                      static_cast<long long>(s.rows), static_cast<long long>(s.cols), batch,
+                      (split ? std::to_string(split) : "auto" + std::to_string(chosen)).c_str(), sec * 1e6,
+                      bytes / sec / 1e9);
+        }
     }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
