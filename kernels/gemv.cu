@@ -3,6 +3,7 @@
 // Few long rows at batch <= 4 go to the split-row kernel (gemv_choose_split, from the SM count).
 #include "kernels/gemv.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "gpu/cuda_check.hpp"
@@ -113,6 +114,13 @@ int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int 
   const int64_t items = cols / f->block_elems * f->parts;
   int s = 1;
   while (s < 8 && rows * s < want_warps && cols / (2 * s) >= 1024 && items / (2 * s) >= 32) s *= 2;
+  // Caps measured on an H200 (bench/gpu-runs/2026-11-22-h200-gemv-split-sweep.log): rows that
+  // already fill half the warp budget (llama 4096-row matrices) gain only at batch 1, and only
+  // from S = 2 (at batch 2..4 the split is up to 1.8x slower); the K-quants, and every type at
+  // batch 3..4, do best with S = 2 on few rows.
+  if (rows * 2 >= want_warps) return batch == 1 ? std::min(s, 2) : 1;
+  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+  if (k_quant || batch >= 3) s = std::min(s, 2);
   return s;
 }
 

@@ -84,17 +84,23 @@ TEST(GemvChooser, BadShapesThrowBeforeLaunch) {
 TEST(GemvChooser, SplitChoice) {
   using gemv_detail::gemv_choose_split;
   const int h200 = 132;
-  // qwen2.5-1.5b ffn_down: 1536 rows -> S = 4 (6144 warps >= 4224)
-  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 8960, 1, h200), 4);
-  EXPECT_EQ(gemv_choose_split(GgmlType::Q6_K, 1536, 8960, 4, h200), 4);
+  // qwen2.5-1.5b ffn_down: 1536 rows; the warp budget allows S = 4, the K-quants are capped at 2
+  // (measured best), other types keep 4 at batch 1..2 and get 2 at batch 3..4
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 8960, 1, h200), 2);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q6_K, 1536, 8960, 4, h200), 2);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_0, 1536, 8960, 2, h200), 4);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q8_0, 1536, 8960, 3, h200), 2);
   // qwen2.5-0.5b ffn_down: 896 x 4864 -> S = 4 (S = 8 would leave 608 columns per warp)
   EXPECT_EQ(gemv_choose_split(GgmlType::Q8_0, 896, 4864, 1, h200), 4);
   EXPECT_EQ(gemv_choose_split(GgmlType::F16, 64, 16384, 2, h200), 8);
-  // Q4_K at 4096 columns: 128 work items, so at most S = 4 (32 items per warp)
-  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1, 4096, 1, h200), 4);
+  // 4096 columns: Q4_0 has 256 work items (S = 4); Q4_K is capped at 2
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1, 4096, 1, h200), 2);
   EXPECT_EQ(gemv_choose_split(GgmlType::Q4_0, 1, 4096, 1, h200), 4);
-  // llama3.1-8b ffn_down 4096 x 14336: 4096 < 4224 -> S = 2
+  // llama3.1-8b 4096-row matrices: S = 2 at batch 1 only
   EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 4096, 14336, 1, h200), 2);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 4096, 14336, 2, h200), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q4_0, 4096, 4096, 4, h200), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::F16, 4096, 4096, 1, h200), 2);
   // never: many rows, short rows, batch > 4, unknown SM count, unsupported type
   EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 8960, 1536, 1, h200), 1);
   EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 151936, 8960, 1, h200), 1);
