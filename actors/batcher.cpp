@@ -44,7 +44,8 @@ GpuStep to_gpu_step(const StepPlan& p) {
 
 void update_gauges(Self* self) {
   auto& st = self->state;
-  st.metrics->scheduler(st.sched->queue_depth(), st.sched->active_slots());
+  st.metrics->scheduler(st.sched->queue_depth(), st.sched->active_slots(),
+                        st.sched->kv_blocks_used());
 }
 
 // Sends each session its events, one message per session, in the scheduler's order.

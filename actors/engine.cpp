@@ -104,7 +104,7 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   ctx->chat = std::move(chat);
   ctx->config = config;
   ctx->max_context = max_context;
-  ctx->metrics = std::make_shared<MetricsRegistry>(config.max_slots);
+  ctx->metrics = std::make_shared<MetricsRegistry>(config.max_slots, bc.kv_blocks, bc.kv_block_size);
 
   auto impl = std::make_unique<Impl>(sys);
   impl->gpu = spawn_gpu_actor(sys, std::move(executor));

@@ -68,6 +68,9 @@ struct EngineMetrics {
   int queue_depth = 0;
   int active_slots = 0;
   int max_slots = 0;
+  int64_t kv_blocks_used = 0;        // KV cache blocks reserved by running requests
+  int64_t kv_blocks_total = 0;       // KV cache blocks of the executor (0: not paged/limited)
+  int kv_block_size = 0;             // tokens per block
   int sessions = 0;                  // open sessions
   Histogram step_seconds;            // executor step duration (prefill and decode)
   Histogram ttft_seconds;            // request arrival to first token

@@ -32,8 +32,10 @@ std::vector<double> ttft_seconds_bounds() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
 }
 
-MetricsRegistry::MetricsRegistry(int max_slots) {
+MetricsRegistry::MetricsRegistry(int max_slots, int64_t kv_blocks_total, int kv_block_size) {
   m_.max_slots = max_slots;
+  m_.kv_blocks_total = kv_blocks_total;
+  m_.kv_block_size = kv_block_size;
   m_.step_seconds = make_histogram(step_seconds_bounds());
   m_.ttft_seconds = make_histogram(ttft_seconds_bounds());
 }
@@ -92,10 +94,11 @@ void MetricsRegistry::step(double seconds) {
   observe(m_.step_seconds, seconds);
 }
 
-void MetricsRegistry::scheduler(int queue_depth, int active_slots) {
+void MetricsRegistry::scheduler(int queue_depth, int active_slots, int64_t kv_blocks_used) {
   std::lock_guard<std::mutex> lock(mu_);
   m_.queue_depth = queue_depth;
   m_.active_slots = active_slots;
+  m_.kv_blocks_used = kv_blocks_used;
 }
 
 }  // namespace rz::engine

@@ -22,7 +22,8 @@ std::vector<double> ttft_seconds_bounds();
 
 class MetricsRegistry {
  public:
-  explicit MetricsRegistry(int max_slots);
+  // kv_blocks_total / kv_block_size: the executor's KV cache as the scheduler counts it.
+  explicit MetricsRegistry(int max_slots, int64_t kv_blocks_total = 0, int kv_block_size = 0);
 
   EngineMetrics snapshot() const;
 
@@ -38,7 +39,7 @@ class MetricsRegistry {
 
   // Batcher side.
   void step(double seconds);
-  void scheduler(int queue_depth, int active_slots);
+  void scheduler(int queue_depth, int active_slots, int64_t kv_blocks_used = 0);
 
  private:
   mutable std::mutex mu_;

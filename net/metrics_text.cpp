@@ -75,6 +75,11 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_queue_depth", "gauge", "Requests waiting for a slot.", m.queue_depth);
   scalar(out, "rz_active_slots", "gauge", "Slots running a request.", m.active_slots);
   scalar(out, "rz_max_slots", "gauge", "Slots of the executor.", m.max_slots);
+  scalar(out, "rz_kv_blocks_used", "gauge",
+         "KV cache blocks reserved by running requests (prompt + max_tokens each).",
+         m.kv_blocks_used);
+  scalar(out, "rz_kv_blocks_total", "gauge", "KV cache blocks of the executor.", m.kv_blocks_total);
+  scalar(out, "rz_kv_block_tokens", "gauge", "Tokens per KV cache block.", m.kv_block_size);
   scalar(out, "rz_sessions", "gauge", "Open engine sessions.", m.sessions);
   histogram(out, "rz_step_seconds", "Executor step duration (prefill and decode).",
             m.step_seconds);

@@ -35,7 +35,7 @@ TEST(Histogram, DefaultBoundsAscend) {
 }
 
 TEST(MetricsRegistry, SnapshotReflectsUpdates) {
-  MetricsRegistry m(4);
+  MetricsRegistry m(4, 100, 16);
   m.session_opened();
   m.session_opened();
   m.session_closed();
@@ -49,7 +49,7 @@ TEST(MetricsRegistry, SnapshotReflectsUpdates) {
   m.first_token(0.02);
   m.step(0.003);
   m.step(0.004);
-  m.scheduler(2, 3);
+  m.scheduler(2, 3, 42);
   const EngineMetrics s = m.snapshot();
   EXPECT_EQ(s.sessions, 1);
   EXPECT_EQ(s.requests_started, 2u);
@@ -65,4 +65,7 @@ TEST(MetricsRegistry, SnapshotReflectsUpdates) {
   EXPECT_EQ(s.queue_depth, 2);
   EXPECT_EQ(s.active_slots, 3);
   EXPECT_EQ(s.max_slots, 4);
+  EXPECT_EQ(s.kv_blocks_used, 42);
+  EXPECT_EQ(s.kv_blocks_total, 100);
+  EXPECT_EQ(s.kv_block_size, 16);
 }

@@ -26,6 +26,9 @@ ServerSnapshot sample_snapshot() {
   s.engine.prompt_tokens = 55;
   s.engine.queue_depth = 3;
   s.engine.active_slots = 2;
+  s.engine.kv_blocks_used = 40;
+  s.engine.kv_blocks_total = 256;
+  s.engine.kv_block_size = 16;
   s.engine.max_slots = 4;
   s.engine.step_seconds = {{0.001, 0.01, 0.1}, {5, 10, 1, 2}, 1.25, 18};
   s.engine.ttft_seconds = {{0.05, 0.5}, {0, 3, 1}, 1.5, 4};
@@ -151,6 +154,9 @@ TEST(Metrics, PrometheusTextFormat) {
   EXPECT_EQ(value_of(s, "rz_generated_tokens_total"), 321);
   EXPECT_EQ(value_of(s, "rz_queue_depth"), 3);
   EXPECT_EQ(value_of(s, "rz_active_slots"), 2);
+  EXPECT_EQ(value_of(s, "rz_kv_blocks_used"), 40);
+  EXPECT_EQ(value_of(s, "rz_kv_blocks_total"), 256);
+  EXPECT_EQ(value_of(s, "rz_kv_block_tokens"), 16);
   EXPECT_EQ(value_of(s, "rz_ws_frames_coalesced_total"), 9);
   // Buckets are cumulative: 5, 15, 16, then +Inf = count.
   EXPECT_EQ(value_of(s, "rz_step_seconds_bucket", "le=\"0.001\""), 5);

@@ -162,6 +162,8 @@ TEST_F(ServerTest, HealthMetricsAndNotFound) {
   EXPECT_NE(m.headers.find("text/plain; version=0.0.4"), std::string::npos);
   EXPECT_EQ(metric(m.body, "rz_active_slots"), 0);
   EXPECT_EQ(metric(m.body, "rz_max_slots"), kSlots);
+  EXPECT_EQ(metric(m.body, "rz_kv_blocks_total"), kSlots);  // CPU: one block per slot
+  EXPECT_EQ(metric(m.body, "rz_kv_blocks_used"), 0);
   EXPECT_NE(m.body.find("# TYPE rz_step_seconds histogram"), std::string::npos);
   EXPECT_NE(m.body.find("rz_ttft_seconds_bucket{le=\"+Inf\"}"), std::string::npos);
 
@@ -283,10 +285,13 @@ TEST_F(ServerTest, DisconnectMidStreamFreesTheSlot) {
     EXPECT_EQ(a.read_frame().type, "token");
     EXPECT_EQ(b.read_frame().type, "token");
     EXPECT_EQ(metric(metrics(), "rz_active_slots"), 2);
+    // The CPU executor's cache is one full-context block per slot: one block per request.
+    EXPECT_EQ(metric(metrics(), "rz_kv_blocks_used"), 2);
     a.drop();   // no close handshake
     b.close();  // a clean close
   }
   EXPECT_TRUE(wait_metric("rz_active_slots", 0, 5s)) << metrics();
+  EXPECT_TRUE(wait_metric("rz_kv_blocks_used", 0, 5s)) << metrics();
   EXPECT_TRUE(wait_metric("rz_ws_connections_open", 0, 5s));
   EXPECT_LT(metric(metrics(), "rz_generated_tokens_total"), 2 * 1500);
 }
