@@ -1,7 +1,11 @@
-// RMSNorm kernel (see rmsnorm.hpp): one thread block per row. Pass 1: each thread sums the
-// squares of a strided slice of the row; a warp-shuffle plus shared-memory tree reduces them.
-// Pass 2: each thread scales the same slice. In place is safe: a thread reads and writes only its
-// own elements, and every pass-1 read finishes before the barrier in the reduction.
+// RMSNorm, alone (rmsnorm.hpp) or fused with the residual add before it (add_rmsnorm.hpp): one
+// kernel serves both, so the fused form is bit-identical to the two separate steps by
+// construction. One thread block per row, each thread owning the elements
+// i = threadIdx.x + k * blockDim.x: pass 1 adds y into x when there is a y (writing the sum back)
+// and accumulates the squares with an fma chain; a warp-shuffle + shared-memory tree reduces them;
+// pass 2 re-reads the thread's own elements and scales them. A thread reads and writes only its
+// own elements, so in place (out == x) is safe.
+#include "kernels/add_rmsnorm.hpp"
 #include "kernels/rmsnorm.hpp"
 
 #include <cuda_runtime.h>
@@ -13,7 +17,8 @@
 namespace rz::gpu {
 namespace {
 
-// Sum of v over the block; blockDim.x is a multiple of 32, at most 1024. Every thread gets the sum.
+// Sum of v over the block; blockDim.x is a multiple of 32, at most 1024. Every thread gets the
+// sum.
 __device__ float block_sum(float v) {
   __shared__ float warp_sums[32];
   __shared__ float total;
@@ -30,18 +35,31 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-// grid (n_rows); x and y may alias, so no __restrict__ on them
-__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float* y, int n,
-                                float eps) {
+// grid (n_rows); x and out may alias, so no __restrict__ on them; y may be null (then x is only
+// read)
+__global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w,
+                                    float* out, int n, float eps) {
   const size_t row = static_cast<size_t>(blockIdx.x) * n;
-  const float* xr = x + row;
-  float* yr = y + row;
+  float* xr = x + row;
+  float* outr = out + row;
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
+  if (y) {
+    const float* yr = y + row;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const float v = __fadd_rn(xr[i], yr[i]);
+      xr[i] = v;
+      ss = __fmaf_rn(v, v, ss);
+    }
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
+  }
   ss = block_sum(ss);
   const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    outr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
 }
+
+int block_threads(int n) { return n > 4096 ? 1024 : n > 1024 ? 512 : n > 256 ? 256 : 128; }
 
 }  // namespace
 
@@ -52,9 +70,23 @@ void rms_norm(const float* x, const float* w, float* y, int n_rows, int n, float
   if (!(eps >= 0.0f)) throw Error("rms_norm: eps must be >= 0");
   if (n_rows == 0) return;
   if (!x || !w || !y) throw Error("rms_norm: null pointer");
-  const int threads = n > 4096 ? 1024 : n > 1024 ? 512 : n > 256 ? 256 : 128;
-  rms_norm_kernel<<<static_cast<unsigned>(n_rows), threads, 0, stream>>>(x, w, y, n, eps);
-  RZ_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+  // Without a y the kernel never writes x.
+  add_rms_norm_kernel<<<static_cast<unsigned>(n_rows), block_threads(n), 0, stream>>>(
+      const_cast<float*>(x), nullptr, w, y, n, eps);
+  RZ_CUDA_CHECK_LAUNCH("rms_norm (add_rms_norm_kernel)");
+}
+
+void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n,
+                  float eps, cudaStream_t stream) {
+  if (n <= 0 || n_rows < 0)
+    throw Error("add_rms_norm: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n) +
+                "]");
+  if (!(eps >= 0.0f)) throw Error("add_rms_norm: eps must be >= 0");
+  if (n_rows == 0) return;
+  if (!x || !w || !out) throw Error("add_rms_norm: null pointer");
+  add_rms_norm_kernel<<<static_cast<unsigned>(n_rows), block_threads(n), 0, stream>>>(x, y, w, out,
+                                                                                      n, eps);
+  RZ_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 
 }  // namespace rz::gpu
