@@ -20,7 +20,6 @@
 #include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
-#include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
@@ -109,10 +108,7 @@ int generate(int argc, char** argv) {
     throw Error("the prompt has " + std::to_string(prompt.size()) +
                 " tokens, more than the context of " + std::to_string(ctx) + " tokens");
 
-  std::string device = f.str("device");
-  if (device != "auto" && device != "cpu" && device != "cuda")
-    throw Error("--device: expected auto, cpu or cuda, got '" + device + "'");
-  if (device == "auto") device = gpu::list_devices().empty() ? "cpu" : "cuda";
+  const std::string device = resolve_device(f.str("device"));
   std::unique_ptr<Executor> exec;
   std::string where;
   if (device == "cuda") {

@@ -19,7 +19,6 @@
 #include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
-#include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
@@ -78,15 +77,9 @@ int serve(int argc, char** argv) {
   if (!f.parse(argc, argv, code)) return code;
   if (!f.has("model")) throw Error("--model FILE is required (see rz serve --help)");
 
-  std::string device = f.str("device");
-  if (device != "auto" && device != "cpu" && device != "cuda")
-    throw Error("--device: expected auto, cpu or cuda, got '" + device + "'");
   std::string why_cpu;
-  if (device == "auto") {
-    std::string why;
-    device = gpu::list_devices(&why).empty() ? "cpu" : "cuda";
-    if (device == "cpu") why_cpu = " (auto: " + why + ")";
-  }
+  const std::string device = resolve_device(f.str("device"), &why_cpu);
+  if (!why_cpu.empty()) why_cpu = " (auto: " + why_cpu + ")";
 
   net::ServerConfig scfg;
   scfg.host = f.str("host");

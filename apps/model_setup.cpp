@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "gpu/device.hpp"
 #include "model/common.hpp"
 #include "model/gguf.hpp"
 
@@ -53,6 +54,16 @@ ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
 
 int default_context(const ModelConfig& cfg) {
   return cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
+}
+
+std::string resolve_device(const std::string& flag, std::string* why_cpu) {
+  if (flag != "auto" && flag != "cpu" && flag != "cuda")
+    throw Error("--device: expected auto, cpu or cuda, got '" + flag + "'");
+  if (flag != "auto") return flag;
+  std::string why;
+  if (!gpu::list_devices(&why).empty()) return "cuda";
+  if (why_cpu) *why_cpu = why;
+  return "cpu";
 }
 
 }  // namespace rz::cmd

@@ -33,4 +33,9 @@ ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
 // Context per slot when --ctx is not given: the training context, at most 4096.
 int default_context(const ModelConfig& cfg);
 
+// The executor a --device flag names: "cpu" or "cuda" for auto|cpu|cuda; auto is cuda when a CUDA
+// device is present, and then `why_cpu` (if given) says why it fell back to the CPU. Throws
+// rz::Error for any other value.
+std::string resolve_device(const std::string& flag, std::string* why_cpu = nullptr);
+
 }  // namespace rz::cmd

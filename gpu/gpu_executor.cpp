@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <set>
 #include <string>
 
 #include "gpu/gpu_executor_impl.hpp"
 #include "model/common.hpp"
+#include "model/executor_checks.hpp"
 #include "kernels/argmax.hpp"
 #include "kernels/rope.hpp"
 #include "model/cpu_ops.hpp"
@@ -192,20 +192,13 @@ void GpuExecutor::Impl::plan_kv_cache() {
   plan.kv_bytes = k_cache.bytes() + v_cache.bytes();
 }
 
-void GpuExecutor::Impl::check_slot(int slot, const char* what) const {
-  if (slot < 0 || slot >= int(slots.size()))
-    throw Error(std::string(what) + ": slot " + std::to_string(slot) + " out of range (0.." +
-                std::to_string(int(slots.size()) - 1) + ")");
-}
-
-void GpuExecutor::Impl::check_token(int32_t tok, const char* what) const {
-  if (tok < 0 || tok >= cfg.n_vocab)
-    throw Error(std::string(what) + ": token id " + std::to_string(tok) +
-                " out of range (vocabulary " + std::to_string(cfg.n_vocab) + ")");
+SlotView GpuExecutor::Impl::slot_view() const {
+  return {int(slots.size()), max_ctx, cfg.n_vocab, [this](int s) { return slots[s].active; },
+          [this](int s) { return static_cast<int>(slots[s].history.size()); }};
 }
 
 void GpuExecutor::Impl::release(int slot) {
-  check_slot(slot, "release");
+  check_slot(slot, int(slots.size()), "release");
   Slot& s = slots[slot];
   s.active = false;
   s.history.clear();
@@ -214,19 +207,9 @@ void GpuExecutor::Impl::release(int slot) {
 }
 
 std::vector<int32_t> GpuExecutor::Impl::prefill(std::span<const PrefillRequest> reqs) {
-  std::set<int> seen;
+  check_prefill(reqs, slot_view());
   int64_t blocks = 0;
-  for (const auto& r : reqs) {
-    check_slot(r.slot, "prefill");
-    if (slots[r.slot].active || !seen.insert(r.slot).second)
-      throw Error("prefill: slot " + std::to_string(r.slot) + " is busy");
-    if (r.tokens.empty()) throw Error("prefill: empty prompt for slot " + std::to_string(r.slot));
-    if (static_cast<int64_t>(r.tokens.size()) > max_ctx)
-      throw Error("prefill: prompt of " + std::to_string(r.tokens.size()) +
-                  " tokens does not fit the context of " + std::to_string(max_ctx) + " tokens");
-    for (int32_t t : r.tokens) check_token(t, "prefill");
-    blocks += alloc->blocks_needed(reserve_for(r));
-  }
+  for (const auto& r : reqs) blocks += alloc->blocks_needed(reserve_for(r));
   if (blocks > alloc->free_blocks())
     throw Error("prefill: the KV cache has " + std::to_string(alloc->free_blocks()) +
                 " free blocks, the requests need " + std::to_string(blocks));
@@ -247,18 +230,7 @@ std::vector<int32_t> GpuExecutor::Impl::prefill(std::span<const PrefillRequest> 
 }
 
 std::vector<int32_t> GpuExecutor::Impl::decode(std::span<const DecodeRequest> reqs) {
-  std::set<int> seen;
-  for (const auto& r : reqs) {
-    check_slot(r.slot, "decode");
-    const Slot& s = slots[r.slot];
-    if (!s.active) throw Error("decode: slot " + std::to_string(r.slot) + " is not active");
-    if (!seen.insert(r.slot).second)
-      throw Error("decode: slot " + std::to_string(r.slot) + " appears twice in one step");
-    if (static_cast<int64_t>(s.history.size()) >= max_ctx)
-      throw Error("decode: slot " + std::to_string(r.slot) + " is full (" +
-                  std::to_string(max_ctx) + " tokens)");
-    check_token(r.token, "decode");
-  }
+  check_decode(reqs, slot_view());
   for (const auto& r : reqs) {
     if (!alloc->reserve(r.slot, int64_t(slots[r.slot].history.size()) + 1))
       throw Error("decode: the KV cache has no free block for slot " + std::to_string(r.slot));
@@ -309,12 +281,12 @@ bool GpuExecutor::slot_active(int slot) const {
   return slot >= 0 && slot < max_slots() && impl_->slots[slot].active;
 }
 int GpuExecutor::slot_length(int slot) const {
-  impl_->check_slot(slot, "slot_length");
+  check_slot(slot, max_slots(), "slot_length");
   return static_cast<int>(impl_->slots[slot].history.size());
 }
 void GpuExecutor::set_keep_logits(bool keep) { impl_->keep_logits = keep; }
 std::span<const float> GpuExecutor::last_logits(int slot) const {
-  impl_->check_slot(slot, "last_logits");
+  check_slot(slot, max_slots(), "last_logits");
   return impl_->slots[slot].logits;
 }
 const GpuMemoryPlan& GpuExecutor::memory_plan() const { return impl_->plan; }

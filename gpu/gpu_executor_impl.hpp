@@ -16,6 +16,7 @@
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
 #include "kernels/sampling.hpp"
+#include "model/executor_checks.hpp"
 #include "model/sampling.hpp"
 
 namespace rz::gpu {
@@ -59,8 +60,7 @@ struct GpuExecutor::Impl {
   ~Impl();
   void allocate_scratch();
   void plan_kv_cache();
-  void check_slot(int slot, const char* what) const;
-  void check_token(int32_t tok, const char* what) const;
+  SlotView slot_view() const;  // for the shared request checks (model/executor_checks.hpp)
   void release(int slot);
   int64_t reserve_for(const PrefillRequest& r) const;
   std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs);

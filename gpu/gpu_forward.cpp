@@ -296,9 +296,7 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
   bool greedy = true;
   for (int s : out_slots) {
     const SamplingParams& p = slots[s].sampling;
-    const bool penalty =
-        p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f && p.repetition_last_n != 0;
-    greedy = greedy && p.temperature <= 0.0f && !penalty;
+    greedy = greedy && p.temperature <= 0.0f && !penalty_active(p);
   }
   if (greedy) {
     argmax_rows(logits.get(), R, V, out_dev.get(), argmax_ws.get(), argmax_ws_bytes, stream);
@@ -320,12 +318,8 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
       row.min_p = p.min_p;
       row.penalty = p.repetition_penalty;
       row.penalty_begin = row.penalty_end = static_cast<int>(n_pen);
-      if (p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f && p.repetition_last_n != 0) {
-        const size_t hn = slot.history.size();
-        const size_t take = p.repetition_last_n < 0 ? hn : std::min(hn, size_t(p.repetition_last_n));
-        ids.assign(slot.history.end() - take, slot.history.end());
-        std::sort(ids.begin(), ids.end());
-        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      if (penalty_active(p)) {
+        penalty_ids(slot.history, p.repetition_last_n, ids);
         if (n_pen + int64_t(ids.size()) > args_layout.max_penalty)
           throw Error("cuda executor: repetition penalty window too large");
         std::copy(ids.begin(), ids.end(), pen + n_pen);
@@ -334,8 +328,8 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
       } else {
         row.penalty = 1.0f;
       }
-      // The CPU Sampler's draw: the top 53 bits of one output of the slot's stream.
-      if (p.temperature > 0.0f) row.u = double(slot.rng() >> 11) * 0x1.0p-53;
+      // The CPU Sampler's draw from the slot's stream.
+      if (p.temperature > 0.0f) row.u = uniform_draw(slot.rng);
     }
     uint8_t* d = args_dev.get();
     RZ_CUDA_CHECK(cudaMemcpyAsync(d + args_layout.sample, rows, sizeof(SampleRow) * size_t(R),

@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <set>
 #include <string>
 
 #include "model/common.hpp"
 #include "model/cpu_matmul.hpp"
 #include "model/cpu_ops.hpp"
+#include "model/executor_checks.hpp"
 #include "model/quants.hpp"
 #include "model/thread_pool.hpp"
 
@@ -47,16 +47,9 @@ float* CpuExecutor::v_cache(int slot, int layer) const {
   return v_cache_[slot].get() + size_t(layer) * max_ctx_ * kv_dim_;
 }
 
-void CpuExecutor::check_slot(int slot, const char* what) const {
-  if (slot < 0 || slot >= max_slots())
-    throw Error(std::string(what) + ": slot " + std::to_string(slot) + " out of range (0.." +
-                std::to_string(max_slots() - 1) + ")");
-}
-
-void CpuExecutor::check_token(int32_t tok, const char* what) const {
-  if (tok < 0 || tok >= cfg_.n_vocab)
-    throw Error(std::string(what) + ": token id " + std::to_string(tok) +
-                " out of range (vocabulary " + std::to_string(cfg_.n_vocab) + ")");
+SlotView CpuExecutor::slot_view() const {
+  return {max_slots(), max_ctx_, cfg_.n_vocab, [this](int s) { return slots_[s].active; },
+          [this](int s) { return static_cast<int>(slots_[s].history.size()); }};
 }
 
 bool CpuExecutor::slot_active(int slot) const {
@@ -64,12 +57,12 @@ bool CpuExecutor::slot_active(int slot) const {
 }
 
 int CpuExecutor::slot_length(int slot) const {
-  check_slot(slot, "slot_length");
+  check_slot(slot, max_slots(), "slot_length");
   return static_cast<int>(slots_[slot].history.size());
 }
 
 void CpuExecutor::release(int slot) {
-  check_slot(slot, "release");
+  check_slot(slot, max_slots(), "release");
   Slot& s = slots_[slot];
   s.active = false;
   s.history.clear();
@@ -77,22 +70,12 @@ void CpuExecutor::release(int slot) {
 }
 
 std::span<const float> CpuExecutor::last_logits(int slot) const {
-  check_slot(slot, "last_logits");
+  check_slot(slot, max_slots(), "last_logits");
   return slots_[slot].logits;
 }
 
 std::vector<int32_t> CpuExecutor::prefill(std::span<const PrefillRequest> reqs) {
-  std::set<int> seen;
-  for (const auto& r : reqs) {
-    check_slot(r.slot, "prefill");
-    if (slots_[r.slot].active || !seen.insert(r.slot).second)
-      throw Error("prefill: slot " + std::to_string(r.slot) + " is busy");
-    if (r.tokens.empty()) throw Error("prefill: empty prompt for slot " + std::to_string(r.slot));
-    if (static_cast<int64_t>(r.tokens.size()) > max_ctx_)
-      throw Error("prefill: prompt of " + std::to_string(r.tokens.size()) +
-                  " tokens does not fit the context of " + std::to_string(max_ctx_) + " tokens");
-    for (int32_t t : r.tokens) check_token(t, "prefill");
-  }
+  check_prefill(reqs, slot_view());
   if (reqs.empty()) return {};
   std::vector<Seq> seqs;
   for (const auto& r : reqs) {
@@ -107,18 +90,7 @@ std::vector<int32_t> CpuExecutor::prefill(std::span<const PrefillRequest> reqs) 
 }
 
 std::vector<int32_t> CpuExecutor::decode(std::span<const DecodeRequest> reqs) {
-  std::set<int> seen;
-  for (const auto& r : reqs) {
-    check_slot(r.slot, "decode");
-    const Slot& s = slots_[r.slot];
-    if (!s.active) throw Error("decode: slot " + std::to_string(r.slot) + " is not active");
-    if (!seen.insert(r.slot).second)
-      throw Error("decode: slot " + std::to_string(r.slot) + " appears twice in one step");
-    if (static_cast<int64_t>(s.history.size()) >= max_ctx_)
-      throw Error("decode: slot " + std::to_string(r.slot) + " is full (" +
-                  std::to_string(max_ctx_) + " tokens)");
-    check_token(r.token, "decode");
-  }
+  check_decode(reqs, slot_view());
   if (reqs.empty()) return {};
   std::vector<Seq> seqs;
   for (const auto& r : reqs) {

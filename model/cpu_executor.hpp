@@ -9,6 +9,7 @@
 
 #include "model/cpu_weights.hpp"
 #include "model/executor.hpp"
+#include "model/executor_checks.hpp"
 #include "model/model_file.hpp"
 #include "model/sampling.hpp"
 
@@ -56,8 +57,7 @@ class CpuExecutor final : public Executor {
     int n_new;
   };
 
-  void check_slot(int slot, const char* what) const;
-  void check_token(int32_t tok, const char* what) const;
+  SlotView slot_view() const;  // for the shared request checks (model/executor_checks.hpp)
   // Runs the forward pass for the last n_new tokens of each sequence's history (already
   // appended) and samples one token per sequence.
   std::vector<int32_t> step(const std::vector<Seq>& seqs);

@@ -61,10 +61,7 @@ void select_top_k(std::span<const float> logits, size_t k, std::vector<Candidate
 
 void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
                               float penalty, int last_n, std::vector<int32_t>& ids) {
-  size_t n = last_n < 0 ? history.size() : std::min(history.size(), size_t(last_n));
-  ids.assign(history.end() - n, history.end());
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  penalty_ids(history, last_n, ids);
   for (int32_t id : ids) {
     if (id < 0 || size_t(id) >= logits.size()) continue;
     float& l = logits[id];
@@ -73,6 +70,19 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> 
 }
 
 }  // namespace
+
+bool penalty_active(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f && p.repetition_last_n != 0;
+}
+
+void penalty_ids(std::span<const int32_t> history, int last_n, std::vector<int32_t>& ids) {
+  const size_t n = last_n < 0 ? history.size() : std::min(history.size(), size_t(last_n));
+  ids.assign(history.end() - n, history.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+}
+
+double uniform_draw(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
 
 int32_t argmax(std::span<const float> logits) {
   int32_t best = logits.empty() ? -1 : 0;
@@ -90,7 +100,7 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   if (logits.empty()) return -1;
-  if (p_.repetition_penalty != 1.0f && p_.repetition_penalty > 0.0f && p_.repetition_last_n != 0) {
+  if (penalty_active(p_)) {
     std::vector<int32_t> ids;
     apply_repetition_penalty(logits, history, p_.repetition_penalty, p_.repetition_last_n, ids);
   }
@@ -169,7 +179,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   for (size_t i = 0; i < count; ++i) mass += scratch_[i].first;
 
   // draw: u in [0, 1) with 53 random bits, scaled to the kept mass
-  const double u = double(rng_() >> 11) * 0x1.0p-53;
+  const double u = uniform_draw(rng_);
   const double target = u * mass;
   double cum = 0.0;
   for (size_t i = 0; i < count; ++i) {

@@ -36,4 +36,12 @@ class Sampler {
 
 int32_t argmax(std::span<const float> logits);
 
+// The pieces of Sampler::sample that the GPU sampler (kernels/sampling.hpp) shares:
+// whether p's repetition penalty is on (not 1, above 0, over a non-empty window);
+bool penalty_active(const SamplingParams& p);
+// the distinct ids it applies to: the last `last_n` history tokens (all when negative), sorted;
+void penalty_ids(std::span<const int32_t> history, int last_n, std::vector<int32_t>& ids);
+// the draw: u in [0, 1) from the top 53 bits of one output of the slot's stream.
+double uniform_draw(std::mt19937_64& rng);
+
 }  // namespace rz
