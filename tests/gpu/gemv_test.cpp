@@ -139,6 +139,27 @@ HostWeights make_weights(GgmlType t, int64_t rows, int64_t cols, std::mt19937& r
   return w;
 }
 
+// float64 y = W x for the first n_batch rows of x [n_batch, cols]: ref[b * rows + r] = the sum,
+// mag[b * rows + r] = the sum of |w x| (what rounding errors scale with).
+void reference_gemv(const HostWeights& w, const std::vector<float>& x, int n_batch, int64_t rows,
+                    int64_t cols, std::vector<double>& ref, std::vector<double>& mag) {
+  ref.assign(size_t(n_batch * rows), 0.0);
+  mag.assign(size_t(n_batch * rows), 0.0);
+  for (int b = 0; b < n_batch; ++b)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0, a = 0;
+      const float* wr = w.values.data() + r * cols;
+      const float* xb = x.data() + b * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(wr[c]) * static_cast<double>(xb[c]);
+        s += p;
+        a += std::fabs(p);
+      }
+      ref[b * rows + r] = s;
+      mag[b * rows + r] = a;
+    }
+}
+
 struct Worst {
   double ratio = 0;  // err / tol
   std::string where;
@@ -166,20 +187,8 @@ TEST_P(GemvTest, MatchesFloat64Reference) {
       std::vector<float> x(static_cast<size_t>(kGemvMaxBatch * cols));  // [16, cols]
       for (auto& v : x) v = nd(rng);
       // ref, mag: [16, rows]; batch B uses x rows 0..B-1, so one reference serves every batch
-      std::vector<double> ref(kGemvMaxBatch * rows), mag(kGemvMaxBatch * rows);
-      for (int b = 0; b < kGemvMaxBatch; ++b)
-        for (int64_t r = 0; r < rows; ++r) {
-          double s = 0, a = 0;
-          const float* wr = w.values.data() + r * cols;
-          const float* xb = x.data() + b * cols;
-          for (int64_t c = 0; c < cols; ++c) {
-            const double p = static_cast<double>(wr[c]) * static_cast<double>(xb[c]);
-            s += p;
-            a += std::fabs(p);
-          }
-          ref[b * rows + r] = s;
-          mag[b * rows + r] = a;
-        }
+      std::vector<double> ref, mag;
+      reference_gemv(w, x, kGemvMaxBatch, rows, cols, ref, mag);
       DeviceBuffer<uint8_t> dw(w.bytes.size());
       DeviceBuffer<float> dx(x.size()), dy(static_cast<size_t>(kGemvMaxBatch * rows));
       dw.upload(w.bytes);
@@ -253,20 +262,9 @@ TEST_P(GemvSplitTest, MatchesReferenceAndUnsplit) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(static_cast<size_t>(kMaxB * cols));  // [4, cols]
     for (auto& v : x) v = nd(rng);
-    std::vector<double> ref(kMaxB * rows), tol(kMaxB * rows);  // [4, rows]
-    for (int b = 0; b < kMaxB; ++b)
-      for (int64_t r = 0; r < rows; ++r) {
-        double s = 0, a = 0;
-        const float* wr = w.values.data() + r * cols;
-        const float* xb = x.data() + b * cols;
-        for (int64_t c = 0; c < cols; ++c) {
-          const double p = static_cast<double>(wr[c]) * static_cast<double>(xb[c]);
-          s += p;
-          a += std::fabs(p);
-        }
-        ref[b * rows + r] = s;
-        tol[b * rows + r] = kRelTol * std::sqrt(static_cast<double>(cols)) * a + 1e-30;
-      }
+    std::vector<double> ref, tol;  // [4, rows]
+    reference_gemv(w, x, kMaxB, rows, cols, ref, tol);
+    for (double& t : tol) t = kRelTol * std::sqrt(static_cast<double>(cols)) * t + 1e-30;
     DeviceBuffer<uint8_t> dw(w.bytes.size());
     DeviceBuffer<float> dx(x.size()), dy(static_cast<size_t>(kMaxB * rows));
     dw.upload(w.bytes);
