@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Configures and builds rz in build/ (Release). Extra arguments go to cmake's configure step.
+# Uses ccache for C++ and CUDA when it is installed (RZ_NO_CCACHE=1 turns that off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+launcher=()
+if [ -z "${RZ_NO_CCACHE:-}" ] && command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "$@" >/dev/null
 cmake --build build -j"$(nproc)"
