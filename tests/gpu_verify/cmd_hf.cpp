@@ -1,8 +1,10 @@
 // gpu_verify hf: the GPU executor (or --cpu) on a Hugging Face safetensors directory against the
 // greedy tokens transformers produced for it (tests/gpu_verify/hf_reference.py → golden.json):
-// all golden prompts in one prefill, then greedy decode steps, each slot fed its own tokens.
-// Tokens must equal the golden ones; the first step's logits (and the last step's while the
-// tokens still agree) must be within tol of transformers'.
+// all golden prompts in one prefill, then decode steps teacher-forced on the golden tokens, so
+// every step sees transformers' sequence. The executor's own pick must equal the golden token at
+// every step (a divergence is excused only where the golden keeps that step's logits and its
+// margin is below the measured |dlogit| there: the first and last step); the first and last
+// step's logits must be within tol of transformers'.
 #include <simdjson.h>
 
 #include <cmath>
@@ -64,7 +66,7 @@ Golden load_golden(const std::string& path) {
 }  // namespace
 
 int cmd_hf(int argc, char** argv) {
-  Args a(argc, argv, {"model", "golden", "tol"}, {"cpu", "ties-ok"});
+  Args a(argc, argv, {"model", "golden", "tol", "max-excused"}, {"cpu", "ties-ok"});
   const std::string path = a.require("model"), golden_path = a.require("golden");
   const bool cpu = a.has("cpu"), ties_ok = a.has("ties-ok");
   const Golden g = load_golden(golden_path);
@@ -73,7 +75,10 @@ int cmd_hf(int argc, char** argv) {
     throw Error("hf needs a CUDA device (" + why + "); --cpu runs the CPU executor instead");
 
   auto file = ModelFile::open(path);
-  const double tol = a.real("tol", default_tol(*file));
+  const Tolerance deftol = default_tolerance(*file);
+  const double tol = a.real("tol", deftol.tol);
+  ExcuseCap cap;
+  cap.max_share = a.real("max-excused", 0.01);
   const int n = static_cast<int>(g.prompts.size());
   std::vector<std::vector<int32_t>> prompts;
   int ctx = 0;
@@ -84,16 +89,19 @@ int cmd_hf(int argc, char** argv) {
   ctx = (ctx + 63) / 64 * 64;
   const char* test_name = cpu ? "cpu" : "gpu";
   std::printf("hf %s: %s (%s) vs transformers, %d prompts x %d tokens, golden margin threshold "
-              "%s, tol %s of the row's max |logit|%s\n",
+              "%s, teacher-forced on the golden tokens, tol %s of the row's max |logit| (%s)%s\n",
               path.c_str(), g.architecture.c_str(), g.dtype.c_str(), n, g.steps,
               fmt(g.margin_threshold).c_str(), fmt(tol).c_str(),
-              ties_ok ? ", near-tie divergences allowed" : "");
+              a.has("tol") ? "--tol" : deftol.basis.c_str(),
+              ties_ok ? ", excused divergences allowed up to the cap" : "");
   std::fflush(stdout);
 
   GreedyRun run;
   {
     auto ex = cpu ? make_cpu_executor(file, n, ctx) : make_gpu_executor(file, n, ctx);
-    run = run_greedy(*ex, prompts, g.steps);
+    std::vector<std::vector<int32_t>> forced;
+    for (const auto& p : g.prompts) forced.push_back(p.greedy);
+    run = run_forced(*ex, prompts, g.steps, forced);
   }
 
   const std::string name = g.model.empty() ? basename_of(path) : g.model;
@@ -110,6 +118,7 @@ int cmd_hf(int argc, char** argv) {
       c.step(gp.greedy[s], run.tokens[p][s], ref, run.logits[p][s], gp.margins[s]);
     }
     const Verdict v = judge(c, tol, ties_ok);
+    cap.add(c, v);
     equal += c.equal_tokens();
     if (!(c.worst_rel() <= worst_rel)) worst_rel = c.worst_rel();
     std::string d = "len " + std::to_string(gp.ids.size()) + ", tokens equal " +
@@ -117,14 +126,19 @@ int cmd_hf(int argc, char** argv) {
                     ", max |dlogit| " + fmt(c.worst_abs()) + " (rel " + fmt(c.worst_rel()) +
                     ") over " + std::to_string(c.compared()) + " steps, min golden margin " +
                     fmt(c.min_ref_margin());
-    if (!c.aligned()) d += "; " + describe_divergence(c.divergence(), "transformers", test_name);
+    const std::string divs = describe_divergences(c, "transformers", test_name);
+    if (!divs.empty()) d += "; " + divs;
     if (!v.why.empty()) d += "; " + v.why;
     rep.add({name + " prompt " + std::to_string(p), v.pass, d});
   }
-  char extra[200];
-  std::snprintf(extra, sizeof extra, "tokens equal %d/%d, max rel |dlogit| %s (tol %s), %s %.1f s",
-                equal, n * g.steps, fmt(worst_rel).c_str(), fmt(tol).c_str(), test_name,
-                run.seconds);
+  rep.add({name + " excused share", cap.ok(), cap.summary()});
+  char extra[512];
+  std::snprintf(extra, sizeof extra,
+                "tokens equal %d/%d, max rel |dlogit| %s (tol %s, %s x the reference measurement "
+                "%s), %s, %s %.1f s",
+                equal, n * g.steps, fmt(worst_rel).c_str(), fmt(tol).c_str(),
+                fmt(worst_rel / deftol.measured, 2).c_str(), fmt(deftol.measured).c_str(),
+                cap.summary().c_str(), test_name, run.seconds);
   return rep.finish(extra);
 }
 

@@ -95,13 +95,25 @@ std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, 
   return std::make_unique<CpuExecutor>(std::move(f), o);
 }
 
-bool has_bf16_matrices(const ModelFile& f) {
-  for (const TensorView& t : f.tensors())
-    if (t.n_dims >= 2 && t.type == GgmlType::BF16) return true;
-  return false;
+std::string dominant_layer_type(const ModelFile& f) {
+  std::map<GgmlType, int64_t> elems;
+  for (const TensorView& t : f.tensors()) {
+    if (t.n_dims < 2 || t.name.rfind("blk.", 0) != 0) continue;
+    int64_t n = 1;
+    for (int d = 0; d < t.n_dims; ++d) n *= t.ne[d];
+    elems[t.type] += n;
+  }
+  if (elems.empty()) throw Error("the model has no 2-D layer weights");
+  const auto best = std::max_element(elems.begin(), elems.end(), [](const auto& a, const auto& b) {
+    return a.second < b.second;
+  });
+  return std::string(type_traits(best->first).name);
 }
 
-double default_tol(const ModelFile& f) { return has_bf16_matrices(f) ? 0.08 : 0.02; }
+Tolerance default_tolerance(const ModelFile& f) {
+  const ModelConfig& c = f.config();
+  return tolerance_for(shape_name(c.n_layer, c.n_embd), dominant_layer_type(f));
+}
 
 std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t seed, int min_len,
                                                  int max_len) {
@@ -246,6 +258,46 @@ GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prom
   return r;
 }
 
+GreedyRun run_forced(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
+                     const std::vector<std::vector<int32_t>>& forced) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = prompts.size();
+  if (forced.size() != n) throw Error("run_forced: one forced stream per prompt");
+  for (const auto& f : forced)
+    if (static_cast<int>(f.size()) < tokens - 1) throw Error("run_forced: forced stream too short");
+  ex.set_keep_logits(true);
+  GreedyRun r;
+  r.tokens.assign(n, {});
+  r.logits.assign(n, {});
+  auto keep = [&](size_t p) {
+    std::span<const float> l = ex.last_logits(static_cast<int>(p));
+    r.logits[p].emplace_back(l.begin(), l.end());
+  };
+  std::vector<PrefillRequest> pre(n);
+  for (size_t p = 0; p < n; ++p) {
+    pre[p].slot = static_cast<int>(p);
+    pre[p].tokens = prompts[p];
+    pre[p].reserve_tokens = static_cast<int>(prompts[p].size()) + tokens;
+  }
+  std::vector<int32_t> got = ex.prefill(pre);
+  for (size_t p = 0; p < n; ++p) {
+    r.tokens[p].push_back(got.at(p));
+    keep(p);
+  }
+  std::vector<DecodeRequest> dec(n);
+  for (int s = 1; s < tokens; ++s) {
+    for (size_t p = 0; p < n; ++p) dec[p] = {static_cast<int>(p), forced[p][s - 1]};
+    got = ex.decode(dec);
+    for (size_t p = 0; p < n; ++p) {
+      r.tokens[p].push_back(got.at(p));
+      keep(p);
+    }
+  }
+  for (size_t p = 0; p < n; ++p) ex.release(static_cast<int>(p));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
 void Report::add(CaseRow row) {
   std::printf("%s %s: %s\n", row.pass ? "PASS" : "FAIL", row.name.c_str(), row.detail.c_str());
   std::fflush(stdout);
@@ -280,13 +332,22 @@ std::string fmt(double v, int prec) {
 }
 
 std::string describe_divergence(const Divergence& d, const char* ref_name, const char* test_name) {
-  if (d.step < 0) return "no divergence";
-  std::string s = "first divergence at step " + std::to_string(d.step) + ": " + ref_name + " " +
+  std::string s = "step " + std::to_string(d.step) + ": " + ref_name + " " +
                   std::to_string(d.ref_token) + " (top-2 margin " + fmt(d.ref_margin) + ") vs " +
                   test_name + " " + std::to_string(d.test_token) + " (margin " +
-                  fmt(d.test_margin) + "), |dlogit| " + (d.estimated ? "(largest compared) " : "there ") +
-                  fmt(d.max_abs);
-  if (d.near_tie()) s += " (near-tie: margin <= 2 |dlogit|)";
+                  fmt(d.test_margin) + "), |dlogit| there " + fmt(d.max_abs);
+  if (d.excused()) s += " (excused: margin < |dlogit|)";
+  else if (d.exact) s += " (same kernels: never excused)";
+  else s += std::isnan(d.max_abs) ? " (no reference row: not excused)" : " (NOT excused)";
+  return s;
+}
+
+std::string describe_divergences(const StreamCompare& c, const char* ref_name,
+                                 const char* test_name) {
+  std::string s;
+  for (const Divergence& d : c.divergences())
+    s += (s.empty() ? "divergence at " : "; divergence at ") +
+         describe_divergence(d, ref_name, test_name);
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include "model/executor.hpp"
 #include "model/model_file.hpp"
 #include "tests/gpu_verify/verify_stats.hpp"
+#include "tests/gpu_verify/verify_tolerances.hpp"
 
 namespace rz::verify {
 
@@ -40,10 +41,12 @@ std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, 
 std::unique_ptr<Executor> make_gpu_executor(std::shared_ptr<const ModelFile> f, int slots,
                                             int max_context);  // gpu_factory.cpp
 
-// Default tolerance on max |dlogit| / max |reference logit| of a row (README.md: why):
-// 0.08 when any 2-D weight is BF16 (its prefill GEMM rounds activations to bf16), else 0.02.
-double default_tol(const ModelFile& f);
-bool has_bf16_matrices(const ModelFile& f);
+// The default tolerance on max |dlogit| / max |reference logit| of a row: kToleranceMargin x the
+// error measured on the H200 for this model's shape and format (verify_tolerances.hpp).
+Tolerance default_tolerance(const ModelFile& f);
+// The type holding most elements of the layers' 2-D weights ("Q4_K" for a Q4_K_M file), the
+// format the tolerances are keyed by.
+std::string dominant_layer_type(const ModelFile& f);
 
 // n seeded random prompts of ids in [0, n_vocab), lengths spread over [min_len, max_len].
 std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t seed,
@@ -63,6 +66,13 @@ struct GreedyRun {
 };
 GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
                      bool keep_logits = true);
+
+// The same, teacher-forced: step s > 0 feeds forced[p][s - 1] (the reference's token) instead of
+// the executor's own pick, so both executors see the same sequence and their logits compare
+// position by position after a divergence too. tokens[p][s] is still the executor's own pick.
+// forced[p] must hold at least `tokens` - 1 tokens.
+GreedyRun run_forced(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
+                     const std::vector<std::vector<int32_t>>& forced);
 
 // Smallest top-2 margin over the rows, each relative to its row's max |logit|.
 double min_rel_margin(const std::vector<std::vector<float>>& rows);
@@ -98,8 +108,11 @@ class Report {
   std::vector<CaseRow> rows_;
 };
 
-// "prompt 3 step 17: ref 1234 (margin 0.0021) vs test 5678 (margin 0.0009), |dlogit| 0.0015"
+// "step 17: cpu 1234 (margin 0.0021) vs gpu 5678 (margin 0.0009), |dlogit| 0.0035 (excused)"
 std::string describe_divergence(const Divergence& d, const char* ref_name, const char* test_name);
+// Every divergence of a stream, "; "-separated ("" when none).
+std::string describe_divergences(const StreamCompare& c, const char* ref_name,
+                                 const char* test_name);
 std::string fmt(double v, int prec = 3);  // %.{prec}g, "nan", "inf"
 std::string basename_of(const std::string& path);
 
