@@ -161,7 +161,7 @@ do_run() {
   fi
 
   if want tiny; then
-  echo "== tiny: synth + compare (random-id prompts, near-tie divergences allowed)"
+  echo "== tiny: synth + compare (random-id prompts, teacher-forced, excused divergences allowed up to 1 % of steps)"
   local f
   for f in $formats; do
     local m=$work/models/tiny-$f.gguf

@@ -99,6 +99,18 @@ TEST_F(GenerateTest, SeedMakesSamplingRepeatable) {
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.err.find("12 generated"), std::string::npos) << a.err;
   EXPECT_NE(a.err.find("seed 42"), std::string::npos) << a.err;
+  // Other seeds must draw other tokens: a seed that is ignored (or a sampler that is greedy in
+  // disguise) repeats seed 42's text. Two seeds, so one unlucky equal draw does not fail it.
+  int differ = 0;
+  for (const char* other : {"7", "1234"}) {
+    std::vector<std::string> o = args;
+    o[8] = other;
+    Result c = run_rz(o);
+    ASSERT_EQ(c.code, 0) << c.err;
+    EXPECT_NE(c.err.find(std::string("seed ") + other), std::string::npos) << c.err;
+    differ += c.out != a.out ? 1 : 0;
+  }
+  EXPECT_GE(differ, 1) << "seeds 7 and 1234 gave seed 42's text: " << a.out;
 }
 
 TEST_F(GenerateTest, ChatTemplateRuns) {

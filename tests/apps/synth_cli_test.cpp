@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "tests/model/model_test_files.hpp"
+#include "tests/model/test_data.hpp"
 
 namespace rz {
 namespace {
@@ -26,7 +27,7 @@ CommandResult rz(const std::string& args) {
 TEST(SynthCli, TinyModelLoadsAndGenerates) {
   ASSERT_TRUE(fs::exists(rz_bin())) << "missing " << rz_bin();
   const std::string vocab = RZ_SOURCE_DIR "/../shared/testdata/vocab/ggml-vocab-gpt-2.gguf";
-  if (!fs::exists(vocab)) GTEST_SKIP() << "test data missing: " << vocab;
+  RZ_REQUIRE_TEST_DATA(vocab);
   TempDir dir;
   const std::string out = dir.path() + "/tiny.gguf";
   CommandResult s = rz("synth --shape tiny --format q4_k_m --seed 3 --vocab " +

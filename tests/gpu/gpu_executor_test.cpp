@@ -1,7 +1,8 @@
 // The CUDA executor (gpu/gpu_executor.hpp) against the CPU executor on tiny synthetic models of
-// every format: logits of every step within a tolerance, greedy picks equal wherever the CPU's
-// top-2 margin is not a near tie; chunked prefill; KV block accounting; bad requests. The GPU
-// tests skip without a device; the no-device test runs only where there is none.
+// every format: logits of every step within a tolerance (3 x the error measured on the H200 for
+// that format), greedy picks equal except where the CPU's top-2 margin is below that row's
+// measured |dlogit| (at most 1 % of the picks); chunked prefill; KV block accounting; bad
+// requests. The GPU tests skip without a device; the no-device test runs only where there is none.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,6 +86,23 @@ double margin(std::span<const float> l) {
   return double(a) - double(b);
 }
 
+// Max |gpu - cpu| logit of GpuVsCpu.LogitsAndGreedyPicks per format, measured on the H200
+// (bench/gpu-runs/2026-11-22-h200-gpu_test-3b113ec.log and -f094979.log, the same values), and
+// the tolerance: 3 x that. The other tests here use the tolerance of their model's format and
+// print what they measure.
+double measured_abs(SynthFormat f) {
+  switch (f) {
+    case SynthFormat::F16: return 4.34e-4;
+    case SynthFormat::BF16: return 4.75e-4;
+    case SynthFormat::Q8_0: return 6.31e-4;
+    case SynthFormat::Q4_0: return 6.06e-4;
+    case SynthFormat::Q4_1: return 6.77e-4;
+    case SynthFormat::Q4_K_M: return 6.74e-4;
+  }
+  return 0;
+}
+double tol_for(SynthFormat f) { return 3 * measured_abs(f); }
+
 // Runs the same prompts on both executors, teacher-forced with the CPU's tokens, and checks
 // every step's logits. Returns the largest difference seen.
 double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, double tol,
@@ -102,27 +120,35 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
   auto tc = cpu.prefill(reqs);
   auto tg = gpu.prefill(reqs);
   double worst = 0;
-  int near_ties = 0;
+  int excused = 0;
   for (int step = 0; step < steps; ++step) {
     for (int s = 0; s < 4; ++s) {
       const Diff d = compare(gpu.last_logits(s), cpu.last_logits(s));
       worst = std::max(worst, d.max_abs);
       EXPECT_LE(d.max_abs, tol) << path << " step " << step << " slot " << s
                                 << " (max |cpu logit| " << d.max_ref << ")";
-      // A pick may differ only where the CPU's top-2 margin is within twice this row's error.
-      if (margin(cpu.last_logits(s)) > 2 * d.max_abs)
-        EXPECT_EQ(tg[s], tc[s]) << path << " step " << step << " slot " << s << " margin "
-                                << margin(cpu.last_logits(s)) << " |dlogit| " << d.max_abs;
-      else
-        ++near_ties;
+      // A pick may differ only where the CPU's top-2 margin is below this row's measured error.
+      if (tg[s] != tc[s]) {
+        const double m = margin(cpu.last_logits(s));
+        EXPECT_LT(m, d.max_abs) << path << " step " << step << " slot " << s << ": gpu " << tg[s]
+                                << " cpu " << tc[s] << ", margin " << m << " |dlogit| "
+                                << d.max_abs;
+        ++excused;
+        std::printf("[ %s ] excused divergence: step %d slot %d margin %.3g |dlogit| %.3g\n",
+                    path.c_str(), step, s, m, d.max_abs);
+      }
     }
     std::vector<DecodeRequest> dec;
     for (int s = 0; s < 4; ++s) dec.push_back({s, tc[s]});  // teacher forcing: the CPU's tokens
     tc = cpu.decode(dec);
     tg = gpu.decode(dec);
   }
-  EXPECT_LE(near_ties, steps) << "too many near ties to check the picks (of " << 4 * steps << ")";
-  std::printf("[ %s ] near ties: %d of %d picks\n", path.c_str(), near_ties, 4 * steps);
+  // At most 1 % of the picks (rounded up) may differ, each excused as above.
+  const int cap = (4 * steps + 99) / 100;
+  EXPECT_LE(excused, cap) << path << ": divergences in " << excused << " of " << 4 * steps
+                          << " picks";
+  std::printf("[ %s ] max |gpu - cpu| logit %.3g (tol %.3g), divergences %d of %d picks\n",
+              path.c_str(), worst, tol, excused, 4 * steps);
   return worst;
 }
 
@@ -143,8 +169,10 @@ TEST_P(GpuVsCpu, LogitsAndGreedyPicks) {
   RZ_REQUIRE_GPU();
   // fp16 KV cache and fp16 GEMM activations against fp32 on the CPU; tiny's logits are O(1).
   const double worst = run_against_cpu(tiny_model(GetParam()),
-                                       GpuExecutorOptions{.slots = 4, .max_context = 256}, 2e-2);
-  std::printf("[ %s ] max |gpu - cpu| logit: %.3g\n", synth_format_name(GetParam()), worst);
+                                       GpuExecutorOptions{.slots = 4, .max_context = 256},
+                                       tol_for(GetParam()));
+  std::printf("[ %s ] max |gpu - cpu| logit: %.3g (measured before: %.3g)\n",
+              synth_format_name(GetParam()), worst, measured_abs(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, GpuVsCpu,
@@ -158,7 +186,8 @@ TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
   // 16 tokens per pass: the 70-token prompt runs in five passes that attend to earlier chunks,
   // and a pass holds pieces of two prompts.
   run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
-                  GpuExecutorOptions{.slots = 4, .max_context = 256, .max_step_tokens = 16}, 2e-2, 4);
+                  GpuExecutorOptions{.slots = 4, .max_context = 256, .max_step_tokens = 16},
+                  tol_for(SynthFormat::Q4_K_M), 4);
 }
 
 TEST(GpuExecutor, SlicedGemmMatchesCpu) {
@@ -167,13 +196,14 @@ TEST(GpuExecutor, SlicedGemmMatchesCpu) {
   // must be cut on 256-byte boundaries (an H200 run caught slices that were not).
   run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
                   GpuExecutorOptions{.slots = 4, .max_context = 256, .gemm_scratch_elems = 1},
-                  2e-2, 2);
+                  tol_for(SynthFormat::Q4_K_M), 2);
 }
 
 TEST(GpuExecutor, SmallBlocksMatchCpu) {
   RZ_REQUIRE_GPU();
   run_against_cpu(tiny_model(SynthFormat::Q8_0),
-                  GpuExecutorOptions{.slots = 4, .max_context = 256, .kv_block_size = 1}, 2e-2, 4);
+                  GpuExecutorOptions{.slots = 4, .max_context = 256, .kv_block_size = 1},
+                  tol_for(SynthFormat::Q8_0), 4);
 }
 
 TEST(GpuExecutor, KvBlocksAreReservedAndReturned) {

@@ -27,7 +27,7 @@ int32_t byte_tok(const Tokenizer& t, unsigned b) {
 
 TEST(StreamingDetokenizer, EmojiSplitAcrossSpmByteTokens) {
   auto t = vocab("ggml-vocab-llama-spm.gguf");
-  if (!t) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!t) RZ_MISSING_TEST_DATA(test::vocab_dir());
   // 🦙 (U+1F999) has no token of its own here: it is encoded as four byte tokens.
   auto ids = t->encode("\xF0\x9F\xA6\x99", false, false);
   ASSERT_EQ(ids.size(), 5u);  // "▁" then four bytes
@@ -42,7 +42,7 @@ TEST(StreamingDetokenizer, EmojiSplitAcrossSpmByteTokens) {
 
 TEST(StreamingDetokenizer, LeadingSpaceOnlyDroppedOnce) {
   auto t = vocab("ggml-vocab-llama-spm.gguf");
-  if (!t) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!t) RZ_MISSING_TEST_DATA(test::vocab_dir());
   auto ids = t->encode("Hello world", true, false);  // <s> ▁Hello ▁world
   ASSERT_EQ(ids.size(), 3u);
   StreamingDetokenizer sd(*t);
@@ -56,7 +56,7 @@ TEST(StreamingDetokenizer, LeadingSpaceOnlyDroppedOnce) {
 
 TEST(StreamingDetokenizer, InvalidBytesBecomeReplacementCharacters) {
   auto t = vocab("ggml-vocab-llama-spm.gguf");
-  if (!t) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!t) RZ_MISSING_TEST_DATA(test::vocab_dir());
   StreamingDetokenizer sd(*t);
   EXPECT_EQ(sd.push(byte_tok(*t, 0xFF)), kFffd);  // can never start a character
   EXPECT_EQ(sd.push(byte_tok(*t, 0xE2)), "");      // may still become a character
@@ -75,7 +75,7 @@ TEST(StreamingDetokenizer, InvalidBytesBecomeReplacementCharacters) {
 
 TEST(StreamingDetokenizer, ByteLevelBpePartialCharacters) {
   auto t = vocab("ggml-vocab-gpt-2.gguf");
-  if (!t) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!t) RZ_MISSING_TEST_DATA(test::vocab_dir());
   std::string text = "a \xF0\x9F\xA6\x99\xF0\x9F\xA6\x99 \xE1\x9E\x80!";  // a 🦙🦙 ក!
   auto ids = t->encode(text, false, false);
   StreamingDetokenizer sd(*t);

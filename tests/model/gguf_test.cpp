@@ -15,6 +15,7 @@
 #include "model/common.hpp"
 #include "model/gguf_writer.hpp"
 #include "tests/model/model_test_files.hpp"
+#include "tests/model/test_data.hpp"
 
 namespace rz {
 namespace {
@@ -415,6 +416,8 @@ TEST(GgufReference, RealFilesMatchPython) {
     for (const char* n : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-starcoder.gguf",
                           "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"})
       paths.push_back(kVocabDir + "/" + n);
+  } else if (test::check_test_data(kVocabDir) == test::TestData::fail) {
+    ADD_FAILURE() << "test data missing (CI=true: a failure, not a skip): " << kVocabDir;
   } else {
     std::cerr << "note: " << kVocabDir << " is absent; vocab files not cross-checked\n";
   }

@@ -61,8 +61,7 @@ class TmpCleanup : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kCleanup =
     ::testing::AddGlobalTestEnvironment(new TmpCleanup);
 
-#define REQUIRE_VOCAB()                                                     \
-  if (!fs::exists(kVocab)) GTEST_SKIP() << "missing test data: " << kVocab
+#define REQUIRE_VOCAB() RZ_REQUIRE_TEST_DATA(kVocab)
 
 const SynthFormat kFormats[] = {SynthFormat::F16, SynthFormat::BF16, SynthFormat::Q8_0,
                                 SynthFormat::Q4_0, SynthFormat::Q4_1, SynthFormat::Q4_K_M};

@@ -86,7 +86,7 @@ TEST_F(TokenizeCli, JsonlMatchesGoldenIds) {
 
 TEST_F(TokenizeCli, AddSpecialAddsBosForSentencePiece) {
   std::string spm = test::vocab_dir() + "/ggml-vocab-llama-spm.gguf";
-  if (!fs::exists(spm)) GTEST_SKIP() << "test data missing: " << spm;
+  RZ_REQUIRE_TEST_DATA(spm);
   CliRun r = run_rz("tokenize --model " + spm + " --jsonl --add-special", "{\"text\": \"Hello\"}\n");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("{\"ids\": [1, ", 0), 0u) << r.out;

@@ -25,7 +25,7 @@ class VocabFile : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     path_ = test::vocab_dir() + "/" + GetParam();
-    if (!std::filesystem::exists(path_)) GTEST_SKIP() << "test data missing: " << path_;
+    RZ_REQUIRE_TEST_DATA(path_);
     tok_ = test::load_tokenizer(path_);
     cases_ = test::read_vocab_cases(path_);
   }
@@ -89,7 +89,7 @@ std::shared_ptr<Tokenizer> vocab_or_skip(const char* name) {
 TEST(Tokenizer, MetadataOfVocabFiles) {
   auto gpt2 = vocab_or_skip("ggml-vocab-gpt-2.gguf");
   auto spm = vocab_or_skip("ggml-vocab-llama-spm.gguf");
-  if (!gpt2 || !spm) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!gpt2 || !spm) RZ_MISSING_TEST_DATA(test::vocab_dir());
   EXPECT_EQ(gpt2->model(), "gpt2");
   EXPECT_EQ(gpt2->pre(), "gpt-2");
   EXPECT_EQ(gpt2->n_vocab(), 50257);
@@ -112,7 +112,7 @@ TEST(Tokenizer, MetadataOfVocabFiles) {
 TEST(Tokenizer, AddSpecialFollowsFlags) {
   auto spm = vocab_or_skip("ggml-vocab-llama-spm.gguf");
   auto gpt2 = vocab_or_skip("ggml-vocab-gpt-2.gguf");
-  if (!gpt2 || !spm) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!gpt2 || !spm) RZ_MISSING_TEST_DATA(test::vocab_dir());
   auto with = spm->encode("Hello", true, false), without = spm->encode("Hello", false, false);
   ASSERT_EQ(with.size(), without.size() + 1);
   EXPECT_EQ(with[0], 1);
@@ -124,7 +124,7 @@ TEST(Tokenizer, AddSpecialFollowsFlags) {
 TEST(Tokenizer, SpecialTokenTextIsParsedOnlyOnRequest) {
   auto spm = vocab_or_skip("ggml-vocab-phi-3.gguf");
   auto sc = vocab_or_skip("ggml-vocab-starcoder.gguf");
-  if (!spm || !sc) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!spm || !sc) RZ_MISSING_TEST_DATA(test::vocab_dir());
   // starcoder: <|endoftext|> is id 0, <fim_prefix> id 1.
   auto parsed = sc->encode("a<|endoftext|>b<fim_prefix>", false, true);
   ASSERT_EQ(parsed.size(), 4u);
@@ -166,7 +166,7 @@ TEST(Tokenizer, LongestSpecialTokenWins) {
 
 TEST(Tokenizer, EndOfGeneration) {
   auto phi = vocab_or_skip("ggml-vocab-phi-3.gguf");
-  if (!phi) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!phi) RZ_MISSING_TEST_DATA(test::vocab_dir());
   EXPECT_TRUE(phi->is_eog(32000));   // eos <|endoftext|>
   EXPECT_TRUE(phi->is_eog(32007));   // <|end|> (control)
   EXPECT_FALSE(phi->is_eog(2));      // </s> is user-defined in this file, not control
@@ -187,7 +187,7 @@ TEST(Tokenizer, EndOfGeneration) {
 TEST(Tokenizer, TokenToPiece) {
   auto spm = vocab_or_skip("ggml-vocab-llama-spm.gguf");
   auto gpt2 = vocab_or_skip("ggml-vocab-gpt-2.gguf");
-  if (!gpt2 || !spm) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!gpt2 || !spm) RZ_MISSING_TEST_DATA(test::vocab_dir());
   EXPECT_EQ(spm->token_to_piece(13), "\n");                 // <0x0A>
   EXPECT_EQ(spm->token_to_piece(spm->find_token("\xE2\x96\x81Hello")), " Hello");
   EXPECT_EQ(spm->token_to_piece(1), "<s>");
@@ -201,7 +201,7 @@ TEST(Tokenizer, TokenToPiece) {
 TEST(Tokenizer, InvalidUtf8InputStillEncodesAndRoundTrips) {
   auto spm = vocab_or_skip("ggml-vocab-llama-spm.gguf");
   auto gpt2 = vocab_or_skip("ggml-vocab-gpt-2.gguf");
-  if (!gpt2 || !spm) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+  if (!gpt2 || !spm) RZ_MISSING_TEST_DATA(test::vocab_dir());
   std::string bad = "ab\xFF\xC3 c\xE2\x82";
   EXPECT_EQ(gpt2->decode(gpt2->encode(bad, false, false)), bad);
   EXPECT_EQ(spm->decode(spm->encode(bad, false, false)), bad);

@@ -13,6 +13,7 @@
 
 #include "model/gguf.hpp"
 #include "model/tokenizer.hpp"
+#include "tests/model/test_data.hpp"
 
 namespace rz::test {
 
