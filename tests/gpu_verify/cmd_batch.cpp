@@ -2,7 +2,8 @@
 // through the engine's scheduling state (BatchedDecodeState + run_step, actors/sched_driver.hpp)
 // with fewer slots than requests, staggered submission and different max_tokens, so that requests
 // join while others decode and finished slots are recycled mid-run (both are counted, and a run
-// with none of either fails). Then each request runs alone (a prefill of one, then decode steps
+// with none of either fails); the last request is submitted only after the others finished, so it
+// runs batched on the alone path throughout. Then each request runs alone (a prefill of one, then decode steps
 // of one), teacher-forced on the tokens it got batched, so every step compares position by
 // position. What rz guarantees, and this checks: the same greedy tokens alone and batched, and
 // bit-identical logits wherever the same kernels ran, i.e. while every step of the request so far
@@ -183,16 +184,27 @@ int cmd_batch(int argc, char** argv) {
     }
     ++next;
   };
-  // A third of the requests up front (fewer than the slots), then one more after every step.
+  // A third of the requests up front (fewer than the slots), then one more after every step;
+  // the last one is held back until every other has finished, so that it runs its whole way on
+  // the kernels it runs alone (a prefill of one, decode steps of one) in a recycled slot: its
+  // logits must be bit-identical to alone at every step.
   const int upfront = std::max(1, std::min(slots - 1, n / 3));
   while (next < upfront) submit();
+  auto others_done = [&] {
+    for (int j = 0; j < n - 1; ++j)
+      if (!done[j]) return false;
+    return true;
+  };
   uint64_t steps = 0;
   for (;;) {
     const bool ran = run_step(state, rec, sink);
     steps += ran ? 1 : 0;
-    if (next < n) {
+    if (next < n - 1 || (next == n - 1 && others_done())) {
       submit();
+    } else if (!ran && !state.has_work() && next == n) {
+      break;
     } else if (!ran && !state.has_work()) {
+      sink_error = "the scheduler went idle with requests left to submit";
       break;
     }
   }
