@@ -113,13 +113,14 @@ int run_jsonl(const Tokenizer& tok, bool add_special, bool parse_special) {
 int tokenize(int argc, char** argv) {
   cli::Flags f("tokenize",
                "Turn text into token ids with a model's tokenizer. By default no BOS/EOS is added "
-               "and special-token text is encoded as plain text.");
+               "and control-token text is encoded as plain text (user-defined tokens such as "
+               "<think> are always matched, as the model's tokenizer does).");
   f.opt("model", "FILE", "model file (.gguf; .safetensors or a directory: tokenizer.json)")
       .sw("jsonl", "read {\"text\": ...} lines on stdin, write {\"ids\": [...]} lines "
                    "(blank lines are skipped)")
       .opt("text", "TEXT", "text to tokenize (without --jsonl)")
       .sw("pieces", "with --text: one line per token, its id and its text")
-      .sw("special", "parse special-token text (<|im_start|>, </s>, ...) into those tokens")
+      .sw("special", "parse control-token text (<|im_start|>, </s>, ...) into those tokens")
       .sw("add-special", "add BOS/EOS as the model's metadata says");
   int code = 0;
   if (!f.parse(argc, argv, code)) return code;

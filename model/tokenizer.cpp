@@ -2,6 +2,7 @@
 // vocabulary base (special-token splitting, BOS/EOS, end-of-generation set), whole-sequence
 // decode and the UTF-8 helpers.
 #include <algorithm>
+#include <cctype>
 
 #include "model/common.hpp"
 #include "model/gguf.hpp"
@@ -128,34 +129,44 @@ std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_spec
   std::vector<int32_t> out;
   if (add_special && add_bos_ && bos_ >= 0) out.push_back(bos_);
 
-  // Fragments of the input: plain text (token < 0) or one special token. Special tokens are
-  // taken longest first: each one splits the plain fragments that remain.
+  // Fragments of the input: plain text (token < 0) or one added token. Added tokens are taken
+  // longest first: each one splits the plain fragments that remain (llama.cpp's
+  // tokenizer_st_partition). User-defined tokens are always taken, control and unknown ones only
+  // with parse_special.
   struct Frag {
     std::string_view text;
     int32_t token;
   };
+  auto is_space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+  };
   std::vector<Frag> frags, next;
   if (!text.empty()) frags.push_back({text, -1});
-  if (parse_special) {
-    for (int32_t id : specials_) {
-      const std::string& st = d_.tokens[id];
-      if (text.find(st) == std::string_view::npos) continue;
-      next.clear();
-      for (const Frag& f : frags) {
-        if (f.token >= 0) {
-          next.push_back(f);
-          continue;
-        }
-        size_t start = 0;
-        for (size_t p; (p = f.text.find(st, start)) != std::string_view::npos;
-             start = p + st.size()) {
-          if (p > start) next.push_back({f.text.substr(start, p - start), -1});
-          next.push_back({{}, id});
-        }
-        if (start < f.text.size()) next.push_back({f.text.substr(start), -1});
+  for (int32_t id : specials_) {
+    if (!parse_special && d_.types[id] != TokenType::UserDefined) continue;
+    const std::string& st = d_.tokens[id];
+    if (text.find(st) == std::string_view::npos) continue;
+    const uint8_t strip = d_.strip.empty() ? 0 : d_.strip[id];
+    next.clear();
+    for (const Frag& f : frags) {
+      if (f.token >= 0) {
+        next.push_back(f);
+        continue;
       }
-      frags.swap(next);
+      size_t start = 0;
+      for (size_t p; (p = f.text.find(st, start)) != std::string_view::npos;) {
+        size_t left_end = p;
+        if (strip & kStripLeft)
+          while (left_end > start && is_space(f.text[left_end - 1])) --left_end;
+        if (left_end > start) next.push_back({f.text.substr(start, left_end - start), -1});
+        next.push_back({{}, id});
+        start = p + st.size();
+        if (strip & kStripRight)
+          while (start < f.text.size() && is_space(f.text[start])) ++start;
+      }
+      if (start < f.text.size()) next.push_back({f.text.substr(start), -1});
     }
+    frags.swap(next);
   }
 
   bool after_special = true;
@@ -175,6 +186,26 @@ std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_spec
 // ---- GGUF loading ----
 
 namespace {
+
+// GGUF keeps no lstrip/rstrip flags of added tokens; llama.cpp restores the ones of the models
+// that need them from the model name. Phi-3's tokenizer.json has rstrip on its chat tokens and on
+// "</s>" (a user-defined token there), not on <unk>, <s> and <|endoftext|>.
+void set_strip_by_model_name(VocabData& d, std::string name) {
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return;
+  d.strip.assign(d.tokens.size(), 0);
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    TokenType t = d.types[i];
+    if (t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown)
+      d.strip[i] = kStripRight;
+  }
+  auto set = [&](std::string_view text, bool on) {
+    for (size_t i = 0; i < d.tokens.size(); ++i)
+      if (d.tokens[i] == text) d.strip[i] = on ? kStripRight : 0;
+  };
+  set("</s>", true);
+  for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"}) set(t, false);
+}
 
 VocabData vocab_from_gguf(const GgufFile& f) {
   VocabData d;
@@ -227,6 +258,7 @@ VocabData vocab_from_gguf(const GgufFile& f) {
   d.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   d.add_space_prefix = spm && f.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
   d.ignore_merges = d.pre == "llama-bpe" || d.pre == "llama3" || d.pre == "llama-v3";
+  set_strip_by_model_name(d, f.get_string("general.name").value_or(""));
   return d;
 }
 

@@ -1,6 +1,7 @@
 // Tokenizers: byte-level BPE (tokenizer.ggml.model = "gpt2", pre-tokenizer regexes chosen by
 // tokenizer.ggml.pre and run with PCRE2) and SentencePiece BPE with byte fallback ("llama").
-// Control and user-defined tokens are matched as whole pieces when special parsing is on.
+// Added tokens are matched as whole pieces in the text: user-defined ones always (as Hugging Face
+// tokenizers and llama.cpp do), control ones only when special parsing is on.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,8 +29,9 @@ class Tokenizer {
   static std::shared_ptr<Tokenizer> from_hf_dir(const std::string& dir);
 
   // add_special: add BOS/EOS as the metadata's add_bos/add_eos flags say.
-  // parse_special: text of control/user-defined tokens becomes those tokens; otherwise it is
-  // encoded as ordinary text.
+  // parse_special: text of control (and unknown) tokens becomes those tokens; otherwise it is
+  // encoded as ordinary text. The text of user-defined tokens (tokenizer.json added tokens with
+  // "special": false, such as <think> or runs of spaces) always becomes those tokens.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
   // Bytes of one token as it appears in text (byte-level BPE decoded; SentencePiece "▁" turned

@@ -2,6 +2,8 @@
 // tokenizer_config.json when present), for safetensors models. Supported: model BPE without
 // byte fallback, no normalizer, pre-tokenizers built from ByteLevel, Split (Isolated, regex or
 // string) and Digits, possibly in a Sequence. Anything else is an rz::Error naming the file.
+// added_tokens: "special": true ones become control tokens, the others user-defined tokens
+// (matched in any text); their lstrip/rstrip flags are kept, single_word is not applied.
 #include <simdjson.h>
 
 #include <filesystem>
@@ -110,23 +112,36 @@ VocabData vocab_from_hf(const std::string& dir) {
     throw file_error(path, "normalizer '" + str_or(norm, "type") + "' is not supported yet");
 
   // vocabulary: model.vocab plus added_tokens
-  std::map<int64_t, std::pair<std::string, TokenType>> by_id;
+  struct Entry {
+    std::string text;
+    TokenType type;
+    uint8_t strip;
+  };
+  std::map<int64_t, Entry> by_id;
   simdjson::dom::object vocab;
   if (model["vocab"].get_object().get(vocab)) throw file_error(path, "model.vocab is missing");
   for (auto kv : vocab) {
     int64_t id;
     if (kv.value.get_int64().get(id) || id < 0 || id > (1 << 24))
       throw file_error(path, "bad id for token '" + std::string(kv.key) + "'");
-    by_id[id] = {std::string(kv.key), TokenType::Normal};
+    by_id[id] = {std::string(kv.key), TokenType::Normal, 0};
   }
   simdjson::dom::array added;
+  bool has_strip = false;
   if (!doc["added_tokens"].get_array().get(added)) {
     for (element t : added) {
       int64_t id;
       if (t["id"].get_int64().get(id) || id < 0 || id > (1 << 24))
         throw file_error(path, "added token without a valid id");
+      // "special": false is a user-defined token, matched in any text; "special": true a control
+      // token, matched only with special parsing. lstrip/rstrip: the token swallows the
+      // whitespace before/after it. (single_word is not applied.)
       bool special = bool_or(t, "special", false);
-      by_id[id] = {str_or(t, "content"), special ? TokenType::Control : TokenType::UserDefined};
+      uint8_t strip = (bool_or(t, "lstrip", false) ? kStripLeft : 0) |
+                      (bool_or(t, "rstrip", false) ? kStripRight : 0);
+      by_id[id] = {str_or(t, "content"), special ? TokenType::Control : TokenType::UserDefined,
+                   strip};
+      has_strip = has_strip || strip != 0;
     }
   }
   if (by_id.empty()) throw file_error(path, "empty vocabulary");
@@ -134,9 +149,11 @@ VocabData vocab_from_hf(const std::string& dir) {
   d.tokens.resize(n);
   d.types.assign(n, TokenType::Unused);
   for (size_t i = 0; i < n; ++i) d.tokens[i] = "<rz_unused_" + std::to_string(i) + ">";
-  for (auto& [id, tt] : by_id) {
-    d.tokens[id] = std::move(tt.first);
-    d.types[id] = tt.second;
+  if (has_strip) d.strip.assign(n, 0);
+  for (auto& [id, e] : by_id) {
+    d.tokens[id] = std::move(e.text);
+    d.types[id] = e.type;
+    if (has_strip) d.strip[id] = e.strip;
   }
 
   simdjson::dom::array merges;

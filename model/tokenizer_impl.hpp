@@ -3,7 +3,13 @@
 // that owns the vocabulary tables and splits out special tokens, and small UTF-8 helpers.
 //
 //   from_gguf / from_hf_dir ──▶ VocabData ──▶ make_bpe_tokenizer | make_spm_tokenizer
-//   encode: add BOS ─▶ split out special-token text ─▶ encode_text() per plain run ─▶ add EOS
+//   encode: add BOS ─▶ split out added-token text ─▶ encode_text() per plain run ─▶ add EOS
+//
+// Added tokens (llama.cpp's tokenizer_st_partition, Hugging Face's AddedVocabulary): the text of
+// user-defined tokens (tokenizer.json: added tokens with "special": false) is always cut out of
+// the input as that token; control and unknown tokens only when special parsing is on. Longer
+// tokens are cut first. A token marked strip-left/right also swallows the ASCII whitespace
+// before/after it.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -34,7 +40,11 @@ struct VocabData {
   int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   bool ignore_merges = false;        // a whole word found in the vocabulary skips the merges
+  // [n_vocab] or empty (no stripping): kStripLeft | kStripRight of added tokens.
+  std::vector<uint8_t> strip;
 };
+
+inline constexpr uint8_t kStripLeft = 1, kStripRight = 2;
 
 struct StringHash {
   using is_transparent = void;
@@ -67,7 +77,9 @@ class VocabTokenizer : public Tokenizer {
 
   VocabData d_;
   TokenIndex index_;
-  std::vector<int32_t> specials_;  // control/user-defined/unknown tokens, longest text first
+  // Added tokens cut out of the input, longest text first: user-defined ones always, the others
+  // (control, unknown) only when special parsing is on.
+  std::vector<int32_t> specials_;
   std::vector<int32_t> eog_;       // sorted
 };
 
