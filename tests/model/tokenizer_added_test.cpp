@@ -152,7 +152,7 @@ std::string ids_str(const std::vector<int32_t>& v) {
 class AddedTokens : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(test::vocab_dir())) GTEST_SKIP() << "test data missing: " << test::vocab_dir();
+    RZ_REQUIRE_TEST_DATA(test::vocab_dir());
     vocabs_ = read_golden();
     ASSERT_EQ(vocabs_.size(), 4u);
   }
