@@ -53,7 +53,8 @@ std::string base_name(const std::string& path) {
 
 int serve(int argc, char** argv) {
   cli::Flags f("serve", "Serve a model over WebSocket (/v1/ws) and HTTP: a browser page at /, "
-                        "/health and /metrics. SIGINT/SIGTERM drain and exit.");
+                        "/health and /metrics. SIGINT/SIGTERM drain and exit (a second one "
+                        "exits at once).");
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .opt("host", "ADDR", "address to listen on", "127.0.0.1")
       .opt("port", "N", "port; 0 picks a free one (printed at start)", "8080")

@@ -254,6 +254,23 @@ TEST_F(ServeCliTest, DeviceFlag) {
   EXPECT_NE(bad_port.err.find("--port"), std::string::npos) << bad_port.err;
 }
 
+TEST_F(ServeCliTest, BadNetworkFlagsAreErrors) {
+  const ProcResult origin = run({RZ_BIN, "serve", "--model", kModel, "--allowed-origins",
+                                 "http://ok.example,example.com"});
+  EXPECT_EQ(origin.code, 1);
+  EXPECT_NE(origin.err.find("--allowed-origins: 'example.com' is not an origin"),
+            std::string::npos)
+      << origin.err;
+  const ProcResult per_ip = run({RZ_BIN, "serve", "--model", kModel, "--max-connections-per-ip",
+                                 "0"});
+  EXPECT_EQ(per_ip.code, 1);
+  EXPECT_NE(per_ip.err.find("--max-connections-per-ip"), std::string::npos) << per_ip.err;
+  const ProcResult first = run({RZ_BIN, "serve", "--model", kModel, "--first-frame-timeout",
+                                "-1"});
+  EXPECT_EQ(first.code, 1);
+  EXPECT_NE(first.err.find("--first-frame-timeout"), std::string::npos) << first.err;
+}
+
 TEST_F(ServeCliTest, PortInUseIsAnError) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
