@@ -72,7 +72,8 @@ int serve(int argc, char** argv) {
                                    "to fit the open-file limit, which is raised to its hard "
                                    "limit at start; the log says so)", "256")
       .opt("max-connections-per-ip", "N", "open WebSocket connections from one address; more "
-                                          "get HTTP 503", "32")
+                                          "get HTTP 503 (sockets of any kind from one address: "
+                                          "twice this plus 8)", "32")
       .opt("first-frame-timeout", "S", "close a connection that sends no HTTP request, or after "
                                        "the upgrade no WebSocket frame, within S seconds "
                                        "(0: no deadline)", "10")

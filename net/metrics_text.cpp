@@ -94,7 +94,8 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_ws_origins_refused_total", "counter",
          "WebSocket upgrades refused with 403 (Origin not allowed).", n.origins_refused);
   scalar(out, "rz_sockets_refused_total", "counter",
-         "Sockets closed at accept (open-socket cap).", n.sockets_refused);
+         "Sockets closed at accept (open-socket cap, or the address's share).",
+         n.sockets_refused);
   scalar(out, "rz_first_frame_timeouts_total", "counter",
          "Connections closed for sending no request or frame within the first-frame timeout.",
          n.first_frame_timeouts);

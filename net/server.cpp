@@ -200,9 +200,11 @@ struct Server::Impl {
 
   void on_accepted(tcp::socket s) {
     beast::error_code ignored;
-    const int cap = state->config.max_open_sockets;
-    if (cap > 0 && state->open_sockets.load() >= cap) {
-      // At the cap: refuse cleanly (a best-effort 503 that never blocks, then close).
+    const tcp::endpoint peer = s.remote_endpoint(ignored);
+    std::string address = ignored ? std::string("?") : peer.address().to_string();
+    if (!state->try_open_socket(address)) {
+      // At the cap, or this address holds its share: refuse cleanly (a best-effort 503 that
+      // never blocks, then close).
       state->counters.sockets_refused++;
       static constexpr std::string_view kBusy =
           "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -212,14 +214,11 @@ struct Server::Impl {
       s.close(ignored);
       return;
     }
-    state->open_sockets++;
-    SocketSlot slot(state);
+    SocketSlot slot(state, address);
     s.set_option(tcp::no_delay(true), ignored);
     if (state->config.socket_send_buffer > 0)
       s.set_option(asio::socket_base::send_buffer_size(state->config.socket_send_buffer),
                    ignored);
-    const tcp::endpoint peer = s.remote_endpoint(ignored);
-    std::string address = ignored ? std::string("?") : peer.address().to_string();
     std::make_shared<HttpSession>(std::move(s), state, std::move(address), std::move(slot))
         ->run();
   }

@@ -27,7 +27,9 @@ struct ServerConfig {
   uint16_t port = 8080;           // 0: an ephemeral port (Server::port() says which)
   int io_threads = 1;             // threads running the connections' strands
   int max_connections = 256;      // open WebSocket connections; more get HTTP 503
-  int max_connections_per_ip = 32;  // open WebSocket connections from one address; more: 503
+  // Open WebSocket connections from one address; more get 503. Sockets of any kind from one
+  // address: at most twice this plus 8 (more are closed at accept).
+  int max_connections_per_ip = 32;
   // Accepted sockets (HTTP and WebSocket together); at the cap a new socket is closed at once.
   // 0: no cap (rz serve sets it from the open-file limit, see net/fd_limit.hpp).
   int max_open_sockets = 0;

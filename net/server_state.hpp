@@ -73,8 +73,27 @@ struct ServerState {
       per_address.erase(it);
   }
 
-  // Accepted sockets (HTTP or WebSocket) now open, against config.max_open_sockets.
-  std::atomic<int> open_sockets{0};
+  // Sockets (HTTP or WebSocket) one address may hold: its WebSocket share twice over, plus 8
+  // for plain HTTP (a browser opens several), so one address cannot fill the open-socket cap.
+  int sockets_per_address_limit() const { return 2 * config.max_connections_per_ip + 8; }
+  // Takes a place for a socket accepted from `address`; false at the open-socket cap
+  // (config.max_open_sockets, 0: none) or at the address's limit.
+  bool try_open_socket(const std::string& address) {
+    std::lock_guard lk(mu);
+    if (config.max_open_sockets > 0 && open_sockets >= config.max_open_sockets) return false;
+    int& mine = sockets_per_address[address];
+    if (mine >= sockets_per_address_limit()) return false;
+    ++mine;
+    ++open_sockets;
+    return true;
+  }
+  void close_socket(const std::string& address) {
+    std::lock_guard lk(mu);
+    --open_sockets;
+    if (auto it = sockets_per_address.find(address);
+        it != sockets_per_address.end() && --it->second <= 0)
+      sockets_per_address.erase(it);
+  }
   int open_connections() {
     std::lock_guard lk(mu);
     return reserved;
@@ -93,29 +112,35 @@ struct ServerState {
   std::mutex mu;
   int reserved = 0;
   std::unordered_map<std::string, int> per_address;  // WebSocket places held per peer address
+  int open_sockets = 0;                               // accepted sockets open
+  std::unordered_map<std::string, int> sockets_per_address;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> live;
 };
 
-// One accepted socket's place in ServerState::open_sockets, given back when the session that
+// One accepted socket's place (ServerState::try_open_socket), given back when the session that
 // holds the socket (HTTP, then WebSocket after an upgrade) goes away. Movable, not copyable.
 class SocketSlot {
  public:
   SocketSlot() = default;
-  explicit SocketSlot(std::shared_ptr<ServerState> st) : st_(std::move(st)) {}
+  // `st` gave the place to `address` (try_open_socket returned true).
+  SocketSlot(std::shared_ptr<ServerState> st, std::string address)
+      : st_(std::move(st)), address_(std::move(address)) {}
   SocketSlot(SocketSlot&& o) noexcept = default;
   SocketSlot& operator=(SocketSlot&& o) noexcept {
     reset();
     st_ = std::move(o.st_);
+    address_ = std::move(o.address_);
     return *this;
   }
   ~SocketSlot() { reset(); }
   void reset() {
-    if (st_) st_->open_sockets--;
+    if (st_) st_->close_socket(address_);
     st_.reset();
   }
 
  private:
   std::shared_ptr<ServerState> st_;
+  std::string address_;
 };
 
 }  // namespace rz::net

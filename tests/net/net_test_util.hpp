@@ -170,13 +170,22 @@ struct HttpResult {
   std::string headers, body;
 };
 
-// GET (or another method) with Connection: close; every wait bounded by SO_RCVTIMEO.
-inline HttpResult http_request(uint16_t port, const std::string& target,
-                               const std::string& method = "GET") {
+// A TCP connection to 127.0.0.1:port from `source` (a loopback address; "" lets the kernel
+// choose), reads bounded by SO_RCVTIMEO (10 s). Throws when it cannot connect.
+inline int connect_loopback(uint16_t port, const std::string& source = "") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      ::close(fd);
+      throw std::runtime_error("bind to " + source + " failed");
+    }
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -185,6 +194,15 @@ inline HttpResult http_request(uint16_t port, const std::string& target,
     ::close(fd);
     throw std::runtime_error("connect failed");
   }
+  return fd;
+}
+
+// GET (or another method) with Connection: close, from `source` when given; every wait bounded
+// by SO_RCVTIMEO.
+inline HttpResult http_request(uint16_t port, const std::string& target,
+                               const std::string& method = "GET",
+                               const std::string& source = "") {
+  const int fd = connect_loopback(port, source);
   const std::string req =
       method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   (void)!::write(fd, req.data(), req.size());

@@ -457,6 +457,37 @@ TEST_F(ServerTest, PerAddressLimitLetsASecondAddressIn) {
   EXPECT_EQ(WsClient::try_upgrade(port_, "", "127.0.0.1"), 101);
 }
 
+// Idle plain sockets count too: one address holds at most 2 x max_connections_per_ip + 8 of
+// them; past that its sockets are closed at accept, and another address is still served.
+TEST_F(ServerTest, PerAddressSocketShareLetsASecondAddressIn) {
+  ServerConfig sc;
+  sc.max_connections_per_ip = 2;  // a share of 12 sockets
+  start(sc);
+  std::vector<int> idle;
+  for (int i = 0; i < 12; ++i) idle.push_back(connect_loopback(port_, "127.0.0.3"));
+  // The 13th from that address: closed at accept (a 503 when it arrives before the reset).
+  int status = 0;
+  try {
+    status = http_request(port_, "/health", "GET", "127.0.0.3").status;
+  } catch (const std::runtime_error&) {
+    status = -1;  // reset before the 503 could be read
+  }
+  EXPECT_TRUE(status == 503 || status == -1) << status;
+  EXPECT_EQ(http_request(port_, "/health", "GET", "127.0.0.4").status, 200);
+  EXPECT_GE(metric(metrics(), "rz_sockets_refused_total"), 1);
+  for (int fd : idle) ::close(fd);
+  bool back = false;
+  for (auto until = std::chrono::steady_clock::now() + 5s;
+       !back && std::chrono::steady_clock::now() < until;) {
+    try {
+      back = http_request(port_, "/health", "GET", "127.0.0.3").status == 200;
+    } catch (const std::runtime_error&) {
+    }
+    if (!back) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(back) << "the address did not get its share back";
+}
+
 // A connection that sends nothing is closed after the first-frame timeout: an upgraded one with
 // close code 1008, a plain TCP one (no HTTP request) by closing the socket. One that sent a
 // frame in time stays.
