@@ -1,8 +1,10 @@
 // rz serve: loads a model onto the CPU executor, starts the actor engine (actors/engine.hpp) in a
 // caf::actor_system, and serves it on one port (net/server.hpp): the browser page at /, /health,
 // /metrics and the WebSocket protocol at /v1/ws (docs/protocol.md). SIGINT/SIGTERM stop accepting,
-// drain the engine for up to --drain-seconds, close every connection cleanly and exit 0.
+// drain the engine for up to --drain-seconds, close every connection cleanly and exit 0; a second
+// one during the drain exits at once (128 + the signal).
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -24,6 +27,8 @@
 #include "model/gguf.hpp"
 #include "model/model_file.hpp"
 #include "model/tokenizer.hpp"
+#include "net/fd_limit.hpp"
+#include "net/origin_policy.hpp"
 #include "net/server.hpp"
 
 namespace rz::cmd {
@@ -48,7 +53,8 @@ std::string base_name(const std::string& path) {
 
 int serve(int argc, char** argv) {
   cli::Flags f("serve", "Serve a model over WebSocket (/v1/ws) and HTTP: a browser page at /, "
-                        "/health and /metrics. SIGINT/SIGTERM drain and exit.");
+                        "/health and /metrics. SIGINT/SIGTERM drain and exit (a second one "
+                        "exits at once).");
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .opt("host", "ADDR", "address to listen on", "127.0.0.1")
       .opt("port", "N", "port; 0 picks a free one (printed at start)", "8080")
@@ -62,7 +68,19 @@ int serve(int argc, char** argv) {
       .opt("threads", "N", "CPU threads of the executor; 0 = all cores", "0")
       .opt("max-queue", "N", "waiting requests beyond the slots; more get `overloaded`", "64")
       .opt("max-inflight", "N", "running requests per connection; more get `overloaded`", "16")
-      .opt("max-connections", "N", "open WebSocket connections; more get HTTP 503", "256")
+      .opt("max-connections", "N", "open WebSocket connections; more get HTTP 503 (lowered "
+                                   "to fit the open-file limit, which is raised to its hard "
+                                   "limit at start; the log says so)", "256")
+      .opt("max-connections-per-ip", "N", "open WebSocket connections from one address; more "
+                                          "get HTTP 503 (sockets of any kind from one address: "
+                                          "twice this plus 8)", "32")
+      .opt("first-frame-timeout", "S", "close a connection that sends no HTTP request, or after "
+                                       "the upgrade no WebSocket frame, within S seconds "
+                                       "(0: no deadline)", "10")
+      .opt("allowed-origins", "LIST", "comma-separated origins (http://host:port) whose pages "
+                                      "may open the WebSocket besides the server's own (bound "
+                                      "to loopback: localhost, 127.0.0.1, [::1] on any port); "
+                                      "* allows all; other origins get HTTP 403", "")
       .opt("idle-timeout", "S", "close a connection whose peer sent nothing (not even a pong to "
                                 "the ping sent at half this time) for S seconds", "60")
       .opt("max-frame-bytes", "N", "longest client frame; longer ones get `too_large`, and "
@@ -85,6 +103,10 @@ int serve(int argc, char** argv) {
   scfg.host = f.str("host");
   scfg.port = static_cast<uint16_t>(ranged(f, "port", 0, 65535));
   scfg.max_connections = static_cast<int>(ranged(f, "max-connections", 1, 1 << 20));
+  scfg.max_connections_per_ip =
+      static_cast<int>(ranged(f, "max-connections-per-ip", 1, 1 << 20));
+  scfg.first_frame_timeout = std::chrono::seconds(ranged(f, "first-frame-timeout", 0, 3600));
+  if (f.has("allowed-origins")) scfg.allowed_origins = net::parse_origin_list(f.str("allowed-origins"));
   scfg.idle_timeout = std::chrono::seconds(ranged(f, "idle-timeout", 1, 86400));
   scfg.queue.max_frames = static_cast<std::size_t>(ranged(f, "queue-frames", 1, 1 << 24));
   scfg.queue.max_bytes = static_cast<std::size_t>(ranged(f, "queue-bytes", 1024, 1LL << 32));
@@ -159,6 +181,28 @@ int serve(int argc, char** argv) {
   {
     std::shared_ptr<engine::Engine> eng =
         engine::Engine::start(system, std::move(executor), tok, std::move(chat), ecfg);
+    // Open files: the limit raised to the hard one; the sockets capped below what is left, and
+    // --max-connections below that, keeping room for plain HTTP (/health, the page).
+    const net::FdBudget fds = net::raise_fd_limit();
+    if (fds.socket_cap < 8)
+      throw Error("the open-file limit (" + std::to_string(fds.soft) + ", " +
+                  std::to_string(fds.open_now) + " in use) leaves too few for connections; "
+                  "raise it (ulimit -n)");
+    scfg.max_open_sockets = fds.socket_cap;
+    const int ws_cap = fds.socket_cap - std::max(4, fds.socket_cap / 8);
+    std::fprintf(stderr, "rz serve: open-file limit %ld%s, %d in use: at most %d sockets\n",
+                 fds.soft,
+                 fds.soft != fds.soft_before
+                     ? (" (raised from " + std::to_string(fds.soft_before) + ")").c_str()
+                     : "",
+                 fds.open_now, fds.socket_cap);
+    if (scfg.max_connections > ws_cap) {
+      std::fprintf(stderr,
+                   "rz serve: --max-connections lowered from %d to %d to fit the open-file "
+                   "limit\n",
+                   scfg.max_connections, ws_cap);
+      scfg.max_connections = ws_cap;
+    }
     net::Server server(eng, scfg);
     server.start();
     std::fprintf(stderr, "rz serve: listening on http://%s:%u/ — open it in a browser\n",
@@ -167,9 +211,19 @@ int serve(int argc, char** argv) {
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    std::fprintf(stderr, "rz serve: %s: stopping (draining for up to %lld s)\n",
+    std::fprintf(stderr, "rz serve: %s: stopping (draining for up to %lld s; send it again to "
+                         "stop at once)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", static_cast<long long>(drain.count()));
     std::fflush(stderr);
+    // A second SIGINT/SIGTERM during the drain ends the process at once (exit 128 + signal).
+    std::thread([sigs] {
+      int again = 0;
+      sigwait(&sigs, &again);
+      std::fprintf(stderr, "rz serve: %s again: exiting now\n",
+                   again == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fflush(stderr);
+      _exit(128 + again);
+    }).detach();
     server.shutdown(drain);
     const net::NetStats st = server.stats();
     std::fprintf(stderr, "rz serve: stopped after %llu connections\n",

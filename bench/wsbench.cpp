@@ -222,6 +222,15 @@ void Conn::on_handshake(std::shared_ptr<Ws> ws, std::shared_ptr<websocket::respo
   open_ = true;
   failed_attempts_ = 0;
   read(ws);
+  // A first frame at once: rz serve closes a connection that sends none within its first-frame
+  // timeout, and with --rate a connection may wait long for its first request. (The pong is
+  // ignored.)
+  if (writing_) {
+    out_.push_back(R"({"type":"ping"})");  // front() is being written
+  } else {
+    out_.push_front(R"({"type":"ping"})");
+    write(ws);
+  }
   bench_.connected(*this);
 }
 

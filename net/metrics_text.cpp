@@ -90,7 +90,15 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_ws_connections_total", "counter", "WebSocket connections accepted.",
          n.connections_total);
   scalar(out, "rz_ws_connections_refused_total", "counter",
-         "WebSocket upgrades refused (connection limit).", n.connections_refused);
+         "WebSocket upgrades refused with 503 (connection limits).", n.connections_refused);
+  scalar(out, "rz_ws_origins_refused_total", "counter",
+         "WebSocket upgrades refused with 403 (Origin not allowed).", n.origins_refused);
+  scalar(out, "rz_sockets_refused_total", "counter",
+         "Sockets closed at accept (open-socket cap, or the address's share).",
+         n.sockets_refused);
+  scalar(out, "rz_first_frame_timeouts_total", "counter",
+         "Connections closed for sending no request or frame within the first-frame timeout.",
+         n.first_frame_timeouts);
   scalar(out, "rz_ws_frames_received_total", "counter", "Client frames read.", n.frames_received);
   scalar(out, "rz_ws_frames_sent_total", "counter", "Server frames written.", n.frames_sent);
   scalar(out, "rz_ws_frames_coalesced_total", "counter",

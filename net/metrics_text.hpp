@@ -13,7 +13,10 @@ namespace rz::net {
 struct NetStats {
   uint64_t connections_open = 0;      // WebSocket connections now open
   uint64_t connections_total = 0;     // WebSocket connections accepted since start
-  uint64_t connections_refused = 0;   // upgrades refused with 503 (connection limit)
+  uint64_t connections_refused = 0;   // upgrades refused with 503 (connection limits)
+  uint64_t origins_refused = 0;       // upgrades refused with 403 (Origin not allowed)
+  uint64_t sockets_refused = 0;       // sockets closed at accept (cap, or the address's share)
+  uint64_t first_frame_timeouts = 0;  // connections closed for sending nothing in time
   uint64_t frames_received = 0;       // client text frames read
   uint64_t frames_sent = 0;           // server frames written
   uint64_t frames_coalesced = 0;      // token frames merged into a waiting one

@@ -10,7 +10,8 @@
 // index of the first. So a reader that falls behind gets fewer, larger frames. When the queue is
 // still over its bound (frames or estimated bytes) after that, push() says so; the connection
 // then tells the engine once (Session::slow_consumer) and keeps queuing the few frames that end
-// the session's requests.
+// the session's requests. Past the hard bound (over_hard_limit) the connection is closed: a
+// client that sends frames without reading the answers cannot grow the queue without end.
 #pragma once
 #include <cstddef>
 #include <deque>
@@ -49,6 +50,13 @@ class OutgoingQueue {
   std::size_t size() const { return frames_.size(); }
   std::size_t bytes() const { return bytes_; }
   bool over_limit() const { return frames_.size() > limits_.max_frames || bytes_ > limits_.max_bytes; }
+  // Past twice the bound (plus 64 frames / 64 KiB of slack for the frames that end the
+  // connection's requests): the connection is closed as a slow consumer. Every frame counts,
+  // error frames answering the client's own bad frames included.
+  bool over_hard_limit() const {
+    return frames_.size() > 2 * limits_.max_frames + 64 ||
+           bytes_ > 2 * limits_.max_bytes + (64u << 10);
+  }
   const OutgoingQueueLimits& limits() const { return limits_; }
   void clear();
 

@@ -91,7 +91,12 @@ function addMsg(role, text) {
 function connect() {
   const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws";
   ws = new WebSocket(url);
-  ws.onopen = () => { backoff = 500; setStatus("ready"); busy(false); };
+  ws.onopen = () => {
+    // A first frame at once: the server closes a connection that sends none within its
+    // first-frame timeout (the prompt may take the user longer to type).
+    ws.send(JSON.stringify({type: "ping"}));
+    backoff = 500; setStatus("ready"); busy(false);
+  };
   ws.onclose = () => {
     if (cur) finish("error: connection closed", "error");
     setStatus("disconnected, retrying", "error"); busy(false); $("send").disabled = true;

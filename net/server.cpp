@@ -9,10 +9,12 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
 #include "model/common.hpp"
 #include "net/http_handler.hpp"
+#include "net/origin_policy.hpp"
 #include "net/server_state.hpp"
 #include "net/ws_session.hpp"
 
@@ -31,6 +33,9 @@ NetStats net_stats(ServerState& st) {
   n.connections_open = static_cast<uint64_t>(st.open_connections());
   n.connections_total = st.counters.connections_total;
   n.connections_refused = st.counters.connections_refused;
+  n.origins_refused = st.counters.origins_refused;
+  n.sockets_refused = st.counters.sockets_refused;
+  n.first_frame_timeouts = st.counters.first_frame_timeouts;
   n.frames_received = st.counters.frames_received;
   n.frames_sent = st.counters.frames_sent;
   n.frames_coalesced = st.counters.frames_coalesced;
@@ -50,8 +55,12 @@ ServerSnapshot take_snapshot(ServerState& st) {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state)
-      : stream_(std::move(socket)), state_(std::move(state)) {}
+  HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state, std::string address,
+              SocketSlot slot)
+      : stream_(std::move(socket)),
+        state_(std::move(state)),
+        address_(std::move(address)),
+        slot_(std::move(slot)) {}
 
   void run() {
     asio::dispatch(stream_.get_executor(),
@@ -63,26 +72,45 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_.emplace();
     parser_->header_limit(16 << 10);
     parser_->body_limit(64 << 10);
-    stream_.expires_after(state_->config.handshake_timeout);
+    // The first request must come soon (an idle socket holds a place); later keep-alive ones
+    // within the handshake timeout.
+    const auto first = state_->config.first_frame_timeout;
+    stream_.expires_after(!got_request_ && first.count() > 0 ? first
+                                                             : state_->config.handshake_timeout);
     http::async_read(stream_, buf_, *parser_,
                      beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
   }
 
   void on_read(beast::error_code ec, std::size_t) {
     if (ec == http::error::end_of_stream) return shutdown_send();
+    if (ec == beast::error::timeout && !got_request_) state_->counters.first_frame_timeouts++;
     if (ec) return;  // timeout, reset, malformed request: drop the connection
+    got_request_ = true;
     http::request<http::string_body> req = parser_->release();
     if (websocket::is_upgrade(req)) {
       const std::string_view target(req.target().data(), req.target().size());
       if (target.substr(0, target.find('?')) == "/v1/ws") {
-        if (!state_->try_reserve()) {
-          state_->counters.connections_refused++;
-          return reply(req, {503, "text/plain; charset=utf-8",
-                             state_->draining ? "the server is shutting down\n"
-                                              : "too many connections; retry later\n", ""},
+        const auto origin = req[http::field::origin];
+        const auto host = req[http::field::host];
+        if (!origin_allowed(std::string_view(origin.data(), origin.size()),
+                            std::string_view(host.data(), host.size()), state_->origins)) {
+          state_->counters.origins_refused++;
+          return reply(req, {403, "text/plain; charset=utf-8",
+                             "this origin may not open the WebSocket (see --allowed-origins)\n",
+                             ""},
                        true);
         }
-        auto ws = std::make_shared<WsSession>(std::move(stream_), state_);
+        const ServerState::Reserve r = state_->try_reserve(address_);
+        if (r != ServerState::Reserve::ok) {
+          state_->counters.connections_refused++;
+          const char* why = r == ServerState::Reserve::draining ? "the server is shutting down\n"
+                            : r == ServerState::Reserve::address_full
+                                ? "too many connections from this address; retry later\n"
+                                : "too many connections; retry later\n";
+          return reply(req, {503, "text/plain; charset=utf-8", why, ""}, true);
+        }
+        auto ws = std::make_shared<WsSession>(std::move(stream_), state_, address_,
+                                              std::move(slot_));
         ws->run(std::move(req));
         return;
       }
@@ -132,6 +160,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   beast::tcp_stream stream_;
   std::shared_ptr<ServerState> state_;
+  std::string address_;  // the peer's IP
+  SocketSlot slot_;
+  bool got_request_ = false;
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
@@ -143,6 +174,7 @@ struct Server::Impl {
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   tcp::acceptor acceptor{asio::make_strand(ioc)};
+  asio::steady_timer accept_retry{acceptor.get_executor()};
   std::vector<std::thread> threads;
   uint16_t port = 0;
   bool started = false, stopped = false;
@@ -150,16 +182,45 @@ struct Server::Impl {
   void do_accept() {
     acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) {
-        beast::error_code ignored;
-        s.set_option(tcp::no_delay(true), ignored);
-        if (state->config.socket_send_buffer > 0)
-          s.set_option(asio::socket_base::send_buffer_size(state->config.socket_send_buffer),
-                       ignored);
-        std::make_shared<HttpSession>(std::move(s), state)->run();
+      if (!ec) on_accepted(std::move(s));
+      if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+          ec == asio::error::no_memory ||
+          ec == beast::error_code(ENFILE, boost::system::system_category())) {
+        // Out of descriptors (the socket cap should prevent it): the pending connection stays
+        // in the backlog, so accepting again at once would spin. Retry shortly.
+        accept_retry.expires_after(std::chrono::milliseconds(100));
+        accept_retry.async_wait([this](beast::error_code e) {
+          if (!e && acceptor.is_open()) do_accept();
+        });
+        return;
       }
-      do_accept();  // also after a failed accept (e.g. too many open files)
+      do_accept();
     });
+  }
+
+  void on_accepted(tcp::socket s) {
+    beast::error_code ignored;
+    const tcp::endpoint peer = s.remote_endpoint(ignored);
+    std::string address = ignored ? std::string("?") : peer.address().to_string();
+    if (!state->try_open_socket(address)) {
+      // At the cap, or this address holds its share: refuse cleanly (a best-effort 503 that
+      // never blocks, then close).
+      state->counters.sockets_refused++;
+      static constexpr std::string_view kBusy =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+          "Content-Length: 34\r\nConnection: close\r\n\r\ntoo many open connections; retry\r\n";
+      s.non_blocking(true, ignored);
+      s.write_some(asio::buffer(kBusy.data(), kBusy.size()), ignored);
+      s.close(ignored);
+      return;
+    }
+    SocketSlot slot(state, address);
+    s.set_option(tcp::no_delay(true), ignored);
+    if (state->config.socket_send_buffer > 0)
+      s.set_option(asio::socket_base::send_buffer_size(state->config.socket_send_buffer),
+                   ignored);
+    std::make_shared<HttpSession>(std::move(s), state, std::move(address), std::move(slot))
+        ->run();
   }
 };
 
@@ -187,6 +248,8 @@ void Server::start() {
   if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw Error(where + ": " + ec.message());
   m.port = m.acceptor.local_endpoint().port();
+  m.state->origins.allowed = cfg.allowed_origins;
+  m.state->origins.loopback_bound = m.acceptor.local_endpoint().address().is_loopback();
   m.work.emplace(m.ioc.get_executor());
   m.do_accept();
   const int n = std::max(1, cfg.io_threads);
@@ -206,6 +269,7 @@ void Server::shutdown(std::chrono::milliseconds drain) {
     asio::post(m.acceptor.get_executor(), [&] {
       beast::error_code ignored;
       m.acceptor.close(ignored);
+      m.accept_retry.cancel();
       closed.set_value();
     });
     closed.get_future().wait();

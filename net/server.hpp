@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 #include "actors/engine.hpp"
@@ -26,6 +27,19 @@ struct ServerConfig {
   uint16_t port = 8080;           // 0: an ephemeral port (Server::port() says which)
   int io_threads = 1;             // threads running the connections' strands
   int max_connections = 256;      // open WebSocket connections; more get HTTP 503
+  // Open WebSocket connections from one address; more get 503. Sockets of any kind from one
+  // address: at most twice this plus 8 (more are closed at accept).
+  int max_connections_per_ip = 32;
+  // Accepted sockets (HTTP and WebSocket together); at the cap a new socket is closed at once.
+  // 0: no cap (rz serve sets it from the open-file limit, see net/fd_limit.hpp).
+  int max_open_sockets = 0;
+  // A connection must send its first HTTP request, and an upgraded one its first WebSocket
+  // frame, within this time; otherwise it is closed (an idle socket holds a place).
+  std::chrono::milliseconds first_frame_timeout{std::chrono::seconds(10)};
+  // Origins allowed to open /v1/ws besides the server's own (and, when bound to a loopback
+  // address, http(s)://localhost, 127.0.0.1 and [::1] on any port); "*" allows every origin.
+  // A request without an Origin header (not a browser) is always allowed.
+  std::vector<std::string> allowed_origins;
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};  // silent peer -> closed
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(15)};  // and HTTP reads
   // A frame above the protocol's max_frame_bytes (the engine's limits) gets a `too_large` error;

@@ -1,24 +1,28 @@
 // What the listener, the HTTP sessions and the WebSocket sessions share: the configuration, the
-// engine, the edge's counters and the registry of open WebSocket connections (for the connection
-// limit and for closing them all at shutdown). Shared by shared_ptr, so a connection that
+// engine, the edge's counters, the registry of open WebSocket connections (for the connection
+// limits, total and per address, and for closing them all at shutdown) and the count of open
+// sockets. Shared by shared_ptr, so a connection that
 // outlives the listener for a moment still has it. No Boost types here.
 #pragma once
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 #include "actors/engine.hpp"
 #include "net/metrics_text.hpp"
+#include "net/origin_policy.hpp"
 #include "net/server.hpp"
 
 namespace rz::net {
 
 struct NetCounters {
-  std::atomic<uint64_t> connections_total{0}, connections_refused{0}, frames_received{0},
-      frames_sent{0}, frames_coalesced{0}, slow_consumers{0}, http_requests{0};
+  std::atomic<uint64_t> connections_total{0}, connections_refused{0}, origins_refused{0},
+      sockets_refused{0}, first_frame_timeouts{0}, frames_received{0}, frames_sent{0},
+      frames_coalesced{0}, slow_consumers{0}, http_requests{0};
 };
 
 // A live WebSocket connection as the registry sees it.
@@ -38,22 +42,57 @@ struct ServerState {
   NetCounters counters;
   std::atomic<bool> draining{false};
 
-  // Reserves a connection place; false when the limit is reached or shutdown has begun.
-  bool try_reserve() {
+  OriginPolicy origins;  // set by Server::start (loopback_bound from the bound address)
+
+  enum class Reserve { ok, full, address_full, draining };
+  // Reserves a WebSocket connection place for a peer at `address` (its IP as text); refused when
+  // the total or that address's limit is reached, or shutdown has begun.
+  Reserve try_reserve(const std::string& address) {
     std::lock_guard lk(mu);
-    if (draining || reserved >= config.max_connections) return false;
+    if (draining) return Reserve::draining;
+    if (reserved >= config.max_connections) return Reserve::full;
+    int& mine = per_address[address];
+    if (mine >= config.max_connections_per_ip) {
+      if (mine == 0) per_address.erase(address);
+      return Reserve::address_full;
+    }
+    ++mine;
     ++reserved;
-    return true;
+    return Reserve::ok;
   }
   void add(Connection* c, std::weak_ptr<Connection> w) {
     std::lock_guard lk(mu);
     live[c] = std::move(w);
   }
-  // Gives back a reserved place (and the registry entry, if any).
-  void release(Connection* c) {
+  // Gives back a reserved place of `address` (and the registry entry, if any).
+  void release(Connection* c, const std::string& address) {
     std::lock_guard lk(mu);
     live.erase(c);
     --reserved;
+    if (auto it = per_address.find(address); it != per_address.end() && --it->second <= 0)
+      per_address.erase(it);
+  }
+
+  // Sockets (HTTP or WebSocket) one address may hold: its WebSocket share twice over, plus 8
+  // for plain HTTP (a browser opens several), so one address cannot fill the open-socket cap.
+  int sockets_per_address_limit() const { return 2 * config.max_connections_per_ip + 8; }
+  // Takes a place for a socket accepted from `address`; false at the open-socket cap
+  // (config.max_open_sockets, 0: none) or at the address's limit.
+  bool try_open_socket(const std::string& address) {
+    std::lock_guard lk(mu);
+    if (config.max_open_sockets > 0 && open_sockets >= config.max_open_sockets) return false;
+    int& mine = sockets_per_address[address];
+    if (mine >= sockets_per_address_limit()) return false;
+    ++mine;
+    ++open_sockets;
+    return true;
+  }
+  void close_socket(const std::string& address) {
+    std::lock_guard lk(mu);
+    --open_sockets;
+    if (auto it = sockets_per_address.find(address);
+        it != sockets_per_address.end() && --it->second <= 0)
+      sockets_per_address.erase(it);
   }
   int open_connections() {
     std::lock_guard lk(mu);
@@ -72,7 +111,36 @@ struct ServerState {
  private:
   std::mutex mu;
   int reserved = 0;
+  std::unordered_map<std::string, int> per_address;  // WebSocket places held per peer address
+  int open_sockets = 0;                               // accepted sockets open
+  std::unordered_map<std::string, int> sockets_per_address;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> live;
+};
+
+// One accepted socket's place (ServerState::try_open_socket), given back when the session that
+// holds the socket (HTTP, then WebSocket after an upgrade) goes away. Movable, not copyable.
+class SocketSlot {
+ public:
+  SocketSlot() = default;
+  // `st` gave the place to `address` (try_open_socket returned true).
+  SocketSlot(std::shared_ptr<ServerState> st, std::string address)
+      : st_(std::move(st)), address_(std::move(address)) {}
+  SocketSlot(SocketSlot&& o) noexcept = default;
+  SocketSlot& operator=(SocketSlot&& o) noexcept {
+    reset();
+    st_ = std::move(o.st_);
+    address_ = std::move(o.address_);
+    return *this;
+  }
+  ~SocketSlot() { reset(); }
+  void reset() {
+    if (st_) st_->close_socket(address_);
+    st_.reset();
+  }
+
+ private:
+  std::shared_ptr<ServerState> st_;
+  std::string address_;
 };
 
 }  // namespace rz::net

@@ -13,12 +13,18 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 
-WsSession::WsSession(beast::tcp_stream&& stream, std::shared_ptr<ServerState> state)
-    : ws_(std::move(stream)), state_(std::move(state)), queue_(state_->config.queue) {}
+WsSession::WsSession(beast::tcp_stream&& stream, std::shared_ptr<ServerState> state,
+                     std::string address, SocketSlot slot)
+    : ws_(std::move(stream)),
+      state_(std::move(state)),
+      address_(std::move(address)),
+      slot_(std::move(slot)),
+      first_frame_timer_(ws_.get_executor()),
+      queue_(state_->config.queue) {}
 
 WsSession::~WsSession() {
   if (session_.valid() && !ended_) session_.close();
-  state_->release(this);
+  state_->release(this, address_);
 }
 
 void WsSession::run(http::request<http::string_body> req) {
@@ -46,7 +52,26 @@ void WsSession::on_accept(beast::error_code ec) {
   state_->counters.connections_total++;
   session_ = state_->engine->open_session(std::weak_ptr<engine::FrameSink>(shared_from_this()));
   if (closing_) return do_write();  // shutdown began during the handshake
+  if (state_->config.first_frame_timeout.count() > 0) {
+    first_frame_timer_.expires_after(state_->config.first_frame_timeout);
+    first_frame_timer_.async_wait(
+        beast::bind_front_handler(&WsSession::on_first_frame_deadline, shared_from_this()));
+  }
   do_read();
+}
+
+void WsSession::on_first_frame_deadline(beast::error_code ec) {
+  if (ec || got_frame_ || ended_ || close_sent_) return;  // cancelled, or a frame came in time
+  state_->counters.first_frame_timeouts++;
+  if (writing_) {  // cannot send a close frame now: just drop the socket
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    return;
+  }
+  close_sent_ = true;
+  ws_.async_close(websocket::close_reason(websocket::close_code::policy_error,
+                                          "no frame within the first-frame timeout"),
+                  beast::bind_front_handler(&WsSession::on_close, shared_from_this()));
 }
 
 void WsSession::do_read() {
@@ -56,6 +81,10 @@ void WsSession::do_read() {
 void WsSession::on_read(beast::error_code ec, std::size_t) {
   if (ec) return end();  // peer closed, timed out, too big (Beast sent 1009), reset, ...
   state_->counters.frames_received++;
+  if (!got_frame_) {
+    got_frame_ = true;
+    first_frame_timer_.cancel();
+  }
   if (!ws_.got_text()) {
     enqueue(proto::ErrorFrame{proto::ErrorCode::bad_json,
                               "binary frames are not accepted: send JSON text frames", {}});
@@ -64,6 +93,7 @@ void WsSession::on_read(beast::error_code ec, std::size_t) {
     handle_text(std::string_view(static_cast<const char*>(data.data()), data.size()));
   }
   rbuf_.consume(rbuf_.size());
+  if (ended_) return;  // closed as a slow consumer while handling the frame
   do_read();
 }
 
@@ -100,7 +130,16 @@ void WsSession::enqueue(proto::ServerFrame frame) {
     state_->counters.slow_consumers++;
     session_.slow_consumer();
   }
+  if (queue_.over_hard_limit()) return close_slow_consumer();
   do_write();
+}
+
+void WsSession::close_slow_consumer() {
+  // A peer that reads nothing would never take a close frame either: close the socket. The
+  // pending read and write complete with an error and end() is a no-op then.
+  beast::error_code ignored;
+  beast::get_lowest_layer(ws_).socket().close(ignored);
+  end();
 }
 
 void WsSession::do_write() {
@@ -150,6 +189,7 @@ void WsSession::force_close() {
 void WsSession::end() {
   if (ended_) return;
   ended_ = true;
+  first_frame_timer_.cancel();
   queue_.clear();
   if (session_.valid()) session_.close();
 }

@@ -8,10 +8,14 @@
 //                                 └─ ProtocolError ─▶ queue (error frame)
 //   engine frame ─deliver─▶ post(strand) ─▶ queue ─▶ serialize ─▶ async_write
 //   queue over its bound ─▶ Session::slow_consumer() once (re-armed when the queue empties)
+//   queue past its hard bound (any frames, error frames too) ─▶ socket closed (slow consumer)
+//   no frame within first_frame_timeout ─▶ closed with 1008 (policy violation)
 //   read error / peer close ─▶ Session::close() (requests cancelled, slots freed)
 #pragma once
 #include <memory>
+#include <string>
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -25,8 +29,10 @@ class WsSession : public engine::FrameSink,
                   public Connection,
                   public std::enable_shared_from_this<WsSession> {
  public:
-  // `stream` carries the upgrade request already read; a place was reserved in `state`.
-  WsSession(boost::beast::tcp_stream&& stream, std::shared_ptr<ServerState> state);
+  // `stream` carries the upgrade request already read; a place was reserved in `state` for the
+  // peer `address`; `slot` is the socket's place among the open sockets.
+  WsSession(boost::beast::tcp_stream&& stream, std::shared_ptr<ServerState> state,
+            std::string address, SocketSlot slot);
   ~WsSession() override;
 
   // Accepts the upgrade (answers the handshake) and starts reading.
@@ -45,10 +51,16 @@ class WsSession : public engine::FrameSink,
   void do_write();
   void on_write(boost::beast::error_code ec, std::size_t bytes);
   void on_close(boost::beast::error_code ec);
+  void on_first_frame_deadline(boost::beast::error_code ec);
+  void close_slow_consumer();  // the queue went past its hard bound: drop the connection
   void end();  // the connection is over: close the engine session once, drop the queue
 
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   std::shared_ptr<ServerState> state_;
+  std::string address_;  // the peer's IP, for the per-address limit
+  SocketSlot slot_;
+  boost::asio::steady_timer first_frame_timer_;
+  bool got_frame_ = false;
   boost::beast::flat_buffer rbuf_;
   std::string wbuf_;  // the frame being written
   OutgoingQueue queue_;

@@ -257,8 +257,14 @@ GenerateRequest parse_generate(const Fields& f, const ProtocolLimits& limits) {
       fail(ErrorCode::bad_value, "repetition_penalty: must be a finite number > 0");
   }
   if (auto e = f.get(kSeed)) {
-    if (e->type() == element_type::UINT64) s.seed = e->get_uint64().value_unsafe();
-    else s.seed = uint64_t(get_int(*e, "seed", 0, std::numeric_limits<int64_t>::max()));
+    // The whole uint64 range (values above INT64_MAX arrive as UINT64); the error names it.
+    if (e->type() == element_type::UINT64) {
+      s.seed = e->get_uint64().value_unsafe();
+    } else if (e->type() == element_type::INT64 && e->get_int64().value_unsafe() < 0) {
+      fail(ErrorCode::bad_value, "seed: must be in [0, 18446744073709551615]");
+    } else {
+      s.seed = uint64_t(get_int(*e, "seed", 0, std::numeric_limits<int64_t>::max()));
+    }
   }
 
   if (auto e = f.get(kStop)) req.stop = parse_stop(*e, limits);

@@ -14,7 +14,7 @@ conns=${3:-16}
 reqs=${4:-256}
 port=${RZ_SERVE_PORT:-8093}
 log=$(mktemp /tmp/rz-serve-XXXX.log)
-"$bin/rz" serve --model "$model" --device "${RZ_SERVE_DEVICE:-cuda}" --port "$port" --max-slots 16 > "$log" 2>&1 &
+"$bin/rz" serve --model "$model" --device "${RZ_SERVE_DEVICE:-cuda}" --port "$port" --max-slots 16 --max-connections-per-ip $((conns + 8)) > "$log" 2>&1 &
 pid=$!
 for _ in $(seq 1 120); do
   grep -q "listening" "$log" && break

@@ -59,23 +59,33 @@ inline Frame parse_frame(const std::string& raw) {
 
 class WsClient {
  public:
-  // rcvbuf > 0 shrinks the socket's receive buffer before connecting (a slow reader).
-  explicit WsClient(uint16_t port, int rcvbuf = 0) : ws_(ioc_) {
+  // rcvbuf > 0 shrinks the socket's receive buffer before connecting (a slow reader); `source`
+  // binds the client to that local address first (any of 127.0.0.0/8 is loopback on Linux).
+  explicit WsClient(uint16_t port, int rcvbuf = 0, const std::string& source = "") : ws_(ioc_) {
     auto& sock = beast::get_lowest_layer(ws_).socket();
     sock.open(tcp::v4());
     if (rcvbuf > 0) sock.set_option(asio::socket_base::receive_buffer_size(rcvbuf));
+    if (!source.empty()) sock.bind(tcp::endpoint(asio::ip::make_address(source), 0));
     sock.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
     ws_.handshake(response_, "127.0.0.1:" + std::to_string(port), "/v1/ws");
     ws_.text(true);
   }
-  // Connect and try the upgrade; returns the HTTP status (101 when it was accepted).
-  static int try_upgrade(uint16_t port) {
+  // Connect and try the upgrade; returns the HTTP status (101 when it was accepted). `origin`:
+  // an Origin header to send (none when empty); `source`: the local address to connect from.
+  static int try_upgrade(uint16_t port, const std::string& origin = "",
+                         const std::string& source = "") {
     asio::io_context ioc;
     websocket::stream<beast::tcp_stream> ws(ioc);
-    beast::get_lowest_layer(ws).connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    auto& sock = beast::get_lowest_layer(ws).socket();
+    sock.open(tcp::v4());
+    if (!source.empty()) sock.bind(tcp::endpoint(asio::ip::make_address(source), 0));
+    sock.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    if (!origin.empty())
+      ws.set_option(websocket::stream_base::decorator(
+          [origin](websocket::request_type& req) { req.set(beast::http::field::origin, origin); }));
     websocket::response_type res;
     beast::error_code ec;
-    ws.handshake(res, "127.0.0.1", "/v1/ws", ec);
+    ws.handshake(res, "127.0.0.1:" + std::to_string(port), "/v1/ws", ec);
     return static_cast<int>(res.result_int());
   }
 
@@ -160,13 +170,22 @@ struct HttpResult {
   std::string headers, body;
 };
 
-// GET (or another method) with Connection: close; every wait bounded by SO_RCVTIMEO.
-inline HttpResult http_request(uint16_t port, const std::string& target,
-                               const std::string& method = "GET") {
+// A TCP connection to 127.0.0.1:port from `source` (a loopback address; "" lets the kernel
+// choose), reads bounded by SO_RCVTIMEO (10 s). Throws when it cannot connect.
+inline int connect_loopback(uint16_t port, const std::string& source = "") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      ::close(fd);
+      throw std::runtime_error("bind to " + source + " failed");
+    }
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -175,6 +194,15 @@ inline HttpResult http_request(uint16_t port, const std::string& target,
     ::close(fd);
     throw std::runtime_error("connect failed");
   }
+  return fd;
+}
+
+// GET (or another method) with Connection: close, from `source` when given; every wait bounded
+// by SO_RCVTIMEO.
+inline HttpResult http_request(uint16_t port, const std::string& target,
+                               const std::string& method = "GET",
+                               const std::string& source = "") {
+  const int fd = connect_loopback(port, source);
   const std::string req =
       method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   (void)!::write(fd, req.data(), req.size());

@@ -1,7 +1,9 @@
 // The real `rz serve` binary (RZ_BIN) end to end: start it on an ephemeral port (--port 0 prints
 // the chosen port), answer a chat request through examples/chat_client.py and compare the text
 // with `rz generate` on the same settings, /health, then SIGTERM -> exit 0. Also the browser
-// page in headless Chromium (tests/net/page_browser.py) and the --device errors.
+// page in headless Chromium (tests/net/page_browser.py), a foreign page refused there
+// (page_origin_browser.py), the --device errors, a low open-file limit, and a second signal
+// during the drain.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -87,6 +89,93 @@ ProcResult run(const std::vector<std::string>& args, std::chrono::milliseconds l
   return r;
 }
 
+// Starts `rz serve` with `args` (after the model, --port 0) under `prefix` (e.g. prlimit) and
+// waits for its port; 0 when it did not print one within a minute (then it is killed).
+struct Served {
+  pid_t pid = -1;
+  int port = 0;
+  std::string err;  // its stderr file
+};
+Served serve_with(const std::vector<std::string>& args, const std::vector<std::string>& prefix = {}) {
+  Served s;
+  s.err = tmp_path("serve_err_" + std::to_string(std::rand()));
+  std::vector<std::string> all = prefix;
+  for (const std::string& a : {std::string(RZ_BIN), std::string("serve"), std::string("--model"),
+                               kModel, std::string("--port"), std::string("0")})
+    all.push_back(a);
+  all.insert(all.end(), args.begin(), args.end());
+  s.pid = spawn(all, "/dev/null", s.err);
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+)/)");
+  for (auto until = std::chrono::steady_clock::now() + 60s;
+       s.pid > 0 && std::chrono::steady_clock::now() < until;) {
+    std::smatch m;
+    const std::string log = slurp(s.err);
+    if (std::regex_search(log, m, listening)) {
+      s.port = std::stoi(m[1]);
+      return s;
+    }
+    if (waitpid(s.pid, nullptr, WNOHANG) == s.pid) {
+      s.pid = -1;
+      return s;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  if (s.pid > 0) {
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, nullptr, 0);
+    s.pid = -1;
+  }
+  return s;
+}
+
+// A TCP connection to 127.0.0.1:port (blocking connect; -1 on failure).
+int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// GET /health over a fresh connection: the status line and body, "" on failure.
+std::string get_health(int port) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return "";
+  const std::string req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != ssize_t(req.size())) {
+    close(fd);
+    return "";
+  }
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) all.append(buf, std::size_t(n));
+  close(fd);
+  return all;
+}
+
+// User + system CPU seconds of `pid` so far.
+double cpu_seconds(pid_t pid) {
+  std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const auto close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return -1;
+  std::istringstream in(stat.substr(close_paren + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {  // fields 14 and 15: utime, stime (ticks)
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return double(utime + stime) / double(sysconf(_SC_CLK_TCK));
+}
+
 class ServeCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -165,6 +254,23 @@ TEST_F(ServeCliTest, DeviceFlag) {
   EXPECT_NE(bad_port.err.find("--port"), std::string::npos) << bad_port.err;
 }
 
+TEST_F(ServeCliTest, BadNetworkFlagsAreErrors) {
+  const ProcResult origin = run({RZ_BIN, "serve", "--model", kModel, "--allowed-origins",
+                                 "http://ok.example,example.com"});
+  EXPECT_EQ(origin.code, 1);
+  EXPECT_NE(origin.err.find("--allowed-origins: 'example.com' is not an origin"),
+            std::string::npos)
+      << origin.err;
+  const ProcResult per_ip = run({RZ_BIN, "serve", "--model", kModel, "--max-connections-per-ip",
+                                 "0"});
+  EXPECT_EQ(per_ip.code, 1);
+  EXPECT_NE(per_ip.err.find("--max-connections-per-ip"), std::string::npos) << per_ip.err;
+  const ProcResult first = run({RZ_BIN, "serve", "--model", kModel, "--first-frame-timeout",
+                                "-1"});
+  EXPECT_EQ(first.code, 1);
+  EXPECT_NE(first.err.find("--first-frame-timeout"), std::string::npos) << first.err;
+}
+
 TEST_F(ServeCliTest, PortInUseIsAnError) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
@@ -190,6 +296,94 @@ TEST_F(ServeCliTest, BrowserPageStreamsInHeadlessChromium) {
                     180s);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_GT(std::filesystem::exists(shot) ? std::filesystem::file_size(shot) : 0, 10000u);
+}
+
+// Under a 128 open-file limit the server caps its sockets below what is left (and says so),
+// refuses sockets past the cap at accept instead of spinning on EMFILE, closes the silent ones
+// after the first-frame timeout, and /health answers again.
+TEST_F(ServeCliTest, LowOpenFileLimitCapsSocketsWithoutSpinning) {
+  if (!std::filesystem::exists("/usr/bin/prlimit")) GTEST_SKIP() << "no /usr/bin/prlimit";
+  const Served s = serve_with({"--max-slots", "1", "--ctx", "256", "--first-frame-timeout", "2"},
+                              {"/usr/bin/prlimit", "--nofile=128:128"});
+  ASSERT_GT(s.pid, 0) << slurp(s.err);
+  const std::string log = slurp(s.err);
+  EXPECT_NE(log.find("open-file limit 128"), std::string::npos) << log;
+  EXPECT_NE(log.find("--max-connections lowered from 256 to"), std::string::npos) << log;
+  EXPECT_NE(get_health(s.port).find("200 OK"), std::string::npos);
+
+  std::vector<int> idle;  // more idle connections than the process has descriptors
+  for (int i = 0; i < 200; ++i) {
+    const int fd = connect_loopback(s.port);
+    if (fd >= 0) idle.push_back(fd);
+  }
+  EXPECT_GT(idle.size(), 128u);
+  std::this_thread::sleep_for(500ms);
+  const double cpu0 = cpu_seconds(s.pid);
+  std::this_thread::sleep_for(1s);
+  const double busy = cpu_seconds(s.pid) - cpu0;
+  EXPECT_LT(busy, 0.15) << "the server used " << busy << " s of CPU in 1 s with idle sockets";
+  // The accepted silent ones are closed after 2 s (the rest were refused at accept): a fresh
+  // connection gets /health, while our idle sockets are still open on this side.
+  std::string health;
+  for (auto until = std::chrono::steady_clock::now() + 6s;
+       health.find("200 OK") == std::string::npos && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(200ms);
+    health = get_health(s.port);
+  }
+  EXPECT_NE(health.find("\"status\":\"ok\""), std::string::npos) << health;
+  for (int fd : idle) close(fd);
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(s.pid, 30s), 0) << slurp(s.err);
+  std::filesystem::remove(s.err);
+}
+
+// SIGTERM starts the drain; a second SIGTERM during it ends the process at once (128 + 15).
+TEST_F(ServeCliTest, SecondSignalDuringTheDrainExitsAtOnce) {
+  ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
+  const Served s = serve_with({"--max-slots", "1", "--ctx", "1024", "--drain-seconds", "60"});
+  ASSERT_GT(s.pid, 0) << slurp(s.err);
+  // A client with a long request running (so the drain has something to wait for).
+  const std::string client_out = tmp_path("client_out");
+  const std::string script =
+      "import asyncio, json, websockets\n"
+      "async def main():\n"
+      "    async with websockets.connect('ws://127.0.0.1:" + std::to_string(s.port) +
+      "/v1/ws') as ws:\n"
+      "        await ws.send(json.dumps({'type': 'generate', 'id': 'a', 'prompt': 'Hello',\n"
+      "                                  'max_tokens': 900, 'ignore_eos': True}))\n"
+      "        print(await ws.recv(), flush=True)\n"
+      "        await asyncio.sleep(120)\n"
+      "asyncio.run(main())\n";
+  const pid_t client = spawn({kPython, "-c", script}, client_out, "/dev/null");
+  ASSERT_GT(client, 0);
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       slurp(client_out).find("token") == std::string::npos &&
+       std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_NE(slurp(client_out).find("token"), std::string::npos);
+
+  kill(s.pid, SIGTERM);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(waitpid(s.pid, nullptr, WNOHANG), 0) << "exited before the second signal";
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(s.pid, 3s), 128 + SIGTERM) << slurp(s.err);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_NE(slurp(s.err).find("SIGTERM again: exiting now"), std::string::npos) << slurp(s.err);
+  kill(client, SIGKILL);
+  waitpid(client, nullptr, 0);
+  std::filesystem::remove(client_out);
+  std::filesystem::remove(s.err);
+}
+
+// A page of another site (served on another port under a name Chromium resolves to 127.0.0.1)
+// cannot open the WebSocket (403), the server's own page still can, and --allowed-origins lets
+// the other page in (tests/net/page_origin_browser.py).
+TEST_F(ServeCliTest, ForeignPageCannotOpenTheWebSocketInHeadlessChromium) {
+  ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
+  const ProcResult r =
+      run({kPython, RZ_SOURCE_DIR "/tests/net/page_origin_browser.py", RZ_BIN, kModel}, 180s);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 
 }  // namespace

@@ -3,13 +3,17 @@
 // wait. Covers /health, /metrics, 404, several clients, multiplexing, cancel, unknown and
 // duplicate ids, disconnect mid-stream (slot freed), malformed, oversized and too-big frames,
 // the connection limit, the idle timeout, a slow reader (coalescing, then slow_consumer while
-// another client is unaffected), greedy determinism under load, and graceful shutdown.
+// another client is unaffected), greedy determinism under load, and graceful shutdown; and what a
+// hostile client tries: foreign Origins (403), many connections from one address (a second
+// address still gets in), silent connections (first-frame timeout), a flood of bad frames
+// without reading (closed, memory bounded), invalid UTF-8 (1007).
 #include "net/server.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -401,6 +405,167 @@ TEST_F(ServerTest, GracefulShutdownDrainsThenClosesCleanly) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
   // No longer listening.
   EXPECT_THROW(http_request(port_, "/health"), std::runtime_error);
+}
+
+// A browser sends the page's Origin with the upgrade: on a server bound to loopback only loopback
+// origins (any port) pass; another site's page, and "null", get 403. Requests without an Origin
+// (not a browser) pass.
+TEST_F(ServerTest, ForeignOriginsAreRefusedWith403) {
+  start();
+  EXPECT_EQ(WsClient::try_upgrade(port_, "http://evil.example"), 403);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "https://evil.example:" + std::to_string(port_)), 403);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "null"), 403);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "http://localhost:3000"), 101);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "http://127.0.0.1:" + std::to_string(port_)), 101);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "https://[::1]:8443"), 101);
+  EXPECT_EQ(WsClient::try_upgrade(port_), 101);
+  EXPECT_EQ(metric(metrics(), "rz_ws_origins_refused_total"), 3);
+  EXPECT_EQ(metric(metrics(), "rz_ws_connections_refused_total"), 0);
+}
+
+TEST_F(ServerTest, AllowedOriginsOpenTheUpgrade) {
+  ServerConfig sc;
+  sc.allowed_origins = {"http://app.example:8000"};
+  start(sc);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "http://app.example:8000"), 101);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "http://app.example:8001"), 403);
+  TearDown();
+  sc.allowed_origins = {"*"};
+  start(sc);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "http://evil.example"), 101);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "null"), 101);
+}
+
+// Connections held from one address do not lock another address out.
+TEST_F(ServerTest, PerAddressLimitLetsASecondAddressIn) {
+  ServerConfig sc;
+  sc.max_connections = 8;
+  sc.max_connections_per_ip = 2;
+  start(sc);
+  WsClient a(port_), b(port_);
+  EXPECT_EQ(WsClient::try_upgrade(port_, "", "127.0.0.1"), 503);
+  EXPECT_GE(metric(metrics(), "rz_ws_connections_refused_total"), 1);
+  // From 127.0.0.2 (also loopback) a client still gets in, twice.
+  WsClient c(port_, 0, "127.0.0.2");
+  EXPECT_EQ(WsClient::try_upgrade(port_, "", "127.0.0.2"), 101);
+  c.send(R"({"type":"ping"})");
+  EXPECT_EQ(c.read_frame().type, "pong");
+  // A closed connection gives its address's place back.
+  a.close();
+  EXPECT_FALSE(a.read(5s).has_value());
+  EXPECT_TRUE(wait_metric("rz_ws_connections_open", 2, 5s));
+  EXPECT_EQ(WsClient::try_upgrade(port_, "", "127.0.0.1"), 101);
+}
+
+// Idle plain sockets count too: one address holds at most 2 x max_connections_per_ip + 8 of
+// them; past that its sockets are closed at accept, and another address is still served.
+TEST_F(ServerTest, PerAddressSocketShareLetsASecondAddressIn) {
+  ServerConfig sc;
+  sc.max_connections_per_ip = 2;  // a share of 12 sockets
+  start(sc);
+  std::vector<int> idle;
+  for (int i = 0; i < 12; ++i) idle.push_back(connect_loopback(port_, "127.0.0.3"));
+  // The 13th from that address: closed at accept (a 503 when it arrives before the reset).
+  int status = 0;
+  try {
+    status = http_request(port_, "/health", "GET", "127.0.0.3").status;
+  } catch (const std::runtime_error&) {
+    status = -1;  // reset before the 503 could be read
+  }
+  EXPECT_TRUE(status == 503 || status == -1) << status;
+  EXPECT_EQ(http_request(port_, "/health", "GET", "127.0.0.4").status, 200);
+  EXPECT_GE(metric(metrics(), "rz_sockets_refused_total"), 1);
+  for (int fd : idle) ::close(fd);
+  bool back = false;
+  for (auto until = std::chrono::steady_clock::now() + 5s;
+       !back && std::chrono::steady_clock::now() < until;) {
+    try {
+      back = http_request(port_, "/health", "GET", "127.0.0.3").status == 200;
+    } catch (const std::runtime_error&) {
+    }
+    if (!back) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(back) << "the address did not get its share back";
+}
+
+// A connection that sends nothing is closed after the first-frame timeout: an upgraded one with
+// close code 1008, a plain TCP one (no HTTP request) by closing the socket. One that sent a
+// frame in time stays.
+TEST_F(ServerTest, FirstFrameTimeoutClosesSilentConnections) {
+  ServerConfig sc;
+  sc.first_frame_timeout = 500ms;
+  start(sc);
+  WsClient talker(port_), silent(port_);
+  talker.send(R"({"type":"ping"})");
+  EXPECT_EQ(talker.read_frame().type, "pong");
+
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port_);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  char byte;
+  EXPECT_EQ(::read(fd, &byte, 1), 0);  // the server closed it (not the 10 s receive timeout)
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  ::close(fd);
+
+  EXPECT_FALSE(silent.read(10s).has_value());
+  EXPECT_EQ(silent.close_reason().code, beast::websocket::close_code::policy_error);
+  EXPECT_EQ(metric(metrics(), "rz_first_frame_timeouts_total"), 2);
+  std::this_thread::sleep_for(600ms);
+  talker.send(R"({"type":"ping"})");
+  EXPECT_EQ(talker.read_frame().type, "pong");
+}
+
+long rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+// A client that sends tiny invalid frames and reads none of the error frames: the error frames
+// count against the connection's queue bound, and past it the connection is closed, so the
+// server's memory stays bounded (before, each 7-byte frame kept ~250 bytes forever).
+TEST_F(ServerTest, FloodOfBadFramesWithoutReadingIsClosedAndMemoryStaysBounded) {
+  ServerConfig sc;
+  sc.socket_send_buffer = 4096;
+  start(sc);
+  const long rss0 = rss_kib();
+  WsClient flood(port_, 4096);
+  constexpr int kFrames = 400000;  // ~70 MiB of queued error frames when nothing bounded them
+  int sent = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (; sent < kFrames; ++sent) flood.send("x");  // 7 bytes on the wire: not JSON
+  } catch (const std::runtime_error&) {
+  }
+  const long grown_mib = (rss_kib() - rss0) / 1024;
+  EXPECT_LT(sent, kFrames) << "the server kept the connection open";
+  EXPECT_LT(grown_mib, 32) << "RSS grew by " << grown_mib << " MiB";  // a queue: ~0.3 MiB
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_TRUE(wait_metric("rz_ws_connections_open", 0, 5s));
+  EXPECT_GE(metric(metrics(), "rz_ws_slow_consumers_total"), 1);
+  // Others are served as usual.
+  WsClient other(port_);
+  other.send(R"({"type":"ping"})");
+  EXPECT_EQ(other.read_frame().type, "pong");
+}
+
+// Invalid UTF-8 in a text frame fails the connection with 1007, as RFC 6455 (8.1) requires and
+// Beast enforces (docs/protocol.md says so).
+TEST_F(ServerTest, InvalidUtf8TextFrameClosesWith1007) {
+  start();
+  WsClient c(port_);
+  c.send(std::string("{\"type\":\"ping\",\"x\":\"\xff\"}"));
+  EXPECT_FALSE(c.read(10s).has_value());
+  EXPECT_EQ(c.close_reason().code, beast::websocket::close_code::bad_payload);
 }
 
 }  // namespace

@@ -248,6 +248,20 @@ TEST(ProtoParse, SamplingRangeErrors) {
   EXPECT_FALSE(is_error(parse_client_message(h + R"("temperature":3.4e38})")));
 }
 
+// The error for a negative seed names the range that is accepted: all of uint64.
+TEST(ProtoParse, SeedErrorNamesTheAcceptedRange) {
+  const std::string h = R"({"type":"generate","id":"r1","prompt":"x",)";
+  EXPECT_EQ(as_generate(parse_client_message(h + R"("seed":18446744073709551615})")).sampling.seed,
+            std::optional<uint64_t>(UINT64_MAX));
+  for (std::string_view bad : {R"("seed":-1)", R"("seed":-9223372036854775808)"}) {
+    const ProtocolError e = as_error(parse_client_message(h + std::string(bad) + "}"));
+    EXPECT_EQ(e.code, ErrorCode::bad_value) << e.message;
+    EXPECT_EQ(e.message, "seed: must be in [0, 18446744073709551615]");
+  }
+  // Beyond uint64 the number does not parse as an integer at all.
+  expect_error(h + R"("seed":18446744073709551616})", ErrorCode::bad_json, std::nullopt);
+}
+
 TEST(ProtoParse, MaxTokensRangeAndLimit) {
   const std::string h = R"({"type":"generate","id":"r1","prompt":"x",)";
   for (std::string_view bad : {R"("max_tokens":0)", R"("max_tokens":-5)", R"("max_tokens":4097)",
