@@ -24,9 +24,16 @@ release), while transformers reads it from the rope dict; this script takes the 
 (64), so that both sides scale the same way. (2) The tiny model has no tokenizer, so no
 tokenizer.* keys are written (rz's executors do not need them; llama.vocab_size gives n_vocab).
 
-Needs torch, safetensors and gguf (the environment of make_hf_tiny_models.py):
+After writing, transformers' own GGUF reader (which undoes the Q/K permutation) loads the file
+and must give back every weight of model.safetensors exactly: a check of the names and the
+permutation that does not depend on rz.
 
-  python tests/golden/make_llama3_gguf.py
+Needs torch, transformers, accelerate (transformers' GGUF reader), safetensors and gguf:
+
+  /opt/refpy/bin/python tests/golden/make_llama3_gguf.py
+
+(written with torch 2.15.0, transformers 5.23.0, gguf 0.19.0, accelerate 1.15.0; the output
+depends only on model.safetensors, config.json and the gguf writer's layout)
 """
 import json
 import math
@@ -146,5 +153,18 @@ def main():
     print(f"{OUT}: {os.path.getsize(OUT)} bytes; rope_freqs {np.array2string(factors.numpy(), precision=4)}")
 
 
+def check_with_transformers():
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(os.path.dirname(OUT), gguf_file=os.path.basename(OUT),
+                                             dtype=torch.float32)
+    got = m.state_dict()
+    want = load_file(os.path.join(SRC, "model.safetensors"))
+    for name, t in want.items():
+        assert name in got, f"transformers' GGUF reader has no {name}"
+        assert torch.equal(got[name], t.float()), f"{name} differs after the GGUF round trip"
+    print(f"transformers' GGUF reader gives back all {len(want)} weights exactly")
+
+
 if __name__ == "__main__":
     main()
+    check_with_transformers()
