@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
+
+#include "model/common.hpp"
 
 namespace rz {
 
@@ -38,6 +41,9 @@ RopeFreqs RopeFreqs::make(const ModelConfig& c) {
   const int half = c.n_rot / 2;
   const double base = c.rope_theta;
   const RopeScaling& s = c.rope_scaling;
+  if (!c.rope_freq_factors.empty() && static_cast<int>(c.rope_freq_factors.size()) != half)
+    throw Error("rope: " + std::to_string(c.rope_freq_factors.size()) +
+                " frequency factors for n_rot / 2 = " + std::to_string(half) + " frequencies");
   f.inv_freq.resize(half);
   for (int i = 0; i < half; ++i) {
     double freq = std::pow(base, -2.0 * i / c.n_rot);
@@ -80,6 +86,8 @@ RopeFreqs RopeFreqs::make(const ModelConfig& c) {
         break;
       }
     }
+    // llama.cpp divides each frequency by its rope_freqs factor after linear or yarn scaling.
+    if (!c.rope_freq_factors.empty()) freq /= c.rope_freq_factors[i];
     f.inv_freq[i] = static_cast<float>(freq);
   }
   if (s.type == RopeScaling::Type::Yarn && s.factor > 1)

@@ -12,8 +12,10 @@ namespace rz {
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int n, float eps);
 
-// Per-pair inverse frequencies of the rotary embedding after rope scaling, and the factor
-// multiplied into cos/sin (1 except yarn). Linear and llama3 follow Hugging Face exactly. Yarn
+// Per-pair inverse frequencies of the rotary embedding after rope scaling and the per-frequency
+// divisors (ModelConfig::rope_freq_factors, GGUF rope_freqs.weight), and the factor multiplied
+// into cos/sin (1 except yarn). Both executors take their frequencies from here, so a scaling
+// rule lives in this one place. Linear and llama3 follow Hugging Face exactly. Yarn
 // follows Hugging Face's defaults (beta_fast 32, beta_slow 1, attention factor
 // 0.1 ln(factor) + 1): ModelConfig carries no beta or attention-factor overrides, so a model that
 // sets them gets these defaults instead (an approximation for such models).

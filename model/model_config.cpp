@@ -8,12 +8,12 @@
 //   .attention.layer_norm_rms_epsilon, .vocab_size (default: length of tokenizer.ggml.tokens),
 //   .rope.scaling.type / .factor / .original_context_length.
 // Llama 3.1-style frequency scaling is not in the metadata: llama.cpp's converter bakes it into a
-// tensor "rope_freqs.weight" ([head_dim / 2] f32, one divisor per rotary frequency). The config
-// leaves rope_scaling at None for such files; the executor must divide each frequency by that
-// tensor when ModelFile::find_tensor("rope_freqs.weight") finds it.
+// tensor "rope_freqs.weight" ([n_rot / 2] f32, one divisor per rotary frequency). rope_scaling
+// stays None for such files; the tensor's values become ModelConfig::rope_freq_factors.
 #include "model/model_config.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "model/common.hpp"
 #include "model/gguf.hpp"
@@ -59,6 +59,18 @@ void ModelConfig::validate(const std::string& where) const {
     if (rope_scaling.type == RopeScaling::Type::Llama3 &&
         !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor && rope_scaling.low_freq_factor > 0))
       fail("llama3 rope scaling needs high_freq_factor > low_freq_factor > 0");
+  }
+  if (!rope_freq_factors.empty()) {
+    if (static_cast<int>(rope_freq_factors.size()) != n_rot / 2)
+      fail("rope frequency factors: " + std::to_string(rope_freq_factors.size()) +
+           " values for n_rot / 2 = " + std::to_string(n_rot / 2) + " frequencies");
+    for (size_t i = 0; i < rope_freq_factors.size(); ++i)
+      if (!(rope_freq_factors[i] > 0) || !std::isfinite(rope_freq_factors[i]))
+        fail("rope frequency factor " + std::to_string(i) + " must be positive and finite (got " +
+             std::to_string(rope_freq_factors[i]) + ")");
+    // Both would scale the same frequencies twice; no converter writes both.
+    if (rope_scaling.type == RopeScaling::Type::Llama3)
+      fail("llama3 rope scaling and per-frequency rope factors are both given");
   }
 }
 
@@ -140,6 +152,18 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   } else if (auto lin = f.get_float(p + "rope.scale_linear"); lin && *lin != 1.0) {
     c.rope_scaling.type = RopeScaling::Type::Linear;
     c.rope_scaling.factor = static_cast<float>(*lin);
+  }
+
+  // Per-frequency divisors (Llama 3.x as llama.cpp converts it). llama.cpp reads them as F32 only.
+  if (const TensorView* t = f.find_tensor("rope_freqs.weight")) {
+    if (t->type != GgmlType::F32)
+      throw file_error(path, "tensor 'rope_freqs.weight' has type " +
+                                 std::string(type_traits(t->type).name) +
+                                 "; rope frequency factors must be F32");
+    if (t->n_dims != 1)
+      throw file_error(path, "tensor 'rope_freqs.weight' must be one-dimensional ([n_rot / 2])");
+    c.rope_freq_factors.resize(static_cast<size_t>(t->n_elements()));
+    std::memcpy(c.rope_freq_factors.data(), t->data, c.rope_freq_factors.size() * sizeof(float));
   }
 
   // llama.cpp writes Llama/Mistral Q/K rows permuted for adjacent-pair rotation; Qwen2 keeps the

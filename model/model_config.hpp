@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rz {
 
@@ -38,6 +39,12 @@ struct ModelConfig {
   // GGUF qwen2 and every safetensors (Hugging Face layout) model use NeoX pairs.
   bool rope_neox = false;
   RopeScaling rope_scaling;
+  // Per-frequency divisors of the rotary inverse frequencies, [n_rot / 2], or empty for none.
+  // llama.cpp's converter stores Llama 3.x frequency scaling this way, as the GGUF tensor
+  // "rope_freqs.weight", and writes no scaling metadata. RopeFreqs::make (model/cpu_ops.hpp), the
+  // one place both executors take their frequencies from, divides frequency i by
+  // rope_freq_factors[i] after any rope_scaling, as llama.cpp does.
+  std::vector<float> rope_freq_factors;
   bool tied_embeddings = false;  // no output.weight: the token embedding is the output matrix
   bool qkv_bias = false;         // attn_q/k/v have biases (qwen2)
 

@@ -2,11 +2,15 @@
 // every format: logits of every step within a tolerance (3 x the error measured on the H200 for
 // that format), greedy picks equal except where the CPU's top-2 margin is below that row's
 // measured |dlogit| (at most 1 % of the picks); chunked prefill; KV block accounting; bad
-// requests. The GPU tests skip without a device; the no-device test runs only where there is none.
+// requests; a Llama 3 GGUF whose frequency scaling is only in rope_freqs.weight, against the CPU
+// and transformers. The GPU tests skip without a device; the no-device test runs only where
+// there is none.
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -204,6 +208,90 @@ TEST(GpuExecutor, SmallBlocksMatchCpu) {
   run_against_cpu(tiny_model(SynthFormat::Q8_0),
                   GpuExecutorOptions{.slots = 4, .max_context = 256, .kv_block_size = 1},
                   tol_for(SynthFormat::Q8_0), 4);
+}
+
+// A file of the source tree: RZ_SOURCE_DIR (environment, then the build's), else relative to the
+// working directory (scripts/gpu_check.sh runs gpu_test from the repository root on the GPU
+// machine, where the build machine's path does not exist).
+std::string source_file(const std::string& rel) {
+  std::vector<std::string> roots;
+  if (const char* env = std::getenv("RZ_SOURCE_DIR")) roots.push_back(env);
+  roots.push_back(RZ_SOURCE_DIR);
+  roots.push_back(".");
+  for (const std::string& r : roots)
+    if (fs::exists(fs::path(r) / rel)) return (fs::path(r) / rel).string();
+  ADD_FAILURE() << rel << " not found under RZ_SOURCE_DIR, " << RZ_SOURCE_DIR
+                << " or the working directory";
+  return rel;
+}
+
+// Llama 3.x as llama.cpp converts it (tests/golden/make_llama3_gguf.py): the llama3 frequency
+// scaling only in rope_freqs.weight. The CPU executor reproduces transformers on this file
+// (tests/model/cpu_hf_model_test.cpp); the GPU must rotate with the same divisors.
+const char* kLlama3Gguf = "tests/golden/hf_tiny/llama3_tied.gguf";
+
+TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesCpu) {
+  RZ_REQUIRE_GPU();
+  const std::string path = source_file(kLlama3Gguf);
+  ASSERT_FALSE(ModelFile::open(path)->config().rope_freq_factors.empty());
+  const double worst = run_against_cpu(path, GpuExecutorOptions{.slots = 4, .max_context = 256},
+                                       2e-2);
+  std::printf("[ llama3_tied.gguf ] max |gpu - cpu| logit: %.3g\n", worst);
+}
+
+// The same file against transformers' own numbers (hf_tiny/llama3_tied/golden.json, 8 prompts of
+// lengths 1..40): the first step's logits after the prompt, and the last step's after feeding
+// transformers' 31 greedy tokens (teacher forcing, so fp16 rounding cannot make the sequences
+// part). Picks must agree unless transformers' top-2 margin is within twice the row's error.
+TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesTransformers) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(source_file(kLlama3Gguf));
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.load(source_file("tests/golden/hf_tiny/llama3_tied/golden.json"));
+  struct Prompt {
+    std::vector<int32_t> ids, greedy;
+    std::vector<float> first, last;
+  };
+  std::vector<Prompt> prompts;
+  auto floats = [](simdjson::dom::element a) {
+    std::vector<float> v;
+    for (double x : a.get_array()) v.push_back(static_cast<float>(x));
+    return v;
+  };
+  for (simdjson::dom::element p : doc["prompts"].get_array()) {
+    Prompt pr;
+    for (int64_t t : p["ids"].get_array()) pr.ids.push_back(static_cast<int32_t>(t));
+    for (int64_t t : p["greedy"].get_array()) pr.greedy.push_back(static_cast<int32_t>(t));
+    pr.first = floats(p["logits_first"]);
+    pr.last = floats(p["logits_last"]);
+    prompts.push_back(std::move(pr));
+  }
+  const int n = static_cast<int>(prompts.size());
+  ASSERT_EQ(n, 8);
+  const int steps = static_cast<int>(prompts[0].greedy.size());
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = n, .max_context = 128});
+  gpu.set_keep_logits(true);
+  std::vector<PrefillRequest> reqs;
+  for (int s = 0; s < n; ++s) reqs.push_back({s, prompts[s].ids, SamplingParams{}, 0});
+  std::vector<int32_t> picks = gpu.prefill(reqs);
+  double worst = 0;
+  auto check = [&](int s, const std::vector<float>& want, int32_t want_tok, const char* what) {
+    const Diff d = compare(gpu.last_logits(s), want);
+    worst = std::max(worst, d.max_abs);
+    // fp16 KV cache and fp16 GEMM activations against transformers' fp32; logits within +-3.3.
+    EXPECT_LE(d.max_abs, 2e-2) << what << " step, prompt " << s;
+    if (margin(want) > 2 * d.max_abs) {
+      EXPECT_EQ(picks[s], want_tok) << what << " step, prompt " << s;
+    }
+  };
+  for (int s = 0; s < n; ++s) check(s, prompts[s].first, prompts[s].greedy[0], "first");
+  for (int step = 1; step < steps; ++step) {
+    std::vector<DecodeRequest> dec;
+    for (int s = 0; s < n; ++s) dec.push_back({s, prompts[s].greedy[step - 1]});
+    picks = gpu.decode(dec);
+  }
+  for (int s = 0; s < n; ++s) check(s, prompts[s].last, prompts[s].greedy[steps - 1], "last");
+  std::printf("[ llama3_tied.gguf ] max |gpu - transformers| logit: %.3g\n", worst);
 }
 
 TEST(GpuExecutor, KvBlocksAreReservedAndReturned) {

@@ -5,6 +5,9 @@
 // Each directory goes through rz::ModelFile::open; 8 prompts are decoded greedily for 32 tokens,
 // one slot at a time and all 8 together (one prefill, then batched decode steps). The tokens
 // must equal transformers' exactly, the logits of the first and last step within kTol.
+// "llama3_tied.gguf" is the llama3_tied model as llama.cpp's converter writes it
+// (tests/golden/make_llama3_gguf.py: Q/K rows permuted, the llama3 scaling only in the tensor
+// rope_freqs.weight, no scaling metadata), checked against the same transformers golden.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "model/cpu_executor.hpp"
+#include "model/cpu_ops.hpp"
 #include "model/model_file.hpp"
 
 namespace rz {
@@ -81,13 +85,21 @@ std::string join(const std::vector<int32_t>& v) {
   return s;
 }
 
+// "NAME.gguf" is NAME's model converted to GGUF; its golden is NAME/golden.json.
+std::string golden_dir(const std::string& param) {
+  return kDir + (param.ends_with(".gguf") ? param.substr(0, param.size() - 5) : param);
+}
+
 class CpuHfModel : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     dir_ = kDir + GetParam();
-    ASSERT_TRUE(std::filesystem::exists(dir_ + "/golden.json"))
-        << dir_ << "/golden.json is missing (tests/golden/make_hf_tiny_models.py writes it)";
-    g_ = load_golden(dir_ + "/golden.json");
+    const std::string golden = golden_dir(GetParam()) + "/golden.json";
+    ASSERT_TRUE(std::filesystem::exists(golden))
+        << golden << " is missing (tests/golden/make_hf_tiny_models.py writes it)";
+    ASSERT_TRUE(std::filesystem::exists(dir_))
+        << dir_ << " is missing (tests/golden/make_llama3_gguf.py writes the .gguf)";
+    g_ = load_golden(golden);
     ASSERT_EQ(g_.prompts.size(), 8u);
     ASSERT_GT(g_.steps, 1);
     mf_ = ModelFile::open(dir_);
@@ -97,9 +109,13 @@ class CpuHfModel : public ::testing::TestWithParam<const char*> {
   void check_config() const {
     const ModelConfig& c = mf_->config();
     const std::string name = GetParam();
-    EXPECT_EQ(mf_->format(), "safetensors");
-    EXPECT_TRUE(c.rope_neox);
+    const bool gguf = name.ends_with(".gguf");
+    EXPECT_EQ(mf_->format(), gguf ? "gguf" : "safetensors");
+    EXPECT_EQ(c.rope_neox, !gguf);  // llama.cpp permutes Llama Q/K rows for adjacent pairs
     const GgmlType embd = mf_->require("token_embd.weight").type;
+    if (name != "llama3_tied.gguf") {
+      EXPECT_TRUE(c.rope_freq_factors.empty());
+    }
     if (name == "llama") {
       EXPECT_EQ(c.arch, Arch::Llama);
       EXPECT_FALSE(c.tied_embeddings);
@@ -115,6 +131,18 @@ class CpuHfModel : public ::testing::TestWithParam<const char*> {
       EXPECT_EQ(c.head_dim, 32);
       EXPECT_NE(c.head_dim * c.n_head, c.n_embd);
       EXPECT_EQ(c.rope_theta, 500000.0f);
+    } else if (name == "llama3_tied.gguf") {
+      // The scaling is in rope_freqs.weight only, as llama.cpp's converter writes Llama 3.x.
+      EXPECT_EQ(c.arch, Arch::Llama);
+      EXPECT_TRUE(c.tied_embeddings);
+      EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+      EXPECT_NE(mf_->find_tensor("rope_freqs.weight"), nullptr);
+      ASSERT_EQ(c.rope_freq_factors.size(), 16u);
+      EXPECT_EQ(c.rope_freq_factors.front(), 1.0f);  // short wavelengths kept
+      EXPECT_EQ(c.rope_freq_factors.back(), 8.0f);   // long ones divided by the factor
+      EXPECT_EQ(c.head_dim, 32);
+      EXPECT_EQ(c.rope_theta, 500000.0f);
+      EXPECT_EQ(embd, GgmlType::F32);
     } else if (name == "qwen2") {
       EXPECT_EQ(c.arch, Arch::Qwen2);
       EXPECT_TRUE(c.qkv_bias);
@@ -194,8 +222,41 @@ TEST_P(CpuHfModel, GreedyBatchedMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(HfTiny, CpuHfModel,
-                         ::testing::Values("llama", "llama3_tied", "qwen2", "mistral_bf16"),
-                         [](const auto& info) { return std::string(info.param); });
+                         ::testing::Values("llama", "llama3_tied", "llama3_tied.gguf", "qwen2",
+                                           "mistral_bf16"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '.', '_');
+                           return n;
+                         });
+
+// The GGUF path's frequencies (base frequencies divided by the converter's rope_freqs.weight)
+// against the safetensors path's (transformers' llama3 rule from config.json): the same within
+// the fp32 rounding of the stored divisors, and exactly the same where a divisor is 1 or the
+// factor. Rotating with either table then gives the same numbers to that rounding.
+TEST(CpuHfModelLlama3Gguf, RopeFrequenciesMatchTheSafetensorsConfig) {
+  auto st = ModelFile::open(kDir + "llama3_tied");
+  auto gg = ModelFile::open(kDir + "llama3_tied.gguf");
+  const RopeFreqs a = RopeFreqs::make(st->config()), b = RopeFreqs::make(gg->config());
+  ASSERT_EQ(a.inv_freq.size(), b.inv_freq.size());
+  ASSERT_EQ(a.attn_factor, b.attn_factor);
+  const std::vector<float>& ff = gg->config().rope_freq_factors;
+  int blended = 0;
+  double worst = 0;
+  for (size_t i = 0; i < a.inv_freq.size(); ++i) {
+    const double rel = std::fabs(double(b.inv_freq[i]) - a.inv_freq[i]) / a.inv_freq[i];
+    worst = std::max(worst, rel);
+    if (ff[i] == 1.0f || ff[i] == 8.0f) {
+      EXPECT_EQ(b.inv_freq[i], a.inv_freq[i]) << "frequency " << i << " divisor " << ff[i];
+    } else {
+      ++blended;
+      EXPECT_LE(rel, 3e-7) << "frequency " << i << " divisor " << ff[i];
+    }
+  }
+  EXPECT_GE(blended, 1) << "no frequency in the smooth band: the test covers less than meant";
+  std::printf("llama3_tied: %d blended frequencies, max relative inv_freq difference GGUF vs "
+              "safetensors %.2e\n", blended, worst);
+}
 
 }  // namespace
 }  // namespace rz

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "model/common.hpp"
+
 namespace rz {
 namespace {
 
@@ -95,6 +97,73 @@ TEST(CpuOps, RopeMatchesTransformers) {
     }
   }
   EXPECT_EQ(n_cases, 5);
+}
+
+// Llama 3.x as llama.cpp converts it: no scaling in the config, the llama3 rule baked into
+// per-frequency divisors (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors: fp32
+// frequencies, divisor 1 / ((1 - smooth) / factor + smooth) in the band between). RopeFreqs
+// must turn them into transformers' llama3 frequencies.
+std::vector<float> converter_llama3_divisors(int dim, float base, float factor, float low,
+                                             float high, float old_ctx) {
+  std::vector<float> out;
+  for (int i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(base, float(i) / float(dim));
+    const float wavelen = float(2 * M_PI) / freq;
+    if (wavelen < old_ctx / high) out.push_back(1.0f);
+    else if (wavelen > old_ctx / low) out.push_back(factor);
+    else {
+      const float smooth = (old_ctx / wavelen - low) / (high - low);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
+TEST(CpuOps, RopeFreqFactorsGiveTransformersLlama3) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.load(kRopeGolden);
+  bool found = false;
+  for (simdjson::dom::element c : doc["cases"].get_array()) {
+    if (std::string_view(c["name"]) != "llama3") continue;
+    found = true;
+    const ModelConfig scaled = rope_config(c);
+    ASSERT_EQ(scaled.rope_scaling.type, RopeScaling::Type::Llama3);
+    ModelConfig cfg = scaled;
+    cfg.rope_scaling = RopeScaling{};
+    const RopeScaling& s = scaled.rope_scaling;
+    cfg.rope_freq_factors = converter_llama3_divisors(cfg.n_rot, cfg.rope_theta, s.factor,
+                                                      s.low_freq_factor, s.high_freq_factor,
+                                                      float(s.original_context));
+    const RopeFreqs f = RopeFreqs::make(cfg);
+    const auto inv = floats(c["inv_freq"]);
+    ASSERT_EQ(f.inv_freq.size(), inv.size());
+    int scaled_freqs = 0;
+    for (size_t i = 0; i < inv.size(); ++i) {
+      ASSERT_NEAR(f.inv_freq[i], inv[i], 1e-6 * inv[i]) << "inv_freq " << i;
+      scaled_freqs += cfg.rope_freq_factors[i] != 1.0f;
+    }
+    EXPECT_GT(scaled_freqs, 8);
+    EXPECT_EQ(f.attn_factor, 1.0f);
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(CpuOps, RopeFreqFactorsDivideAfterScaling) {
+  ModelConfig c;
+  c.head_dim = c.n_rot = 8;
+  c.rope_theta = 10000;
+  c.n_ctx_train = 4096;
+  c.rope_scaling.type = RopeScaling::Type::Linear;
+  c.rope_scaling.factor = 4;
+  c.rope_freq_factors = {1.0f, 2.0f, 3.0f, 0.5f};
+  const RopeFreqs f = RopeFreqs::make(c);
+  ASSERT_EQ(f.inv_freq.size(), 4u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(f.inv_freq[i],
+              float(std::pow(10000.0, -2.0 * i / 8) / 4 / double(c.rope_freq_factors[i])))
+        << i;
+  c.rope_freq_factors.pop_back();
+  EXPECT_THROW(RopeFreqs::make(c), Error);
 }
 
 TEST(CpuOps, RmsNormAttentionSwigluMatchFloat64) {

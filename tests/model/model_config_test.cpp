@@ -160,10 +160,34 @@ TEST(ModelConfigGguf, RopeScaling) {
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Linear);
   EXPECT_EQ(c.rope_scaling.factor, 2.0f);
 
-  // Llama 3.1 frequency factors live in a tensor; the config itself stays unscaled.
+  // Llama 3.1 frequency factors live in a tensor: rope_scaling stays None, the tensor's values
+  // become rope_freq_factors (n_rot / 2 = 16 here).
   w = meta("llama");
-  w.add_tensor_f32("rope_freqs.weight", {16}, std::vector<float>(16, 1.0f));
-  EXPECT_EQ(config_of(w, d).rope_scaling.type, RopeScaling::Type::None);
+  std::vector<float> ff(16);
+  for (int i = 0; i < 16; ++i) ff[i] = 1.0f + 0.5f * i;
+  w.add_tensor_f32("rope_freqs.weight", {16}, ff);
+  c = config_of(w, d);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+  EXPECT_EQ(c.rope_freq_factors, ff);
+  EXPECT_TRUE(config_of(meta("llama"), d).rope_freq_factors.empty());
+
+  w = meta("llama");
+  w.add_tensor_f32("rope_freqs.weight", {8}, std::vector<float>(8, 1.0f));
+  expect_config_error(w, d, "rope frequency factors: 8 values for n_rot / 2 = 16");
+  w = meta("llama");
+  w.add_tensor_f32("rope_freqs.weight", {8, 2}, std::vector<float>(16, 1.0f));
+  expect_config_error(w, d, "'rope_freqs.weight' must be one-dimensional");
+  w = meta("llama");
+  ff[3] = 0.0f;
+  w.add_tensor_f32("rope_freqs.weight", {16}, ff);
+  expect_config_error(w, d, "rope frequency factor 3 must be positive");
+  w = meta("llama");
+  ff[3] = NAN;
+  w.add_tensor_f32("rope_freqs.weight", {16}, ff);
+  expect_config_error(w, d, "rope frequency factor 3 must be positive");
+  w = meta("llama");
+  w.add_tensor("rope_freqs.weight", GgmlType::F16, {16}, std::vector<uint8_t>(32, 0));
+  expect_config_error(w, d, "'rope_freqs.weight' has type F16; rope frequency factors must be F32");
 
   w = meta("llama");
   w.set_string("llama.rope.scaling.type", "longrope").set_f32("llama.rope.scaling.factor", 4.0f);
@@ -264,6 +288,15 @@ TEST(ModelConfig, Validate) {
   c.rope_scaling.original_context = 8192; c.rope_scaling.low_freq_factor = 4;
   c.rope_scaling.high_freq_factor = 1;
   expect_invalid(c, "high_freq_factor");
+  c = valid(); c.rope_freq_factors.assign(c.n_rot / 2 + 1, 1.0f);
+  expect_invalid(c, "rope frequency factors");
+  c = valid(); c.rope_freq_factors.assign(c.n_rot / 2, 1.0f); c.rope_freq_factors[1] = -2;
+  expect_invalid(c, "rope frequency factor 1");
+  c = valid(); c.rope_freq_factors.assign(c.n_rot / 2, 1.0f);
+  EXPECT_NO_THROW(c.validate("m"));
+  c.rope_scaling.type = RopeScaling::Type::Llama3; c.rope_scaling.factor = 8;
+  c.rope_scaling.original_context = 8192;
+  expect_invalid(c, "both given");
   EXPECT_STREQ(arch_name(Arch::Llama), "llama");
   EXPECT_STREQ(arch_name(Arch::Qwen2), "qwen2");
   EXPECT_STREQ(arch_name(Arch::Mistral), "mistral");
