@@ -219,7 +219,7 @@ bool BatchedDecodeState::head_admissible() const {
 }
 
 void BatchedDecodeState::plan_prefill(StepPlan& p) {
-  p.kind = StepPlan::Kind::prefill;
+  p.kind = StepKind::prefill;
   ++prefills_in_row_;
   const auto at = now();
   long long tokens = 0;
@@ -258,7 +258,7 @@ void BatchedDecodeState::plan_prefill(StepPlan& p) {
 }
 
 void BatchedDecodeState::plan_decode(StepPlan& p) {
-  p.kind = StepPlan::Kind::decode;
+  p.kind = StepKind::decode;
   prefills_in_row_ = 0;
   for (int i = 0; i < cfg_.max_slots; ++i) {
     const BatchSlot& s = slots_[static_cast<size_t>(i)];
@@ -274,12 +274,12 @@ void BatchedDecodeState::check_in_flight(const StepPlan& p, const char* what) co
   };
   if (!in_flight_) fail("no step is in flight");
   if (p.idle() || p.step != step_) fail("the plan is not the step in flight");
-  const size_t n = p.kind == StepPlan::Kind::prefill ? p.prefill.size() : p.decode.size();
+  const size_t n = p.kind == StepKind::prefill ? p.prefill.size() : p.decode.size();
   if (n != p.requests.size()) fail("the plan's entries and requests differ in number");
-  const auto want = p.kind == StepPlan::Kind::prefill ? BatchSlot::Phase::prefilling
+  const auto want = p.kind == StepKind::prefill ? BatchSlot::Phase::prefilling
                                                       : BatchSlot::Phase::decoding;
   for (size_t i = 0; i < n; ++i) {
-    const int slot = p.kind == StepPlan::Kind::prefill ? p.prefill[i].slot : p.decode[i].slot;
+    const int slot = p.kind == StepKind::prefill ? p.prefill[i].slot : p.decode[i].slot;
     if (slot < 0 || slot >= cfg_.max_slots) fail("a slot of the plan is out of range");
     const BatchSlot& s = slots_[static_cast<size_t>(slot)];
     if (s.phase != want || !(s.request == p.requests[i]))
@@ -301,7 +301,7 @@ std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
     throw std::invalid_argument("BatchedDecodeState::apply: " + std::to_string(tokens.size()) +
                                 " tokens for a step of " + std::to_string(p.size()) +
                                 " requests");
-  const bool prefill = p.kind == StepPlan::Kind::prefill;
+  const bool prefill = p.kind == StepKind::prefill;
   ++(prefill ? counters_.prefill_steps : counters_.decode_steps);
   std::vector<SchedEvent> out = end_step();
   const auto at = now();
@@ -339,7 +339,7 @@ std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
 std::vector<SchedEvent> BatchedDecodeState::fail_step(const StepPlan& p,
                                                       const std::string& message) {
   check_in_flight(p, "fail_step");
-  const bool prefill = p.kind == StepPlan::Kind::prefill;
+  const bool prefill = p.kind == StepKind::prefill;
   ++(prefill ? counters_.prefill_steps : counters_.decode_steps);
   ++counters_.failed_steps;
   std::vector<SchedEvent> out = end_step();

@@ -7,7 +7,8 @@
 //   cancel ──▶ marks; takes effect at the next step boundary        plan: decode all active ◀─┘
 //                                                                   apply: tokens -> events,
 //                                                                          finished slots freed
-// One step at a time:
+// One step at a time (actors/sched_step.hpp implements release -> run -> apply/fail_step once,
+// for the actors and actors/sched_driver.hpp alike):
 //
 //   StepPlan p = s.plan();                 // a step boundary
 //   deliver(p.events);                     // cancellations decided at this boundary
@@ -115,17 +116,11 @@ struct BatchSlot {
   bool busy() const { return phase != Phase::free; }
 };
 
-// One step, as plain data. The executor requests are ready to pass to Executor::prefill/decode.
-struct StepPlan {
-  enum class Kind { idle, prefill, decode };
-  Kind kind = Kind::idle;
-  uint64_t step = 0;                   // sequence number (apply/fail_step check it)
-  std::vector<int> release;            // Executor::release() these first, whatever the kind
-  std::vector<PrefillRequest> prefill; // kind == prefill: the joining requests, FIFO order
-  std::vector<DecodeRequest> decode;   // kind == decode: every active slot, slot order
+// One step, as plain data: the executor step (kind, step number, release list, the requests ready
+// to pass to Executor::prefill/decode; actors/sched_types.hpp) and what the state needs back.
+struct StepPlan : ExecutorStep {
   std::vector<RequestRef> requests;    // the request of each prefill/decode entry, same order
   std::vector<SchedEvent> events;      // final events decided at this boundary: deliver them
-  bool idle() const { return kind == Kind::idle; }
   size_t size() const { return requests.size(); }
 };
 

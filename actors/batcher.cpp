@@ -2,7 +2,6 @@
 #include "actors/batcher.hpp"
 
 #include <algorithm>
-#include <exception>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -14,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/sched_step.hpp"
 
 namespace rz::engine {
 
@@ -31,16 +31,6 @@ struct BatcherState {
 };
 
 using Self = caf::stateful_actor<BatcherState>;
-
-GpuStep to_gpu_step(const StepPlan& p) {
-  GpuStep g;
-  g.step = p.step;
-  g.kind = p.kind == StepPlan::Kind::idle ? 0 : p.kind == StepPlan::Kind::prefill ? 1 : 2;
-  g.release = p.release;
-  g.prefill = p.prefill;
-  g.decode = p.decode;
-  return g;
-}
 
 void update_gauges(Self* self) {
   auto& st = self->state;
@@ -88,16 +78,16 @@ void kick(Self* self) {
   StepPlan p = st.sched->plan();
   route_events(self, std::move(p.events));
   p.events.clear();
-  GpuStep g = to_gpu_step(p);
   if (p.idle()) {
-    if (!g.release.empty()) self->send(st.gpu, release_atom::value, std::move(g.release));
+    if (!p.release.empty()) self->send(st.gpu, release_atom::value, std::move(p.release));
     update_gauges(self);
     maybe_finish_stop(self);
     return;
   }
+  ExecutorStep step = p;  // the executor's part of the plan
   st.in_flight = std::move(p);
   update_gauges(self);
-  self->request(st.gpu, caf::infinite, step_atom::value, std::move(g))
+  self->request(st.gpu, caf::infinite, step_atom::value, std::move(step))
       .then([self](StepResult& r) { on_step_result(self, std::move(r)); },
             [self](caf::error& err) {
               // The gpu actor is gone: nothing can run any more.
@@ -113,17 +103,8 @@ void on_step_result(Self* self, StepResult r) {
   if (!st.in_flight) return;
   StepPlan p = std::move(*st.in_flight);
   st.in_flight.reset();
-  if (r.error.empty()) st.metrics->step(r.seconds);
-  std::vector<SchedEvent> events;
-  if (r.error.empty()) {
-    try {
-      events = st.sched->apply(p, r.tokens);
-    } catch (const std::exception& e) {
-      r.error = e.what();
-    }
-  }
-  if (!r.error.empty()) events = st.sched->fail_step(p, r.error);
-  route_events(self, std::move(events));
+  if (r.ok()) st.metrics->step(r.seconds);
+  route_events(self, apply_step_result(*st.sched, p, r));
   kick(self);
 }
 
@@ -143,8 +124,7 @@ caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
         else
           res = st.sched->submit(std::move(m.req));
         if (res.ok()) st.route[id] = session;
-        self->send(session, subres_atom::value,
-                   SubmitReply{id, static_cast<int>(res.status), res.message});
+        self->send(session, subres_atom::value, SubmitReply{id, res.status, res.message});
         if (res.ok()) kick(self);
         update_gauges(self);
       },

@@ -1,9 +1,9 @@
 // The batcher actor: owns the BatchedDecodeState (actors/batch_state.hpp) and follows its call
 // protocol with exactly one step in flight at the gpu actor:
 //
-//   plan() ─▶ route plan.events ─▶ (idle: release-only message) | (step_atom, GpuStep) ─▶ gpu
-//      ▲                                                                                 │
-//      └──── route apply()/fail_step() events ◀── StepResult (tokens or error) ◀─────────┘
+//   plan() ─▶ route plan.events ─▶ (idle: release-only message) | (step_atom, ExecutorStep) ─▶ gpu
+//      ▲                                                                                      │
+//      └──── route apply()/fail_step() events ◀── StepResult (tokens or error) ◀──────────────┘
 //
 // Submits and cancels are handled while a step is in flight (they take effect at the next step
 // boundary); events go to the session actor that submitted each request (by RequestRef::id).

@@ -75,9 +75,6 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   if (!executor) throw Error("engine: no executor");
   if (!tokenizer) throw Error("engine: no tokenizer");
   if (config.max_slots < 0) throw Error("engine: max_slots must be 0 (all) or more");
-  if (config.max_slots > executor->max_slots())
-    throw Error("engine: max_slots " + std::to_string(config.max_slots) +
-                " exceeds the executor's " + std::to_string(executor->max_slots()));
   if (config.max_inflight_per_session < 1)
     throw Error("engine: max_inflight_per_session must be at least 1");
   if (config.max_slots == 0) config.max_slots = executor->max_slots();
@@ -97,7 +94,7 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   bc.kv_block_size = executor->kv_block_size();
   bc.kv_blocks = executor->kv_blocks();
   bc.validate();
-  check_fits(bc, *executor);
+  check_fits(bc, *executor);  // max_slots and the KV cache within the executor's
 
   auto ctx = std::make_shared<EngineContext>();
   ctx->tokenizer = tokenizer;

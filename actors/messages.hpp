@@ -1,10 +1,11 @@
 // The CAF message vocabulary of the engine's actors (actors/session.cpp, actors/batcher.cpp,
-// actors/gpu_actor.cpp): atoms, the step and submit messages, and their inspect overloads. Only
+// actors/gpu_actor.cpp): atoms, the submit messages, and the inspect overloads of every message
+// type, the scheduler's plain ExecutorStep and StepResult (actors/sched_step.hpp) included. Only
 // the actor sources include this header; the public actors/engine.hpp stays free of CAF.
 //
 //   session ──(submit_atom, SubmitMsg, session)──▶ batcher ──(subres_atom, SubmitReply)──▶ session
 //   session ──(cancel_atom, uint64_t id)─────────▶ batcher ──(events_atom, EventBatch)───▶ session
-//   batcher ──(step_atom, GpuStep)──▶ gpu ──reply StepResult──▶ batcher
+//   batcher ──(step_atom, ExecutorStep)──▶ gpu ──reply StepResult──▶ batcher
 //   batcher ──(release_atom, std::vector<int>)──▶ gpu         (idle boundary: release only)
 #pragma once
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/sched_step.hpp"
 #include "actors/sched_types.hpp"
 #include "model/executor.hpp"
 #include "proto/messages.hpp"
@@ -36,31 +38,13 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 
-// One executor step as the gpu actor runs it: release the listed slots, then run the prefill or
-// decode step (kind 0: release only).
-struct GpuStep {
-  uint64_t step = 0;
-  int kind = 0;                         // 0 idle, 1 prefill, 2 decode
-  std::vector<int> release;
-  std::vector<PrefillRequest> prefill;  // kind 1
-  std::vector<DecodeRequest> decode;    // kind 2
-};
-
-// The gpu actor's answer: one token per request of the step, or the executor's error.
-struct StepResult {
-  uint64_t step = 0;
-  std::vector<int32_t> tokens;
-  std::string error;     // non-empty: the step failed (the batcher calls fail_step)
-  double seconds = 0.0;  // executor time of the step
-};
-
 struct SubmitMsg {
   BatchRequest req;
 };
 
 struct SubmitReply {
   uint64_t id = 0;
-  int status = 0;  // SubmitStatus
+  SubmitStatus status = SubmitStatus::accepted;
   std::string message;
 };
 
@@ -69,14 +53,6 @@ struct EventBatch {
   std::vector<SchedEvent> events;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, GpuStep& x) {
-  return f(caf::meta::type_name("GpuStep"), x.step, x.kind, x.release, x.prefill, x.decode);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
-  return f(caf::meta::type_name("StepResult"), x.step, x.tokens, x.error, x.seconds);
-}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitMsg& x) {
   return f(caf::meta::type_name("SubmitMsg"), x.req.ref.id, x.req.ref.owner, x.req.prompt,
@@ -93,7 +69,16 @@ typename Inspector::result_type inspect(Inspector& f, SubmitReply& x) {
 }  // namespace rz::engine
 
 namespace rz {
-// The executor's request structs travel inside GpuStep.
+// The step messages of the gpu actor (actors/sched_step.hpp) and the executor's request structs
+// inside them. Enum fields travel as their underlying integer (CAF 0.17's default for enums).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ExecutorStep& x) {
+  return f(caf::meta::type_name("ExecutorStep"), x.kind, x.step, x.release, x.prefill, x.decode);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
+  return f(caf::meta::type_name("StepResult"), x.step, x.tokens, x.error, x.seconds);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
@@ -101,7 +86,7 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PrefillRequest& x) {
-  return f(caf::meta::type_name("PrefillRequest"), x.slot, x.tokens, x.sampling);
+  return f(caf::meta::type_name("PrefillRequest"), x.slot, x.tokens, x.sampling, x.reserve_tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DecodeRequest& x) {

@@ -1,10 +1,10 @@
 // The synchronous scheduler loop (actors/sched_driver.hpp).
 #include "actors/sched_driver.hpp"
 
-#include <exception>
 #include <string>
 #include <vector>
 
+#include "actors/sched_step.hpp"
 #include "model/common.hpp"
 
 namespace rz {
@@ -38,22 +38,9 @@ void deliver(const std::vector<SchedEvent>& events, const SchedEventSink& sink) 
 bool run_step(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sink) {
   StepPlan p = state.plan();
   deliver(p.events, sink);
-  for (int slot : p.release) ex.release(slot);
+  const StepResult r = execute_step(ex, p);  // releases p.release, idle or not
   if (p.idle()) return false;
-  std::vector<int32_t> tokens;
-  std::string error;
-  try {
-    tokens = p.kind == StepPlan::Kind::prefill ? ex.prefill(p.prefill) : ex.decode(p.decode);
-    if (tokens.size() != p.size())
-      error = "the executor returned " + std::to_string(tokens.size()) + " tokens for " +
-              std::to_string(p.size()) + " requests";
-  } catch (const std::exception& e) {
-    error = e.what();
-    if (error.empty()) error = "the executor failed";
-  } catch (...) {
-    error = "the executor failed with an unknown exception";
-  }
-  deliver(error.empty() ? state.apply(p, tokens) : state.fail_step(p, error), sink);
+  deliver(apply_step_result(state, p, r), sink);
   return true;
 }
 

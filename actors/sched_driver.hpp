@@ -1,6 +1,6 @@
 // Runs a BatchedDecodeState against an Executor synchronously, one step per run_step call: the
-// same plan -> release -> execute -> apply/fail_step sequence the batcher and gpu actors split
-// between them (see actors/batch_state.hpp). Used by tests and by tools that need no actors.
+// same plan -> execute_step -> apply_step_result sequence (actors/sched_step.hpp) that the batcher
+// and gpu actors split between them. Used by tests and by tools that need no actors.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -19,8 +19,9 @@ using SchedEventSink = std::function<void(const SchedEvent&)>;
 void check_fits(const BatchConfig& cfg, const Executor& ex);
 
 // One step boundary and, unless the plan is idle, one executor step:
-//   plan(); deliver plan.events; ex.release(each of plan.release); run prefill or decode;
-//   apply() the tokens, or fail_step() if the executor threw or returned the wrong count.
+//   plan(); deliver plan.events; execute_step (release plan.release, run prefill or decode);
+//   apply_step_result (apply() the tokens, or fail_step() if the executor threw or returned the
+//   wrong count).
 // Returns false when the plan was idle (nothing ran).
 bool run_step(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sink);
 

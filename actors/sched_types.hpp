@@ -1,7 +1,8 @@
 // The vocabulary of the engine's scheduler (actors/batch_state.hpp): what a generation request
-// is, what submitting one can answer, and the events a step produces for its owner (a token, a
-// normal finish, a failure). Plain data: the batcher actor routes these events to sessions by
-// RequestRef::owner; nothing here knows about actors, threads or JSON.
+// is, what submitting one can answer, what one executor step is, and the events a step produces
+// for its owner (a token, a normal finish, a failure). Plain data: the batcher actor routes these
+// events to sessions by RequestRef::owner and sends ExecutorSteps to the gpu actor; nothing here
+// knows about actors, threads or JSON.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "model/executor.hpp"
 #include "model/sampling.hpp"
 
 namespace rz {
@@ -59,6 +61,26 @@ enum class ErrorCode {
   internal,  // the executor threw while running a step that held this request
 };
 const char* error_code_name(ErrorCode c);  // "internal"
+
+// One executor step as plain data: release the listed slots (always, idle included), then run
+// the prefill or the decode. The scheduler's StepPlan is one of these plus its bookkeeping
+// (actors/batch_state.hpp); the gpu actor receives exactly this (actors/messages.hpp), and
+// actors/sched_step.hpp runs it.
+enum class StepKind { idle, prefill, decode };
+
+struct ExecutorStep {
+  StepKind kind = StepKind::idle;
+  uint64_t step = 0;                    // sequence number (apply/fail_step check it)
+  std::vector<int> release;             // Executor::release() these first, whatever the kind
+  std::vector<PrefillRequest> prefill;  // kind == prefill: the joining requests, FIFO order
+  std::vector<DecodeRequest> decode;    // kind == decode: every active slot, slot order
+  bool idle() const { return kind == StepKind::idle; }
+  // Requests the step runs: one token is expected back for each.
+  size_t executor_requests() const {
+    if (kind == StepKind::prefill) return prefill.size();
+    return kind == StepKind::decode ? decode.size() : 0;
+  }
+};
 
 struct Usage {
   int prompt_tokens = 0;

@@ -219,7 +219,7 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
 
 void on_submit_reply(Self* self, const SubmitReply& rep) {
   auto& st = self->state;
-  const bool ok = rep.status == static_cast<int>(SubmitStatus::accepted);
+  const bool ok = rep.status == SubmitStatus::accepted;
   if (st.zombies.count(rep.id)) {
     if (!ok) st.zombies.erase(rep.id);  // no event will come for it
     return;
@@ -233,9 +233,9 @@ void on_submit_reply(Self* self, const SubmitReply& rep) {
     return;
   }
   proto::ErrorCode code = proto::ErrorCode::bad_value;
-  if (rep.status == static_cast<int>(SubmitStatus::overloaded))
+  if (rep.status == SubmitStatus::overloaded)
     code = proto::ErrorCode::overloaded;
-  else if (rep.status == static_cast<int>(SubmitStatus::context_length_exceeded))
+  else if (rep.status == SubmitStatus::context_length_exceeded)
     code = proto::ErrorCode::context_length_exceeded;
   finish_error(self, g->second, code, rep.message, false);
 }

@@ -1,5 +1,6 @@
-// rz generate: runs one prompt through the CPU or CUDA executor and streams the generated text to stdout
-// as tokens arrive; a summary (token counts, prefill time, tokens/s, seed) goes to stderr.
+// rz generate: runs one prompt through the CPU or CUDA executor (apps/executor_factory.hpp) and
+// streams the generated text to stdout as tokens arrive; a summary (token counts, prefill time,
+// tokens/s, seed) goes to stderr.
 //
 // Defaults: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty, 256 new
 // tokens, a random seed (printed so that a run can be repeated with --seed). --temperature 0 is
@@ -14,14 +15,12 @@
 #include <string>
 #include <vector>
 
-
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "apps/executor_factory.hpp"
 #include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
-#include "gpu/gpu_executor.hpp"
-#include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_file.hpp"
 #include "model/tokenizer.hpp"
@@ -109,21 +108,11 @@ int generate(int argc, char** argv) {
                 " tokens, more than the context of " + std::to_string(ctx) + " tokens");
 
   const std::string device = resolve_device(f.str("device"));
-  std::unique_ptr<Executor> exec;
-  std::string where;
-  if (device == "cuda") {
-    auto g = std::make_unique<gpu::GpuExecutor>(
-        mf, gpu::GpuExecutorOptions{.slots = 1, .max_context = static_cast<int>(ctx)});
-    where = "cuda: " + g->memory_plan().device_name;
-    exec = std::move(g);
-  } else {
-    auto c = std::make_unique<CpuExecutor>(
-        mf, CpuExecutorOptions{.slots = 1, .max_context = static_cast<int>(ctx),
-                               .threads = static_cast<int>(threads)});
-    where = "cpu, " + std::to_string(c->threads()) + " threads";
-    exec = std::move(c);
-  }
-  Executor& ex = *exec;
+  BuiltExecutor built = make_executor(
+      device, mf,
+      {.slots = 1, .max_context = static_cast<int>(ctx), .threads = static_cast<int>(threads)});
+  const std::string& where = built.description;
+  Executor& ex = *built.executor;
   const double load_s = seconds_since(t_load);
 
   StreamingDetokenizer detok(*tok);

@@ -1,8 +1,9 @@
-// rz serve: loads a model onto the CPU executor, starts the actor engine (actors/engine.hpp) in a
-// caf::actor_system, and serves it on one port (net/server.hpp): the browser page at /, /health,
-// /metrics and the WebSocket protocol at /v1/ws (docs/protocol.md). SIGINT/SIGTERM stop accepting,
-// drain the engine for up to --drain-seconds, close every connection cleanly and exit 0; a second
-// one during the drain exits at once (128 + the signal).
+// rz serve: loads a model onto the CPU or CUDA executor (apps/executor_factory.hpp), starts the
+// actor engine (actors/engine.hpp) in a caf::actor_system, and serves it on one port
+// (net/server.hpp): the browser page at /, /health, /metrics and the WebSocket protocol at /v1/ws
+// (docs/protocol.md). SIGINT/SIGTERM stop accepting, drain the engine for up to --drain-seconds,
+// close every connection cleanly and exit 0; a second one during the drain exits at once
+// (128 + the signal).
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,11 +20,10 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "apps/executor_factory.hpp"
 #include "apps/model_setup.hpp"
 #include "model/chat_template.hpp"
 #include "model/common.hpp"
-#include "gpu/gpu_executor.hpp"
-#include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_file.hpp"
 #include "model/tokenizer.hpp"
@@ -155,25 +155,19 @@ int serve(int argc, char** argv) {
     }
   }
 
-  std::unique_ptr<Executor> executor;
-  if (device == "cuda") {
-    auto gpu_ex = std::make_unique<gpu::GpuExecutor>(
-        mf, gpu::GpuExecutorOptions{.device = gpu_index, .slots = slots, .max_context = ctx,
-                                    .kv_block_size = kv_block, .kv_memory_fraction = kv_fraction});
-    std::fprintf(stderr, "rz serve: memory plan: %s\n", gpu_ex->memory_plan().summary().c_str());
-    executor = std::move(gpu_ex);
-  } else {
-    auto cpu_ex = std::make_unique<CpuExecutor>(
-        mf, CpuExecutorOptions{.slots = slots, .max_context = ctx, .threads = threads});
-    why_cpu = ", " + std::to_string(cpu_ex->threads()) + " threads" + why_cpu;
-    executor = std::move(cpu_ex);
-  }
+  BuiltExecutor built = make_executor(
+      device, mf,
+      {.slots = slots, .max_context = ctx, .threads = threads, .gpu = gpu_index,
+       .kv_block_size = kv_block, .kv_fraction = kv_fraction});
+  std::unique_ptr<Executor> executor = std::move(built.executor);
+  if (!built.memory_plan.empty())
+    std::fprintf(stderr, "rz serve: memory plan: %s\n", built.memory_plan.c_str());
   std::fprintf(stderr,
                "rz serve: model %s (%s, %d layers, vocab %d), device %s%s, %d slots, context %d "
                "tokens per slot, chat template %s\n",
-               mf->path().c_str(), arch_name(cfg.arch), cfg.n_layer, cfg.n_vocab, device.c_str(),
-               why_cpu.c_str(), executor->max_slots(), executor->max_context(),
-               chat ? chat->name().c_str() : "none");
+               mf->path().c_str(), arch_name(cfg.arch), cfg.n_layer, cfg.n_vocab,
+               built.description.c_str(), why_cpu.c_str(), executor->max_slots(),
+               executor->max_context(), chat ? chat->name().c_str() : "none");
   scfg.model_name = base_name(mf->path());
 
   caf::actor_system_config caf_cfg;

@@ -3,9 +3,6 @@
 
 #include <simdjson.h>
 
-#include <algorithm>
-
-#include "gpu/device.hpp"
 #include "model/common.hpp"
 #include "model/gguf.hpp"
 
@@ -50,20 +47,6 @@ ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
   if (src.empty())
     throw file_error(m.path(), "the model has no chat template; choose one with --template");
   return ChatTemplate::from_jinja(src, bos, eos);
-}
-
-int default_context(const ModelConfig& cfg) {
-  return cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
-}
-
-std::string resolve_device(const std::string& flag, std::string* why_cpu) {
-  if (flag != "auto" && flag != "cpu" && flag != "cuda")
-    throw Error("--device: expected auto, cpu or cuda, got '" + flag + "'");
-  if (flag != "auto") return flag;
-  std::string why;
-  if (!gpu::list_devices(&why).empty()) return "cuda";
-  if (why_cpu) *why_cpu = why;
-  return "cpu";
 }
 
 }  // namespace rz::cmd

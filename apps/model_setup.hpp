@@ -1,5 +1,6 @@
-// What the rz subcommands share when they load a model: the model file with its tokenizer, the
-// model's chat template, and the default context length.
+// What the rz subcommands share when they load a model: the model file with its tokenizer and the
+// model's chat template. The executor comes from apps/executor_factory.hpp, the default context
+// length from model/executor.hpp.
 #pragma once
 #include <memory>
 #include <string>
@@ -29,13 +30,5 @@ std::string token_text_or_empty(const Tokenizer& tok, int32_t id);
 // rz::Error when the model has none or it is not recognised.
 ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
                                const std::string& forced_name = "");
-
-// Context per slot when --ctx is not given: the training context, at most 4096.
-int default_context(const ModelConfig& cfg);
-
-// The executor a --device flag names: "cpu" or "cuda" for auto|cpu|cuda; auto is cuda when a CUDA
-// device is present, and then `why_cpu` (if given) says why it fell back to the CPU. Throws
-// rz::Error for any other value.
-std::string resolve_device(const std::string& flag, std::string* why_cpu = nullptr);
 
 }  // namespace rz::cmd

@@ -4,6 +4,10 @@
 //
 //   example_embed_generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf --prompt "Hello"
 //       [--chat] [--max-tokens N] [--temperature T] [--seed S] [--stop TEXT] [--slots N]
+//       [--device auto|cpu|cuda]
+//
+// The executor comes from the factory the rz command uses (apps/executor_factory.hpp), with the
+// default context per slot (model/executor.hpp).
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -18,8 +22,8 @@
 #include <caf/all.hpp>
 
 #include "actors/engine.hpp"
+#include "apps/executor_factory.hpp"
 #include "model/chat_template.hpp"
-#include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_file.hpp"
 #include "model/tokenizer.hpp"
@@ -70,7 +74,8 @@ std::optional<rz::ChatTemplate> model_chat_template(const rz::ModelFile& mf,
 int usage() {
   std::fprintf(stderr,
                "usage: example_embed_generate --model FILE --prompt TEXT [--chat] [--max-tokens N]"
-               " [--temperature T] [--seed S] [--stop TEXT] [--slots N]\n");
+               " [--temperature T] [--seed S] [--stop TEXT] [--slots N]"
+               " [--device auto|cpu|cuda]\n");
   return 2;
 }
 
@@ -84,6 +89,7 @@ int main(int argc, char** argv) {
   req.max_tokens = 64;
   req.sampling.temperature = 0.0f;
   int slots = 1;
+  std::string device = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") req.sampling.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--stop") req.stop.push_back(value());
     else if (a == "--slots") slots = std::atoi(value().c_str());
+    else if (a == "--device") device = value();
     else return usage();
   }
   if (model.empty() || prompt.empty()) return usage();
@@ -113,8 +120,8 @@ int main(int argc, char** argv) {
     std::shared_ptr<const rz::ModelFile> mf = rz::ModelFile::open(model);
     std::shared_ptr<rz::Tokenizer> tok = mf->gguf() ? rz::Tokenizer::from_gguf(*mf->gguf())
                                                     : rz::Tokenizer::from_hf_dir(mf->hf_dir());
-    auto executor = std::make_unique<rz::CpuExecutor>(
-        mf, rz::CpuExecutorOptions{.slots = slots, .max_context = 2048, .threads = 0});
+    std::unique_ptr<rz::Executor> executor =
+        rz::make_executor(rz::resolve_device(device), mf, {.slots = slots}).executor;
 
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};

@@ -55,8 +55,7 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   plan.device_name = prop.name;
   RZ_CUDA_CHECK(cudaMemGetInfo(&plan.free_at_start, &plan.total_bytes));
 
-  const int def_ctx = cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, 4096) : 4096;
-  max_ctx = opt.max_context > 0 ? opt.max_context : def_ctx;
+  max_ctx = opt.max_context > 0 ? opt.max_context : default_context(cfg);
   q_dim = int64_t{cfg.n_head} * cfg.head_dim;
   kv_dim = int64_t{cfg.n_head_kv} * cfg.head_dim;
   cap = std::max(std::max(opt.max_step_tokens, opt.slots), 1);

@@ -38,7 +38,7 @@ namespace rz::gpu {
 struct GpuExecutorOptions {
   int device = 0;
   int slots = 16;                   // concurrent sequences
-  int max_context = 0;              // tokens per slot; 0: min(n_ctx_train, 4096)
+  int max_context = 0;              // tokens per slot; 0: default_context(config)
   int kv_block_size = 16;           // tokens per KV block
   double kv_memory_fraction = 0.9;  // of the free memory left after weights and scratch
   int64_t kv_blocks = 0;            // > 0: exactly this many blocks (tests), ignoring the fraction

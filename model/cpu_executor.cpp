@@ -21,8 +21,7 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const ModelFile> file, const CpuExecuto
   if (cfg_.n_rot > cfg_.head_dim || cfg_.n_rot % 2 != 0)
     throw file_error(file_->path(), "rotary dimensions " + std::to_string(cfg_.n_rot) +
                                         " do not fit head_dim " + std::to_string(cfg_.head_dim));
-  const int def_ctx = cfg_.n_ctx_train > 0 ? std::min(cfg_.n_ctx_train, 4096) : 4096;
-  max_ctx_ = opt.max_context > 0 ? opt.max_context : def_ctx;
+  max_ctx_ = opt.max_context > 0 ? opt.max_context : default_context(cfg_);
   q_dim_ = int64_t{cfg_.n_head} * cfg_.head_dim;
   kv_dim_ = int64_t{cfg_.n_head_kv} * cfg_.head_dim;
   pool_ = std::make_unique<ThreadPool>(opt.threads);

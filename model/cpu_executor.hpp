@@ -20,7 +20,7 @@ struct RopeFreqs;
 
 struct CpuExecutorOptions {
   int slots = 1;
-  int max_context = 0;  // tokens per slot; 0: min(n_ctx_train, 4096)
+  int max_context = 0;  // tokens per slot; 0: default_context(config) (model/executor.hpp)
   int threads = 0;      // 0: all cores
 };
 

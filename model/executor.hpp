@@ -1,7 +1,9 @@
-// The executor interface: what the CPU executor implements now and the CUDA executor later, and
-// what the actors drive. An executor owns a fixed number of slots, each with its own KV cache and
-// sampler; it runs exactly the step it is asked for and decides nothing.
+// The executor interface: what the CPU executor (model/cpu_executor.hpp) and the CUDA executor
+// (gpu/gpu_executor.hpp) implement, and what the actors drive. An executor owns a fixed number of
+// slots, each with its own KV cache and sampler; it runs exactly the step it is asked for and
+// decides nothing.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -10,6 +12,14 @@
 #include "model/sampling.hpp"
 
 namespace rz {
+
+// Tokens per slot when none is asked for: the executors' default max_context and the rz
+// commands' default --ctx. The context the model was trained for, at most 4096 (a KV cache per
+// slot of a model's full training context, 128K tokens for Llama 3.1, is rarely what is wanted).
+inline constexpr int kDefaultContextCap = 4096;
+inline int default_context(const ModelConfig& cfg) {
+  return cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultContextCap) : kDefaultContextCap;
+}
 
 struct PrefillRequest {
   int slot = 0;                  // a free slot

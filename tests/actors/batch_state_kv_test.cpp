@@ -11,6 +11,7 @@
 
 #include "actors/batch_state.hpp"
 #include "actors/sched_driver.hpp"
+#include "actors/sched_step.hpp"
 #include "model/common.hpp"
 #include "tests/actors/sched_event_log.hpp"
 #include "tests/actors/sched_paged_executor.hpp"
@@ -57,18 +58,11 @@ StepPlan step(BatchedDecodeState& s, PagedFakeExecutor& ex, EventLog& log,
               std::vector<uint64_t>* admitted = nullptr) {
   StepPlan p = s.plan();
   for (const auto& e : p.events) log(e);
-  for (int slot : p.release) ex.release(slot);
+  const StepResult r = execute_step(ex, p);
   if (p.idle()) return p;
-  if (admitted && p.kind == StepPlan::Kind::prefill)
-    for (const auto& r : p.requests) admitted->push_back(r.id);
-  std::vector<SchedEvent> evs;
-  try {
-    auto toks = p.kind == StepPlan::Kind::prefill ? ex.prefill(p.prefill) : ex.decode(p.decode);
-    evs = s.apply(p, toks);
-  } catch (const Error& e) {
-    evs = s.fail_step(p, e.what());
-  }
-  for (const auto& e : evs) log(e);
+  if (admitted && p.kind == StepKind::prefill)
+    for (const auto& req : p.requests) admitted->push_back(req.id);
+  for (const auto& e : apply_step_result(s, p, r)) log(e);
   return p;
 }
 
@@ -139,7 +133,7 @@ TEST(BatchKv, HeadWaitsForBlocksInFifoOrderAndAllComplete) {
   for (const auto& r : reqs) ASSERT_TRUE(s.submit(r).ok());
 
   StepPlan p = step(s, ex, log, &admitted);
-  ASSERT_EQ(p.kind, StepPlan::Kind::prefill);
+  ASSERT_EQ(p.kind, StepKind::prefill);
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(s.kv_blocks_used(), 7);
   EXPECT_EQ(s.free_slots(), 2);
@@ -236,7 +230,7 @@ TEST(BatchKv, CancellingARunningRequestReturnsItsBlocks) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(s.kv_blocks_used(), 4);
   p = step(s, ex, log);
-  ASSERT_EQ(p.kind, StepPlan::Kind::decode);  // B waits with a slot free
+  ASSERT_EQ(p.kind, StepKind::decode);  // B waits with a slot free
   EXPECT_EQ(s.where(2), BatchedDecodeState::Where::queued);
 
   // Cancel between steps: the next boundary frees A's slot and blocks and admits B at once.
@@ -244,14 +238,14 @@ TEST(BatchKv, CancellingARunningRequestReturnsItsBlocks) {
   p = step(s, ex, log);
   ASSERT_TRUE(log.at(1).finished);
   EXPECT_EQ(log.at(1).reason, FinishReason::cancelled);
-  ASSERT_EQ(p.kind, StepPlan::Kind::prefill);
+  ASSERT_EQ(p.kind, StepKind::prefill);
   ASSERT_EQ(p.requests.size(), 1u);
   EXPECT_EQ(p.requests[0].id, 2u);
   EXPECT_EQ(s.kv_blocks_used(), 4);
 
   // Cancel while B's step is in flight: its blocks come back when the step is applied.
   StepPlan q = s.plan();
-  ASSERT_EQ(q.kind, StepPlan::Kind::decode);
+  ASSERT_EQ(q.kind, StepKind::decode);
   ASSERT_TRUE(s.cancel(2));
   EXPECT_EQ(s.kv_blocks_used(), 4);  // still running until the boundary
   for (int slot : q.release) ex.release(slot);
@@ -279,13 +273,13 @@ TEST(BatchKv, AFailedStepReturnsItsBlocks) {
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(s.kv_blocks_used(), 6);
   p = step(s, ex, log);
-  ASSERT_EQ(p.kind, StepPlan::Kind::decode);
+  ASSERT_EQ(p.kind, StepKind::decode);
   EXPECT_TRUE(log.at(1).failed);
   EXPECT_TRUE(log.at(2).failed);
   EXPECT_EQ(s.kv_blocks_used(), 0);
   // The next boundary releases both slots (the executor gets its blocks back) and admits C.
   p = step(s, ex, log);
-  ASSERT_EQ(p.kind, StepPlan::Kind::prefill);
+  ASSERT_EQ(p.kind, StepKind::prefill);
   EXPECT_EQ(p.release.size(), 2u);
   EXPECT_EQ(p.requests.at(0).id, 3u);
   for (int guard = 0; s.has_work() && guard < 100; ++guard) step(s, ex, log);
@@ -303,11 +297,11 @@ TEST(BatchKv, AFailedPrefillReturnsItsBlocks) {
   ASSERT_TRUE(s.submit(req(2, 4, 12)).ok());
   ex.fail_on_steps({0});  // before the work: the executor takes nothing
   StepPlan p = step(s, ex, log);
-  ASSERT_EQ(p.kind, StepPlan::Kind::prefill);
+  ASSERT_EQ(p.kind, StepKind::prefill);
   EXPECT_TRUE(log.at(1).failed);
   EXPECT_EQ(s.kv_blocks_used(), 0);
   p = step(s, ex, log);
-  ASSERT_EQ(p.kind, StepPlan::Kind::prefill);
+  ASSERT_EQ(p.kind, StepKind::prefill);
   EXPECT_EQ(p.requests.at(0).id, 2u);
   for (int guard = 0; s.has_work() && guard < 100; ++guard) step(s, ex, log);
   EXPECT_TRUE(log.at(2).finished);

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "actors/sched_driver.hpp"
+#include "actors/sched_step.hpp"
 #include "model/common.hpp"
 #include "tests/actors/fake_executor.hpp"
 #include "tests/actors/sched_event_log.hpp"
@@ -51,14 +52,9 @@ BatchRequest make_req(uint64_t id, std::vector<int32_t> prompt, int max_tokens,
 
 // Runs one already-made plan on the executor the way run_step does; returns its events.
 std::vector<SchedEvent> execute(BatchedDecodeState& s, FakeExecutor& ex, const StepPlan& p) {
-  for (int slot : p.release) ex.release(slot);
+  const StepResult r = execute_step(ex, p);
   if (p.idle()) return {};
-  try {
-    auto toks = p.kind == StepPlan::Kind::prefill ? ex.prefill(p.prefill) : ex.decode(p.decode);
-    return s.apply(p, toks);
-  } catch (const Error& e) {
-    return s.fail_step(p, e.what());
-  }
+  return apply_step_result(s, p, r);
 }
 
 std::vector<uint64_t> ids_of(const StepPlan& p) {
@@ -164,7 +160,7 @@ TEST(BatchState, SeveralJoinsInOnePrefillInFifoSlotOrder) {
   FakeExecutor ex(4, 64, kVocab);
   for (uint64_t id : {30, 10, 20}) ASSERT_TRUE(s.submit(make_req(id, prompt_of(4, id), 3)).ok());
   StepPlan p = s.plan();
-  ASSERT_EQ(p.kind, StepPlan::Kind::prefill);
+  ASSERT_EQ(p.kind, StepKind::prefill);
   EXPECT_EQ(ids_of(p), (std::vector<uint64_t>{30, 10, 20}));
   ASSERT_EQ(p.prefill.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(p.prefill[static_cast<size_t>(i)].slot, i);
@@ -174,7 +170,7 @@ TEST(BatchState, SeveralJoinsInOnePrefillInFifoSlotOrder) {
   EXPECT_EQ(s.where(10), BatchedDecodeState::Where::running);
   execute(s, ex, p);
   StepPlan d = s.plan();
-  ASSERT_EQ(d.kind, StepPlan::Kind::decode);
+  ASSERT_EQ(d.kind, StepKind::decode);
   ASSERT_EQ(d.decode.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(d.decode[static_cast<size_t>(i)].slot, i);
@@ -190,13 +186,13 @@ TEST(BatchState, PrefillBatchLimitAlternatesWithDecode) {
   BatchedDecodeState s(c);
   FakeExecutor ex(5, 64, kVocab);
   for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(s.submit(make_req(id, prompt_of(3), 20)).ok());
-  std::vector<std::pair<StepPlan::Kind, size_t>> seen;
+  std::vector<std::pair<StepKind, size_t>> seen;
   for (int i = 0; i < 6; ++i) {
     StepPlan p = s.plan();
     seen.push_back({p.kind, p.size()});
     execute(s, ex, p);
   }
-  using K = StepPlan::Kind;
+  using K = StepKind;
   const std::vector<std::pair<K, size_t>> want = {{K::prefill, 2}, {K::decode, 2},
                                                   {K::prefill, 2}, {K::decode, 4},
                                                   {K::prefill, 1}, {K::decode, 5}};
@@ -210,13 +206,13 @@ TEST(BatchState, ConsecutivePrefillsKnobLetsPrefillGoFirst) {
   BatchedDecodeState s(c);
   FakeExecutor ex(5, 64, kVocab);
   for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(s.submit(make_req(id, prompt_of(3), 20)).ok());
-  std::vector<StepPlan::Kind> kinds;
+  std::vector<StepKind> kinds;
   for (int i = 0; i < 5; ++i) {
     StepPlan p = s.plan();
     kinds.push_back(p.kind);
     execute(s, ex, p);
   }
-  using K = StepPlan::Kind;
+  using K = StepKind;
   EXPECT_EQ(kinds, (std::vector<K>{K::prefill, K::prefill, K::prefill, K::decode, K::decode}));
 }
 
@@ -266,7 +262,7 @@ TEST(BatchState, FinishedSlotIsReleasedAndRecycledAtTheNextBoundary) {
   EXPECT_EQ(ids_of(p1), (std::vector<uint64_t>{1}));
   execute(s, ex, p1);
   StepPlan d1 = s.plan();
-  ASSERT_EQ(d1.kind, StepPlan::Kind::decode);
+  ASSERT_EQ(d1.kind, StepKind::decode);
   auto ev = execute(s, ex, d1);  // request 1 reaches max_tokens = 2
   ASSERT_EQ(ev.size(), 2u);
   EXPECT_TRUE(is_final(ev[1]));
@@ -275,7 +271,7 @@ TEST(BatchState, FinishedSlotIsReleasedAndRecycledAtTheNextBoundary) {
   EXPECT_TRUE(ex.slot_active(0)) << "the executor still holds it until the plan says release";
   StepPlan p2 = s.plan();
   EXPECT_EQ(p2.release, std::vector<int>{0});
-  ASSERT_EQ(p2.kind, StepPlan::Kind::prefill);
+  ASSERT_EQ(p2.kind, StepKind::prefill);
   EXPECT_EQ(ids_of(p2), (std::vector<uint64_t>{2}));
   EXPECT_EQ(p2.prefill[0].slot, 0);
   EXPECT_TRUE(s.pending_releases().empty());

@@ -130,6 +130,22 @@ bool model_present() { return std::filesystem::exists(rz_test::default_model_pat
 
 }  // namespace
 
+TEST(Engine, StartRefusesWhatTheExecutorCannotHold) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig ec;
+  ec.max_slots = 3;
+  try {
+    Engine::start(sys, std::make_unique<FakeExecutor>(2, 64, kVocab),
+                  rz_test::default_tokenizer(), std::nullopt, ec);
+    FAIL() << "no throw";
+  } catch (const rz::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_slots 3 exceeds the executor's 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Engine, SeveralSessionsMultiplexRequests) {
   REQUIRE_MODEL();
   EngineConfig ec;

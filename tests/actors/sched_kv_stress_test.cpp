@@ -16,6 +16,7 @@
 
 #include "actors/batch_state.hpp"
 #include "actors/sched_driver.hpp"
+#include "actors/sched_step.hpp"
 #include "model/common.hpp"
 #include "tests/actors/sched_event_log.hpp"
 #include "tests/actors/sched_paged_executor.hpp"
@@ -134,8 +135,8 @@ class KvStress {
   void step(bool chaos) {
     StepPlan p = state_->plan();
     for (const auto& e : p.events) log_(e);
-    for (int slot : p.release) ex_->release(slot);
-    if (p.kind != StepPlan::Kind::prefill) {
+    for (int slot : p.release) ex_->release(slot);  // not release_slots: a bad slot must throw
+    if (p.kind != StepKind::prefill) {
       const BatchRequest* head = queue_head();
       // Nothing may wait while nothing runs (every accepted request fits in the empty cache).
       if (p.idle()) {
@@ -150,8 +151,8 @@ class KvStress {
       }
     }
     if (p.idle()) return;
-    prev_prefill_ = p.kind == StepPlan::Kind::prefill;
-    if (p.kind == StepPlan::Kind::prefill) {
+    prev_prefill_ = p.kind == StepKind::prefill;
+    if (p.kind == StepKind::prefill) {
       for (const auto& r : p.requests) {
         // FIFO: ids are given in submission order, so admissions come in increasing id order.
         ASSERT_GT(r.id, last_admitted_) << "request " << r.id << " overtook " << last_admitted_;
@@ -170,14 +171,10 @@ class KvStress {
       for (const auto& e : state_->abort_all("injected abort")) log_(e);
       return;
     }
-    std::vector<int32_t> toks;
-    std::string err;
-    try {
-      toks = p.kind == StepPlan::Kind::prefill ? ex_->prefill(p.prefill) : ex_->decode(p.decode);
-    } catch (const Error& e) {
-      err = e.what();
-    }
-    for (const auto& e : err.empty() ? state_->apply(p, toks) : state_->fail_step(p, err)) log_(e);
+    ExecutorStep run = p;
+    run.release.clear();  // released above
+    const StepResult r = execute_step(*ex_, run);
+    for (const auto& e : apply_step_result(*state_, p, r)) log_(e);
   }
 
   void check_invariants(const std::string& when) {

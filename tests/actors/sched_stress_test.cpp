@@ -11,6 +11,7 @@
 
 #include "actors/batch_state.hpp"
 #include "actors/sched_driver.hpp"
+#include "actors/sched_step.hpp"
 #include "model/common.hpp"
 #include "tests/actors/fake_executor.hpp"
 #include "tests/actors/sched_event_log.hpp"
@@ -127,11 +128,11 @@ class Stress {
   // run_step, with submits and cancels while the step is in flight.
   void step(bool chaos) {
     StepPlan p = state_->plan();
-    for (int slot : p.release) ex_->release(slot);
+    for (int slot : p.release) ex_->release(slot);  // not release_slots: a bad slot must throw
     deliver(p.events, chaos);
     if (p.idle()) return;
-    if (p.kind == StepPlan::Kind::prefill && p.size() > 1) ++coverage.n["prefill joins > 1"];
-    if (!p.release.empty() && p.kind == StepPlan::Kind::prefill) ++coverage.n["release+prefill"];
+    if (p.kind == StepKind::prefill && p.size() > 1) ++coverage.n["prefill joins > 1"];
+    if (!p.release.empty() && p.kind == StepKind::prefill) ++coverage.n["release+prefill"];
     if (chaos && chance(0.2)) cancel_some();
     if (chaos && chance(0.2)) submit_some();
     if (chaos && chance(0.004)) {  // the executor is lost with this step in flight
@@ -139,14 +140,10 @@ class Stress {
       deliver(state_->abort_all("injected abort"), chaos);
       return;
     }
-    std::vector<int32_t> toks;
-    std::string err;
-    try {
-      toks = p.kind == StepPlan::Kind::prefill ? ex_->prefill(p.prefill) : ex_->decode(p.decode);
-    } catch (const Error& e) {
-      err = e.what();
-    }
-    deliver(err.empty() ? state_->apply(p, toks) : state_->fail_step(p, err), chaos);
+    ExecutorStep run = p;
+    run.release.clear();  // released above
+    const StepResult r = execute_step(*ex_, run);
+    deliver(apply_step_result(*state_, p, r), chaos);
   }
 
   void check_invariants(const std::string& when) {

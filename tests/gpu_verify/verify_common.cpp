@@ -9,9 +9,9 @@
 #include <limits>
 #include <random>
 
+#include "apps/executor_factory.hpp"
 #include "gpu/device.hpp"
 #include "model/common.hpp"
-#include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/tokenizer.hpp"
 
@@ -88,11 +88,20 @@ bool gpu_available(std::string* why) {
 
 std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, int slots,
                                             int max_context) {
-  CpuExecutorOptions o;
-  o.slots = slots;
-  o.max_context = max_context;
-  o.threads = 0;
-  return std::make_unique<CpuExecutor>(std::move(f), o);
+  return make_executor("cpu", std::move(f), {.slots = slots, .max_context = max_context}).executor;
+}
+
+std::unique_ptr<Executor> make_gpu_executor(std::shared_ptr<const ModelFile> f, int slots,
+                                            int max_context) {
+  // Exactly enough KV blocks for every slot at full context: start-up stays small and no step
+  // can run out of blocks.
+  const int block = 16;  // rz serve's default --kv-block
+  const int64_t blocks = int64_t{slots} * ((max_context + block - 1) / block);
+  BuiltExecutor b = make_executor(
+      "cuda", std::move(f),
+      {.slots = slots, .max_context = max_context, .kv_block_size = block, .kv_blocks = blocks});
+  std::printf("gpu executor: %s\n", b.memory_plan.c_str());
+  return std::move(b.executor);
 }
 
 std::string dominant_layer_type(const ModelFile& f) {

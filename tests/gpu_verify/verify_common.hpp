@@ -1,6 +1,6 @@
-// What gpu_verify's subcommands share: flag parsing, building the executors (CPU, or the GPU
-// through gpu_factory.cpp, the only file that names rz::gpu::GpuExecutor), prompts, the default
-// logit tolerance, and the per-case lines and summary table every subcommand prints.
+// What gpu_verify's subcommands share: flag parsing, building the executors (CPU or GPU, through
+// the executor factory, apps/executor_factory.hpp), prompts, the default logit tolerance, and the
+// per-case lines and summary table every subcommand prints.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -39,7 +39,7 @@ bool gpu_available(std::string* why);
 std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, int slots,
                                             int max_context);
 std::unique_ptr<Executor> make_gpu_executor(std::shared_ptr<const ModelFile> f, int slots,
-                                            int max_context);  // gpu_factory.cpp
+                                            int max_context);
 
 // The default tolerance on max |dlogit| / max |reference logit| of a row: kToleranceMargin x the
 // error measured on the H200 for this model's shape and format (verify_tolerances.hpp).

@@ -293,7 +293,20 @@ TEST_F(CpuExecutorTest, DefaultContextIsCappedTrainingContext) {
   CpuExecutor ex(model());
   EXPECT_EQ(ex.max_slots(), 1);
   EXPECT_EQ(ex.max_context(), std::min(ex.config().n_ctx_train, 4096));
+  EXPECT_EQ(ex.max_context(), default_context(ex.config()));
   EXPECT_GE(ex.threads(), 1);
+}
+
+TEST(DefaultContext, IsTheTrainingContextAtMost4096) {
+  ModelConfig c;
+  c.n_ctx_train = 0;  // unknown
+  EXPECT_EQ(default_context(c), 4096);
+  c.n_ctx_train = 2048;
+  EXPECT_EQ(default_context(c), 2048);
+  c.n_ctx_train = 4096;
+  EXPECT_EQ(default_context(c), 4096);
+  c.n_ctx_train = 131072;
+  EXPECT_EQ(default_context(c), 4096);
 }
 
 }  // namespace

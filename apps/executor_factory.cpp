@@ -1,0 +1,50 @@
+// The executor factory (apps/executor_factory.hpp).
+#include "apps/executor_factory.hpp"
+
+#include <utility>
+
+#include "gpu/device.hpp"
+#include "gpu/gpu_executor.hpp"
+#include "model/common.hpp"
+#include "model/cpu_executor.hpp"
+
+namespace rz {
+
+std::string resolve_device(const std::string& flag, std::string* why_cpu) {
+  if (flag != "auto" && flag != "cpu" && flag != "cuda")
+    throw Error("--device: expected auto, cpu or cuda, got '" + flag + "'");
+  if (flag != "auto") return flag;
+  std::string why;
+  if (!gpu::list_devices(&why).empty()) return "cuda";
+  if (why_cpu) *why_cpu = why;
+  return "cpu";
+}
+
+BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const ModelFile> model,
+                            const ExecutorOptions& opt) {
+  BuiltExecutor b;
+  if (device == "cpu") {
+    auto ex = std::make_unique<CpuExecutor>(
+        std::move(model), CpuExecutorOptions{.slots = opt.slots, .max_context = opt.max_context,
+                                             .threads = opt.threads});
+    b.description = "cpu, " + std::to_string(ex->threads()) + " threads";
+    b.executor = std::move(ex);
+  } else if (device == "cuda") {
+    gpu::GpuExecutorOptions o;
+    o.device = opt.gpu;
+    o.slots = opt.slots;
+    o.max_context = opt.max_context;
+    if (opt.kv_block_size > 0) o.kv_block_size = opt.kv_block_size;
+    if (opt.kv_fraction > 0) o.kv_memory_fraction = opt.kv_fraction;
+    o.kv_blocks = opt.kv_blocks;
+    auto ex = std::make_unique<gpu::GpuExecutor>(std::move(model), o);
+    b.description = "cuda: " + ex->memory_plan().device_name;
+    b.memory_plan = ex->memory_plan().summary();
+    b.executor = std::move(ex);
+  } else {
+    throw Error("executor: unknown device '" + device + "' (expected cpu or cuda)");
+  }
+  return b;
+}
+
+}  // namespace rz

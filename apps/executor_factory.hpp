@@ -1,0 +1,44 @@
+// The one place that turns a device choice into an Executor: the CPU executor
+// (model/cpu_executor.hpp) or the CUDA executor (gpu/gpu_executor.hpp). rz serve, rz generate,
+// gpu_verify and the embedding example build theirs here (library rz_executors, which links both
+// executors); the scheduler and the actors see only the Executor interface (model/executor.hpp)
+// and never link the GPU library.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/executor.hpp"
+#include "model/model_file.hpp"
+
+namespace rz {
+
+// The executor a --device flag names: "cpu" or "cuda" for auto|cpu|cuda; auto is cuda when a CUDA
+// device is present, and then `why_cpu` (if given) says why it fell back to the CPU. Throws
+// rz::Error for any other value.
+std::string resolve_device(const std::string& flag, std::string* why_cpu = nullptr);
+
+// What both executors take, and what only one of them does. 0 leaves the executor's default.
+struct ExecutorOptions {
+  int slots = 1;            // concurrent sequences (KV cache slots)
+  int max_context = 0;      // tokens per slot; 0: default_context(config) (model/executor.hpp)
+  int threads = 0;          // cpu: worker threads; 0: all cores
+  int gpu = 0;              // cuda: device index
+  int kv_block_size = 0;    // cuda: tokens per KV cache block; 0: the executor's (16)
+  double kv_fraction = 0;   // cuda: share of the free memory the KV cache may take; 0: 0.9
+  int64_t kv_blocks = 0;    // cuda: > 0: exactly this many KV blocks, ignoring kv_fraction
+};
+
+struct BuiltExecutor {
+  std::unique_ptr<Executor> executor;
+  std::string description;  // "cpu, 8 threads" or "cuda: NVIDIA H200" (what runs it)
+  std::string memory_plan;  // cuda: the memory plan's one-line summary; "" on the cpu
+};
+
+// Builds the executor `device` names: "cpu" or "cuda" (resolve_device turns "auto" into one of
+// them). Throws rz::Error for another name, and whatever the executor's constructor throws (bad
+// options, no CUDA device, weights it cannot use).
+BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const ModelFile> model,
+                            const ExecutorOptions& opt);
+
+}  // namespace rz
