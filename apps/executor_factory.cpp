@@ -3,21 +3,40 @@
 
 #include <utility>
 
-#include "gpu/device.hpp"
-#include "gpu/gpu_executor.hpp"
 #include "model/common.hpp"
 #include "model/cpu_executor.hpp"
+#if RZ_HAVE_CUDA
+#include "gpu/device.hpp"
+#include "gpu/gpu_executor.hpp"
+#endif
 
 namespace rz {
+
+#if !RZ_HAVE_CUDA
+namespace {
+const char* const kNoCudaBuild = "this build of rz has no CUDA support (configured with -DRZ_CUDA=OFF)";
+}
+#endif
 
 std::string resolve_device(const std::string& flag, std::string* why_cpu) {
   if (flag != "auto" && flag != "cpu" && flag != "cuda")
     throw Error("--device: expected auto, cpu or cuda, got '" + flag + "'");
   if (flag != "auto") return flag;
   std::string why;
-  if (!gpu::list_devices(&why).empty()) return "cuda";
+  if (cuda_available(&why)) return "cuda";
   if (why_cpu) *why_cpu = why;
   return "cpu";
+}
+
+bool cuda_available(std::string* why_not) {
+#if RZ_HAVE_CUDA
+  std::string why;
+  if (!gpu::list_devices(&why).empty()) return true;
+  if (why_not) *why_not = why;
+#else
+  if (why_not) *why_not = kNoCudaBuild;
+#endif
+  return false;
 }
 
 BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const ModelFile> model,
@@ -30,6 +49,7 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
     b.description = "cpu, " + std::to_string(ex->threads()) + " threads";
     b.executor = std::move(ex);
   } else if (device == "cuda") {
+#if RZ_HAVE_CUDA
     gpu::GpuExecutorOptions o;
     o.device = opt.gpu;
     o.slots = opt.slots;
@@ -41,6 +61,9 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
     b.description = "cuda: " + ex->memory_plan().device_name;
     b.memory_plan = ex->memory_plan().summary();
     b.executor = std::move(ex);
+#else
+    throw Error(std::string("--device cuda: ") + kNoCudaBuild);
+#endif
   } else {
     throw Error("executor: unknown device '" + device + "' (expected cpu or cuda)");
   }

@@ -18,6 +18,10 @@ namespace rz {
 // rz::Error for any other value.
 std::string resolve_device(const std::string& flag, std::string* why_cpu = nullptr);
 
+// Whether this process can run the CUDA executor: a build with CUDA (not -DRZ_CUDA=OFF) and at
+// least one CUDA device. Otherwise `why_not` (if given) says which of the two is missing.
+bool cuda_available(std::string* why_not = nullptr);
+
 // What both executors take, and what only one of them does. 0 leaves the executor's default.
 struct ExecutorOptions {
   int slots = 1;            // concurrent sequences (KV cache slots)
