@@ -1,27 +1,18 @@
 // Checked CUDA / cuBLAS calls. Every runtime, cuBLAS and cuBLASLt call goes through these: a
 // failure becomes an rz::gpu::CudaError (an rz::Error) naming the call, the file:line and the
 // runtime's message, which fails the step that made it (the actors fail the affected requests
-// and keep serving), never a crash or a silent wrong answer.
+// and keep serving), never a crash or a silent wrong answer. The runtime and launch checks
+// (CudaError, RZ_CUDA_CHECK, RZ_CUDA_CHECK_LAUNCH) come from kernels/cuda_check.hpp, which the
+// kernels use too; this header adds cuBLAS.
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
-#include <cuda_runtime_api.h>
 
 #include <string>
 
-#include "model/common.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace rz::gpu {
-
-class CudaError : public rz::Error {
- public:
-  using rz::Error::Error;
-};
-
-[[noreturn]] inline void throw_cuda(cudaError_t e, const char* what, const char* file, int line) {
-  throw CudaError(std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                  cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
 
 [[noreturn]] inline void throw_cublas(cublasStatus_t s, const char* what, const char* file,
                                       int line) {
@@ -31,21 +22,6 @@ class CudaError : public rz::Error {
 }
 
 }  // namespace rz::gpu
-
-#define RZ_CUDA_CHECK(expr)                                                     \
-  do {                                                                          \
-    cudaError_t rz_cuda_err_ = (expr);                                          \
-    if (rz_cuda_err_ != cudaSuccess)                                            \
-      ::rz::gpu::throw_cuda(rz_cuda_err_, #expr, __FILE__, __LINE__);           \
-  } while (0)
-
-// After a kernel launch: configuration errors show up in cudaGetLastError.
-#define RZ_CUDA_CHECK_LAUNCH(name)                                              \
-  do {                                                                          \
-    cudaError_t rz_cuda_err_ = cudaGetLastError();                              \
-    if (rz_cuda_err_ != cudaSuccess)                                            \
-      ::rz::gpu::throw_cuda(rz_cuda_err_, "launch of " name, __FILE__, __LINE__); \
-  } while (0)
 
 #define RZ_CUBLAS_CHECK(expr)                                                   \
   do {                                                                          \

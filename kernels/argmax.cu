@@ -13,7 +13,7 @@
 #include <cmath>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_common.cuh"
 
 namespace rz::gpu {
 namespace {
@@ -23,24 +23,13 @@ constexpr int kChunkThreads = 256;
 constexpr int kReduceThreads = 128;
 static_assert(kArgmaxChunk % kChunkThreads == 0, "chunk must be a multiple of its block");
 
-__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
-  return v > bv || (v == bv && i < bi);
-}
-
 // Combines (bv, bi) over the block; the result is valid in thread 0. blockDim.x a multiple of
 // 32, at most 1024. Every thread of the block must call it.
 __device__ __forceinline__ void block_best(float& bv, int& bi) {
   __shared__ float warp_v[32];
   __shared__ int warp_i[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-  for (int off = 16; off > 0; off /= 2) {
-    const float ov = __shfl_down_sync(0xffffffffu, bv, off);
-    const int oi = __shfl_down_sync(0xffffffffu, bi, off);
-    if (better(ov, oi, bv, bi)) {
-      bv = ov;
-      bi = oi;
-    }
-  }
+  warp_argmax(bv, bi);
   if (lane == 0) {
     warp_v[warp] = bv;
     warp_i[warp] = bi;
@@ -49,14 +38,7 @@ __device__ __forceinline__ void block_best(float& bv, int& bi) {
   if (warp == 0) {
     bv = lane < n_warps ? warp_v[lane] : -INFINITY;
     bi = lane < n_warps ? warp_i[lane] : kNoIndex;
-    for (int off = 16; off > 0; off /= 2) {
-      const float ov = __shfl_down_sync(0xffffffffu, bv, off);
-      const int oi = __shfl_down_sync(0xffffffffu, bi, off);
-      if (better(ov, oi, bv, bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
+    warp_argmax(bv, bi);
   }
 }
 
@@ -69,7 +51,7 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int n_vocab,
   for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
     float v = row[i];
     if (isnan(v)) v = -INFINITY;
-    if (better(v, i, bv, bi)) {
+    if (argmax_better(v, i, bv, bi)) {
       bv = v;
       bi = i;
     }
@@ -96,7 +78,7 @@ __global__ void __launch_bounds__(kChunkThreads)
   for (int j = threadIdx.x; j < n; j += kChunkThreads) {
     float v = chunk[j];
     if (isnan(v)) v = -INFINITY;
-    if (better(v, begin + j, bv, bi)) {
+    if (argmax_better(v, begin + j, bv, bi)) {
       bv = v;
       bi = begin + j;
     }
@@ -118,7 +100,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   for (int j = threadIdx.x; j < n_chunks; j += kReduceThreads) {
     const float v = ws_v[base + j];
     const int i = ws_i[base + j];
-    if (better(v, i, bv, bi)) {
+    if (argmax_better(v, i, bv, bi)) {
       bv = v;
       bi = i;
     }

@@ -23,23 +23,13 @@
 #include <cmath>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_common.cuh"
 
 namespace rz::gpu {
 namespace {
 
 constexpr int kThreads = 128;       // combine kernel; partition kernel with kAttnPartition
 constexpr int kSmallThreads = 256;  // partition kernel with kAttnSmallPartition: 8 tokens a warp
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // Block-wide max or sum, returned to every thread. Starts and ends with all threads synced, so
 // shared writes made before the call are visible after it and `red` may be reused at once.

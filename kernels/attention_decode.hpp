@@ -1,4 +1,4 @@
-// Decode attention over the paged KV cache (layout in gpu/kv_blocks.hpp): for each slot of a
+// Decode attention over the paged KV cache (layout in kernels/kv_cache_shape.hpp): for each slot of a
 // batch, one new query token q [n_head, head_dim] fp32 attends to the slot's first L_s cached
 // tokens (the new token's K/V already appended by kv_append):
 //   out[h] = softmax(q[h] . K[0..L_s)^T * scale) V[0..L_s),   kv head of h = h / (n_head / n_head_kv)
@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu/kv_blocks.hpp"
+#include "kernels/kv_cache_shape.hpp"
 
 namespace rz::gpu {
 

@@ -29,7 +29,7 @@
 #include <cmath>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_common.cuh"
 
 namespace rz::gpu {
 namespace {
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreads)
         if (kbase + tk + 16 * j > qpos[i]) s[i][j] = -INFINITY;  // causal (and inactive rows)
         mx = fmaxf(mx, s[i][j]);
       }
-      for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      mx = group_max<16>(mx);
       const float m_new = fmaxf(m[i], mx);
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: p = 0
       alpha[i] = exp2f(m[i] - m_use);                           // m = -inf: 0 (o, l are 0)
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kThreads)
         p_s[(tr + 16 * i) * kPStride + tk + 16 * j] = p;
         sum += p;
       }
-      for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      sum = group_sum<16>(sum);
       l[i] = l[i] * alpha[i] + sum;
       m[i] = m_new;
     }

@@ -1,4 +1,4 @@
-// Causal prefill attention over the paged KV cache (layout in gpu/kv_blocks.hpp), for several
+// Causal prefill attention over the paged KV cache (layout in kernels/kv_cache_shape.hpp), for several
 // prompts (or prompt chunks) packed into one step: sequence i has query tokens
 // [cu_seqlens[i], cu_seqlens[i+1]) of q, its K/V (earlier chunks and this one, appended by
 // kv_append) in block table row i, and seq_context_lens[i] cached tokens including this chunk.
@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu/kv_blocks.hpp"
+#include "kernels/kv_cache_shape.hpp"
 
 namespace rz::gpu {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -1,8 +1,8 @@
 // Whole-matrix dequantization to FP16/BF16 (see dequant.hpp). The matrix is one flat run of
 // blocks (rows are whole blocks, stored back to back), so the kernel ignores rows: each thread
 // makes 8 consecutive outputs (one 16-byte store) from the block that holds them. 8 divides every
-// block size, so a group never straddles two blocks. Products and sums use the _rn intrinsics so
-// that nvcc cannot fuse them into FMAs: the CPU reference rounds each one separately.
+// block size, so a group never straddles two blocks. The quantized types decode through
+// kernels/quant_decode.cuh's decode_exact (separately rounded, as the CPU reference).
 #include "kernels/dequant.hpp"
 
 #include <cuda_bf16.h>
@@ -11,48 +11,12 @@
 
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_common.cuh"
+#include "kernels/quant_decode.cuh"
 #include "model/common.hpp"
-#include "model/quant_blocks.hpp"
 
 namespace rz::gpu {
 namespace {
-
-// ---------------------------------------------------------------- exact conversions
-
-// Little-endian 16-bit load with no alignment requirement (block fields sit at odd offsets).
-__device__ __forceinline__ uint16_t ld16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-
-// fp16 bits -> fp32 exactly as model/quants_fp.cpp: NaN payloads kept (the hardware conversion
-// would quiet a signalling NaN), everything else through the exact hardware conversion.
-__device__ __forceinline__ float f16_bits_to_f32(uint16_t h) {
-  if ((h & 0x7c00u) == 0x7c00u)
-    return __uint_as_float((static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u |
-                           (static_cast<uint32_t>(h & 0x3ffu) << 13));
-  return __half2float(__ushort_as_half(h));
-}
-
-// fp32 -> fp16 bits as fp32_to_fp16: round to nearest even (the hardware's cvt.rn, overflow to
-// inf); NaN keeps its top ten payload bits, bumped to 0x7c01 where that would read as inf.
-__device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
-  const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    uint16_t h = static_cast<uint16_t>(0x7c00u + ((u & 0x7fffffu) >> 13));
-    if (h == 0x7c00u) ++h;
-    return static_cast<uint16_t>(((u >> 16) & 0x8000u) | h);
-  }
-  return __half_as_ushort(__float2half_rn(f));
-}
-
-// fp32 -> bf16 bits as fp32_to_bf16: NaN made quiet (upper half kept, bit 22 set), then round to
-// nearest even by integer add (overflow carries into inf).
-__device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0xffff0000u) | 0x00400000u;
-  return static_cast<uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
-}
 
 template <HalfType O>
 __device__ __forceinline__ uint16_t to_half_bits(float f) {
@@ -66,87 +30,18 @@ __device__ __forceinline__ uint16_t to_half_bits(float f) {
 // ---------------------------------------------------------------- per-type group loaders
 // load8(w, e, v): v[0..7] = dequantized elements e..e+7 of the flat matrix (e % 8 == 0).
 
-struct LoadQ4K {  // 144-byte blocks: d, dmin, scales[12], qs[128]
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
-    const uint8_t* b = w + (e / QK_K) * sizeof(BlockQ4_K);
-    const int p = static_cast<int>(e % QK_K), s = p / 32, l = p % 32;
-    const float d = f16_bits_to_f32(ld16(b)), dmin = f16_bits_to_f32(ld16(b + 2));
-    const uint8_t* sc = b + 4;
-    int scale, mn;
-    if (s < 4) {
-      scale = sc[s] & 63;
-      mn = sc[s + 4] & 63;
-    } else {
-      scale = (sc[s + 4] & 0x0f) | ((sc[s - 4] >> 6) << 4);
-      mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-    }
-    const float ds = __fmul_rn(d, static_cast<float>(scale));
-    const float ms = __fmul_rn(dmin, static_cast<float>(mn));
-    const uint8_t* q = b + 16 + 32 * (s / 2) + l;
-    const int shift = 4 * (s % 2);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = __fsub_rn(__fmul_rn(ds, static_cast<float>((q[i] >> shift) & 0x0f)), ms);
-  }
-};
-
-struct LoadQ6K {  // 210-byte blocks: ql[128], qh[64], scales[16] (int8), d
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
-    const uint8_t* b = w + (e / QK_K) * sizeof(BlockQ6_K);
-    const int p = static_cast<int>(e % QK_K);
-    const int c = p / 128, k = (p % 128) / 32, l = p % 32;  // p = 128 c + 32 k + l
-    const float d = f16_bits_to_f32(ld16(b + 208));
-    const int sidx = 8 * c + 2 * k + (l >= 16 ? 1 : 0);
-    const float dl = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(b[192 + sidx])));
-    const uint8_t* ql = b + 64 * c + 32 * (k % 2) + l;
-    const uint8_t* qh = b + 128 + 32 * c + l;
-    const int lshift = 4 * (k / 2), hshift = 2 * k;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int q = (((ql[i] >> lshift) & 0x0f) | (((qh[i] >> hshift) & 3) << 4)) - 32;
-      v[i] = __fmul_rn(dl, static_cast<float>(q));
-    }
-  }
-};
-
-struct LoadQ8_0 {  // 34-byte blocks: d, qs[32] (int8)
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
-    const uint8_t* b = w + (e / QK8_0) * sizeof(BlockQ8_0);
-    const int j = static_cast<int>(e % QK8_0);
-    const float d = f16_bits_to_f32(ld16(b));
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(static_cast<float>(static_cast<int8_t>(b[2 + j + i])), d);
-  }
-};
-
-struct LoadQ4_0 {  // 18-byte blocks: d, qs[16]; element j < 16 low nibble of qs[j], else high of qs[j-16]
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
-    const uint8_t* b = w + (e / QK4_0) * sizeof(BlockQ4_0);
-    const int j = static_cast<int>(e % QK4_0);
-    const float d = f16_bits_to_f32(ld16(b));
-    const uint8_t* q = b + 2 + (j % 16);
-    const int shift = j < 16 ? 0 : 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(d, static_cast<float>(((q[i] >> shift) & 0x0f) - 8));
-  }
-};
-
-struct LoadQ4_1 {  // 20-byte blocks: d, m, qs[16]; nibbles as Q4_0, value d * q + m
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
-    const uint8_t* b = w + (e / QK4_1) * sizeof(BlockQ4_1);
-    const int j = static_cast<int>(e % QK4_1);
-    const float d = f16_bits_to_f32(ld16(b)), m = f16_bits_to_f32(ld16(b + 2));
-    const uint8_t* q = b + 4 + (j % 16);
-    const int shift = j < 16 ? 0 : 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = __fadd_rn(__fmul_rn(d, static_cast<float>((q[i] >> shift) & 0x0f)), m);
+// The quantized types: quant::X::decode_exact (kernels/quant_decode.cuh), 8 elements of one block.
+template <class Q>
+struct LoadQuant {
+  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float (&v)[8]) {
+    const uint8_t* b = w + (e / Q::kElems) * Q::kBytes;
+    Q::template decode_exact<8>(b, static_cast<int>(e % Q::kElems), v);
   }
 };
 
 // Plain types: the base pointer is 16-byte aligned and e % 8 == 0, so these vector loads are too.
 struct LoadF32 {
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
+  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float (&v)[8]) {
     const float4* p = reinterpret_cast<const float4*>(w + e * 4);
     const float4 a = p[0], b = p[1];
     v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
@@ -154,26 +49,19 @@ struct LoadF32 {
   }
 };
 
-struct LoadF16 {
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
-    const uint4 r = *reinterpret_cast<const uint4*>(w + e * 2);
-    const uint32_t u[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      v[2 * i] = f16_bits_to_f32(static_cast<uint16_t>(u[i] & 0xffffu));
-      v[2 * i + 1] = f16_bits_to_f32(static_cast<uint16_t>(u[i] >> 16));
-    }
+// F16 / BF16: exact conversions (fp16 NaN payloads kept), two values per 32-bit word.
+template <bool kBf16>
+struct LoadHalf {
+  __device__ static float to_f32(uint32_t h) {
+    return kBf16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(static_cast<uint16_t>(h));
   }
-};
-
-struct LoadBF16 {
-  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float v[8]) {
+  __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float (&v)[8]) {
     const uint4 r = *reinterpret_cast<const uint4*>(w + e * 2);
     const uint32_t u[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      v[2 * i] = __uint_as_float(u[i] << 16);
-      v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+      v[2 * i] = to_f32(u[i] & 0xffffu);
+      v[2 * i + 1] = to_f32(u[i] >> 16);
     }
   }
 };
@@ -265,19 +153,19 @@ void dequantize_matrix(GgmlType type, const void* w, void* out, HalfType out_typ
   if (!aligned16(w) || !aligned16(out)) throw Error(what + ": weights and output must be 16-byte aligned");
   const int64_t n_groups = rows * cols / 8;
   switch (type) {
-    case GgmlType::Q4_K: launch<LoadQ4K>(w, out, out_type, n_groups, stream); break;
-    case GgmlType::Q6_K: launch<LoadQ6K>(w, out, out_type, n_groups, stream); break;
-    case GgmlType::Q8_0: launch<LoadQ8_0>(w, out, out_type, n_groups, stream); break;
-    case GgmlType::Q4_0: launch<LoadQ4_0>(w, out, out_type, n_groups, stream); break;
-    case GgmlType::Q4_1: launch<LoadQ4_1>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q4_K: launch<LoadQuant<quant::Q4K>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q6_K: launch<LoadQuant<quant::Q6K>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q8_0: launch<LoadQuant<quant::Q8_0>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q4_0: launch<LoadQuant<quant::Q4_0>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q4_1: launch<LoadQuant<quant::Q4_1>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::F32: launch<LoadF32>(w, out, out_type, n_groups, stream); break;
-    case GgmlType::BF16: launch<LoadBF16>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::BF16: launch<LoadHalf<true>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::F16:
       if (out_type == HalfType::f16) {  // fp16 -> fp32 -> fp16 is the identity, NaNs included
         RZ_CUDA_CHECK(cudaMemcpyAsync(out, w, static_cast<size_t>(rows * cols) * 2,
                                       cudaMemcpyDeviceToDevice, stream));
       } else {
-        launch<LoadF16>(w, out, out_type, n_groups, stream);
+        launch<LoadHalf<false>>(w, out, out_type, n_groups, stream);
       }
       break;
     default: throw Error(what + ": no GPU dequantizer for this type");

@@ -1,45 +1,20 @@
 // Token-embedding gather (see embedding.hpp). One thread per output element: it finds its block
 // in the token's row, decodes its own quant (byte loads only: GGUF blocks are packed and
 // unaligned) and scales it with the same separately rounded fp32 operations as
-// model/quants_legacy.cpp / quants_k.cpp / quants_fp.cpp (__fmul_rn etc. keep nvcc from fusing
-// them into FMAs), so the result equals dequantize_row bit for bit.
+// model/quants_legacy.cpp / quants_k.cpp / quants_fp.cpp (kernels/quant_decode.cuh's
+// decode_exact; fp16 through cuda_common.cuh's exact f16_bits_to_f32), so the result equals
+// dequantize_row bit for bit.
 #include "kernels/embedding.hpp"
 
 #include <cuda_runtime.h>
 
 #include <string>
 
-#include "gpu/cuda_check.hpp"
-#include "model/quant_blocks.hpp"
+#include "kernels/cuda_common.cuh"
+#include "kernels/quant_decode.cuh"
 
 namespace rz::gpu {
 namespace {
-
-__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-
-// Exact fp16 -> fp32 on the bits (NaN payloads kept), as quants_fp.cpp's half_to_float_bits.
-__device__ __forceinline__ float half_bits_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t man = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else {
-    // zero or subnormal: man * 2^-24 is exact in fp32
-    const float v = __fmul_rn(static_cast<float>(man), 5.9604644775390625e-8f);
-    bits = sign | __float_as_uint(v);
-  }
-  return __uint_as_float(bits);
-}
-
-__device__ __forceinline__ float bf16_bits_to_float(uint16_t h) {
-  return __uint_as_float(static_cast<uint32_t>(h) << 16);
-}
 
 // One traits struct per storage type: elements per block, bytes per block, and the value of
 // element j (0 <= j < kBlock) of the block at b.
@@ -54,94 +29,25 @@ struct DqF32 {
 
 struct DqF16 {
   static constexpr int kBlock = 1, kBytes = 2;
-  __device__ static float at(const uint8_t* b, int) { return half_bits_to_float(load_u16(b)); }
+  __device__ static float at(const uint8_t* b, int) { return f16_bits_to_f32(load_u16_le(b)); }
 };
 
 struct DqBF16 {
   static constexpr int kBlock = 1, kBytes = 2;
-  __device__ static float at(const uint8_t* b, int) { return bf16_bits_to_float(load_u16(b)); }
+  __device__ static float at(const uint8_t* b, int) { return bf16_bits_to_f32(load_u16_le(b)); }
 };
 
-// BlockQ8_0 { d; qs[32] }: qs[j] * d
-struct DqQ8_0 {
-  static constexpr int kBlock = QK8_0, kBytes = sizeof(BlockQ8_0);
+// The quantized types: element j of the block, by quant::X::decode_exact
+// (kernels/quant_decode.cuh).
+template <class Q>
+struct DqQuant {
+  static constexpr int kBlock = Q::kElems, kBytes = Q::kBytes;
   __device__ static float at(const uint8_t* b, int j) {
-    const float d = half_bits_to_float(load_u16(b));
-    const int8_t q = static_cast<int8_t>(b[2 + j]);
-    return __fmul_rn(static_cast<float>(q), d);
+    float v[1];
+    Q::template decode_exact<1>(b, j, v);
+    return v[0];
   }
 };
-
-// BlockQ4_0 { d; qs[16] }: element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of
-// qs[j - 16]; d * (q - 8)
-struct DqQ4_0 {
-  static constexpr int kBlock = QK4_0, kBytes = sizeof(BlockQ4_0);
-  __device__ static float at(const uint8_t* b, int j) {
-    const float d = half_bits_to_float(load_u16(b));
-    const uint8_t byte = b[2 + (j & 15)];
-    const int q = j < 16 ? (byte & 0x0f) : (byte >> 4);
-    return __fmul_rn(d, static_cast<float>(q - 8));
-  }
-};
-
-// BlockQ4_1 { d, m; qs[16] }: nibbles as Q4_0; d * q + m
-struct DqQ4_1 {
-  static constexpr int kBlock = QK4_1, kBytes = sizeof(BlockQ4_1);
-  __device__ static float at(const uint8_t* b, int j) {
-    const float d = half_bits_to_float(load_u16(b));
-    const float m = half_bits_to_float(load_u16(b + 2));
-    const uint8_t byte = b[4 + (j & 15)];
-    const int q = j < 16 ? (byte & 0x0f) : (byte >> 4);
-    return __fadd_rn(__fmul_rn(d, static_cast<float>(q)), m);
-  }
-};
-
-// BlockQ4_K { d, dmin; scales[12]; qs[128] }: sub-block s = j / 32 has a 6-bit scale and min
-// (packing in quants_k.cpp's unpack_scale_min_k4); the quant is the low (s even) or high (s odd)
-// nibble of qs[32 (s / 2) + j % 32]; (d * sc) * q - (dmin * mn)
-struct DqQ4_K {
-  static constexpr int kBlock = QK_K, kBytes = sizeof(BlockQ4_K);
-  __device__ static float at(const uint8_t* b, int j) {
-    const float d = half_bits_to_float(load_u16(b));
-    const float dmin = half_bits_to_float(load_u16(b + 2));
-    const uint8_t* sc = b + 4;
-    const uint8_t* qs = b + 4 + K_SCALE_SIZE;
-    const int s = j / 32, l = j % 32;
-    int scale, min;
-    if (s < 4) {
-      scale = sc[s] & 63;
-      min = sc[s + 4] & 63;
-    } else {
-      scale = (sc[s + 4] & 0x0f) | ((sc[s - 4] >> 6) << 4);
-      min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-    }
-    const int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0f;
-    const float ds = __fmul_rn(d, static_cast<float>(scale));
-    const float ms = __fmul_rn(dmin, static_cast<float>(min));
-    return __fsub_rn(__fmul_rn(ds, static_cast<float>(q)), ms);
-  }
-};
-
-// BlockQ6_K { ql[128]; qh[64]; scales[16]; d }: element j = 128 c + 32 k + l has its low 4 bits
-// in nibble k / 2 of ql[64 c + 32 (k % 2) + l], its high 2 bits at shift 2 k of qh[32 c + l];
-// (d * scales[j / 16]) * (q - 32)
-struct DqQ6_K {
-  static constexpr int kBlock = QK_K, kBytes = sizeof(BlockQ6_K);
-  __device__ static float at(const uint8_t* b, int j) {
-    const uint8_t* ql = b;
-    const uint8_t* qh = b + QK_K / 2;
-    const int8_t* scales = reinterpret_cast<const int8_t*>(b + QK_K / 2 + QK_K / 4);
-    const float d = half_bits_to_float(load_u16(b + QK_K / 2 + QK_K / 4 + QK_K / 16));
-    const int c = j / 128, k = (j % 128) / 32, l = j % 32;
-    const int lo = (ql[64 * c + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0f;
-    const int hi = (qh[32 * c + l] >> (2 * k)) & 3;
-    const float dl = __fmul_rn(d, static_cast<float>(scales[j / 16]));
-    return __fmul_rn(dl, static_cast<float>((lo | hi << 4) - 32));
-  }
-};
-
-static_assert(QK_K / 2 + QK_K / 4 + QK_K / 16 + 2 == sizeof(BlockQ6_K));
-static_assert(4 + K_SCALE_SIZE + QK_K / 2 == sizeof(BlockQ4_K));
 
 constexpr int kThreads = 256;
 
@@ -183,11 +89,11 @@ Launcher launcher_for(GgmlType type) {
     case GgmlType::F32: return launch<DqF32>;
     case GgmlType::F16: return launch<DqF16>;
     case GgmlType::BF16: return launch<DqBF16>;
-    case GgmlType::Q8_0: return launch<DqQ8_0>;
-    case GgmlType::Q4_0: return launch<DqQ4_0>;
-    case GgmlType::Q4_1: return launch<DqQ4_1>;
-    case GgmlType::Q4_K: return launch<DqQ4_K>;
-    case GgmlType::Q6_K: return launch<DqQ6_K>;
+    case GgmlType::Q8_0: return launch<DqQuant<quant::Q8_0>>;
+    case GgmlType::Q4_0: return launch<DqQuant<quant::Q4_0>>;
+    case GgmlType::Q4_1: return launch<DqQuant<quant::Q4_1>>;
+    case GgmlType::Q4_K: return launch<DqQuant<quant::Q4K>>;
+    case GgmlType::Q6_K: return launch<DqQuant<quant::Q6K>>;
     default: return nullptr;
   }
 }

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/gemv_common.cuh"
 #include "model/common.hpp"
 

@@ -1,6 +1,9 @@
 // Internal to the gemv kernels (kernels/gemv*.cu): the one generic matrix-vector kernel, its
 // split-row sibling for few long rows at batch <= 4, the device helpers the per-type traits
-// share, and the per-family launch tables that gemv.cu dispatches through. See kernels/GEMV.md for the design and kernels/gemv.hpp for the API.
+// share, and the per-family launch tables that gemv.cu dispatches through. See kernels/GEMV.md for
+// the design and kernels/gemv.hpp for the API. The block layouts and the integer unpacking of
+// scales and quants come from kernels/quant_decode.cuh (shared with dequant and embedding),
+// group_sum, the 16-bit loads and the fp16 conversion from kernels/cuda_common.cuh.
 //
 // A weight type is described by a traits struct T:
 //   kBlockElems, kBlockBytes   one block: elements and bytes (a pseudo-block of 8 for F16/BF16)
@@ -20,6 +23,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/cuda_common.cuh"
 #include "kernels/gemv.hpp"
 
 namespace rz::gpu::gemv_detail {
@@ -34,23 +38,6 @@ __host__ __device__ constexpr int rows_per_warp(int batch) {
   return r < T::kMaxRows ? r : T::kMaxRows;
 }
 
-// Sum over each aligned group of LPR lanes (LPR a power of two <= 32); every lane gets its
-// group's sum. All 32 lanes must call it.
-template <int LPR>
-__device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-  for (int off = LPR / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {  // p 2-byte aligned
-  return __ldg(reinterpret_cast<const unsigned short*>(p));
-}
-
-__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
-}
-
 // N bytes (N a multiple of 4) at a 2-byte aligned address as N / 4 little-endian words. Reads
 // aligned words from p rounded down to 4 bytes (at most 2 bytes before p, which must lie in the
 // same allocation: true when the buffer starts 4-byte aligned) and never past p + N.
@@ -63,7 +50,7 @@ __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&out)[
   uint32_t w[N / 4 + 1];
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) w[i] = __ldg(q + i);
-  w[N / 4] = load_u16(p + N - 2);  // the last two bytes when misaligned (ignored otherwise)
+  w[N / 4] = load_u16_a2(p + N - 2);  // the last two bytes when misaligned (ignored otherwise)
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
 }

@@ -26,7 +26,7 @@ struct Half {
   }
 
   __device__ static float to_float(uint32_t bits16) {
-    return kBf16 ? __uint_as_float(bits16 << 16) : half_bits_to_float(bits16);
+    return kBf16 ? bf16_bits_to_f32(bits16) : f16_bits_to_f32_fast(bits16);
   }
 
   __device__ static float4 dequant(const Item& it, int k) {

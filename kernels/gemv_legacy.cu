@@ -10,14 +10,15 @@
 // block (lane p: columns 4 p + [0, 4) and 16 + 4 p + [0, 4)). Q8_0 / Q4_0 blocks are only 2-byte
 // aligned, so words are read as aligned words and shifted (load_words_a2).
 #include "kernels/gemv_common.cuh"
-#include "model/quant_blocks.hpp"
+#include "kernels/quant_decode.cuh"
 
 namespace rz::gpu::gemv_detail {
 namespace {
 
 struct Q8_0 {
-  static constexpr int kBlockElems = QK8_0;
-  static constexpr int kBlockBytes = sizeof(BlockQ8_0);
+  using Fmt = quant::Q8_0;
+  static constexpr int kBlockElems = Fmt::kElems;
+  static constexpr int kBlockBytes = Fmt::kBytes;
   static constexpr int kParts = 8;
   static constexpr int kChunks = 1;  // columns 4 p + [0, 4)
   static constexpr int kUnroll = 4;
@@ -30,8 +31,8 @@ struct Q8_0 {
 
   __device__ static Item load(const uint8_t* blk, int part) {
     uint32_t w[1];
-    load_words_a2<4>(blk + 2 + 4 * part, w);
-    return Item{half_bits_to_float(load_u16(blk)), w[0]};
+    load_words_a2<4>(blk + Fmt::kQs + 4 * part, w);
+    return Item{f16_bits_to_f32_fast(load_u16_a2(blk + Fmt::kD)), w[0]};
   }
 
   __device__ static float4 dequant(const Item& it, int) {
@@ -45,15 +46,15 @@ struct Q8_0 {
 };
 
 // Q4_0 and Q4_1 share the nibble layout; kHasMin says how a nibble becomes a value.
-template <class Block, bool kHasMin>
+template <bool kHasMin>
 struct Q4Legacy {
-  static constexpr int kBlockElems = 32;
-  static constexpr int kBlockBytes = sizeof(Block);
+  using Fmt = quant::Q4Legacy<kHasMin>;
+  static constexpr int kBlockElems = Fmt::kElems;
+  static constexpr int kBlockBytes = Fmt::kBytes;
   static constexpr int kParts = 4;
   static constexpr int kChunks = 2;  // chunk 0: low nibbles, columns 4 p; 1: high, 16 + 4 p
   static constexpr int kUnroll = 4;
   static constexpr int kMaxRows = 4;
-  static constexpr int kQsOffset = kHasMin ? 4 : 2;
 
   struct Item {
     float d, m;  // m = minimum (Q4_1); unused for Q4_0
@@ -62,16 +63,16 @@ struct Q4Legacy {
 
   __device__ static Item load(const uint8_t* blk, int part) {
     Item it;
-    it.d = half_bits_to_float(load_u16(blk));
-    it.m = kHasMin ? half_bits_to_float(load_u16(blk + 2)) : 0.0f;
+    it.d = f16_bits_to_f32_fast(load_u16_a2(blk + Fmt::kD));
+    it.m = kHasMin ? f16_bits_to_f32_fast(load_u16_a2(blk + Fmt::kM)) : 0.0f;
     uint32_t w[1];
-    load_words_a2<4>(blk + kQsOffset + 4 * part, w);
+    load_words_a2<4>(blk + Fmt::kQs + 4 * part, w);
     it.q = w[0];
     return it;
   }
 
   __device__ static float4 dequant(const Item& it, int k) {
-    const uint32_t nib = (it.q >> (4 * k)) & 0x0f0f0f0fu;
+    const uint32_t nib = quant::nibbles(it.q, k);
     float v[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -90,12 +91,12 @@ const Family& family_q8_0() {
 }
 
 const Family& family_q4_0() {
-  static constexpr Family f = make_family<Q4Legacy<BlockQ4_0, false>>();
+  static constexpr Family f = make_family<Q4Legacy<false>>();
   return f;
 }
 
 const Family& family_q4_1() {
-  static constexpr Family f = make_family<Q4Legacy<BlockQ4_1, true>>();
+  static constexpr Family f = make_family<Q4Legacy<true>>();
   return f;
 }
 

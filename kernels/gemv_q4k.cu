@@ -9,14 +9,17 @@
 // [0, 4) (high nibbles, sub-block 2 j + 1). So for each chunk the 8 lanes of a block read 32
 // consecutive floats of x (one 128-byte line) and 32 consecutive bytes of qs.
 #include "kernels/gemv_common.cuh"
-#include "model/quant_blocks.hpp"
+#include "kernels/quant_decode.cuh"
 
 namespace rz::gpu::gemv_detail {
 namespace {
 
+using Fmt = quant::Q4K;  // layout and scale/min unpacking
+static_assert(Fmt::kD == 0 && Fmt::kDmin == 2 && Fmt::kScales == 4, "the header is one uint4");
+
 struct Q4K {
-  static constexpr int kBlockElems = QK_K;
-  static constexpr int kBlockBytes = sizeof(BlockQ4_K);
+  static constexpr int kBlockElems = Fmt::kElems;
+  static constexpr int kBlockBytes = Fmt::kBytes;
   static constexpr int kParts = 8;
   static constexpr int kChunks = 8;  // chunk m = 2 j + hi: word j, low (hi = 0) or high nibbles
   static constexpr int kUnroll = 2;
@@ -31,28 +34,25 @@ struct Q4K {
     const uint4 h = __ldg(reinterpret_cast<const uint4*>(blk));
     Item it;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) it.q[j] = __ldg(reinterpret_cast<const uint32_t*>(blk + 16 + 32 * j + 4 * part));
-    const float d = half_bits_to_float(h.x & 0xffffu), dmin = half_bits_to_float(h.x >> 16);
-    // The 12 scale bytes are h.y, h.z, h.w; unpacked four at a time, one 6-bit value per byte,
-    // as model/quants_k.cpp's unpack_scale_min_k4: sub-blocks 0-3 from the low 6 bits of bytes
-    // 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 from the nibbles of bytes 8-11 plus the top two
-    // bits of bytes 0-3 (scales) and 4-7 (mins).
-    const uint32_t sc_lo = h.y & 0x3f3f3f3fu, mn_lo = h.z & 0x3f3f3f3fu;
-    const uint32_t sc_hi = (h.w & 0x0f0f0f0fu) | ((h.y >> 2) & 0x30303030u);
-    const uint32_t mn_hi = ((h.w >> 4) & 0x0f0f0f0fu) | ((h.z >> 2) & 0x30303030u);
+    for (int j = 0; j < 4; ++j)
+      it.q[j] = __ldg(reinterpret_cast<const uint32_t*>(blk + Fmt::kQs + Fmt::qs_byte(2 * j, 0) +
+                                                        4 * part));
+    const float d = f16_bits_to_f32_fast(h.x & 0xffffu), dmin = f16_bits_to_f32_fast(h.x >> 16);
+    // The 12 scale bytes are h.y, h.z, h.w; unpacked four at a time, one 6-bit value per byte.
+    const Fmt::ScalesMins sm = Fmt::scales_mins(h.y, h.z, h.w);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      it.ds[s] = d * byte_to_float(sc_lo, s);
-      it.ms[s] = dmin * byte_to_float(mn_lo, s);
-      it.ds[s + 4] = d * byte_to_float(sc_hi, s);
-      it.ms[s + 4] = dmin * byte_to_float(mn_hi, s);
+      it.ds[s] = d * byte_to_float(sm.sc_lo, s);
+      it.ms[s] = dmin * byte_to_float(sm.mn_lo, s);
+      it.ds[s + 4] = d * byte_to_float(sm.sc_hi, s);
+      it.ms[s + 4] = dmin * byte_to_float(sm.mn_hi, s);
     }
     return it;
   }
 
   __device__ static float4 dequant(const Item& it, int m) {
     const int j = m >> 1, hi = m & 1, s = 2 * j + hi;
-    const uint32_t nib = (it.q[j] >> (4 * hi)) & 0x0f0f0f0fu;
+    const uint32_t nib = quant::nibbles(it.q[j], hi);
     const float ds = it.ds[s], ms = it.ms[s];
     return make_float4(ds * byte_to_float(nib, 0) - ms, ds * byte_to_float(nib, 1) - ms,
                        ds * byte_to_float(nib, 2) - ms, ds * byte_to_float(nib, 3) - ms);

@@ -9,14 +9,16 @@
 // each chunk the 8 lanes of a block read 32 consecutive floats of x (one 128-byte line). Blocks
 // are only 2-byte aligned (210 bytes): words are read as aligned words and shifted.
 #include "kernels/gemv_common.cuh"
-#include "model/quant_blocks.hpp"
+#include "kernels/quant_decode.cuh"
 
 namespace rz::gpu::gemv_detail {
 namespace {
 
+using Fmt = quant::Q6K;  // layout and quant unpacking
+
 struct Q6K {
-  static constexpr int kBlockElems = QK_K;
-  static constexpr int kBlockBytes = sizeof(BlockQ6_K);
+  static constexpr int kBlockElems = Fmt::kElems;
+  static constexpr int kBlockBytes = Fmt::kBytes;
   static constexpr int kParts = 8;
   static constexpr int kChunks = 8;  // chunk m = 4 c + k: columns 128 c + 32 k + 4 p + [0, 4)
   static constexpr int kUnroll = 2;
@@ -35,22 +37,24 @@ struct Q6K {
 #pragma unroll
       for (int odd = 0; odd < 2; ++odd) {
         uint32_t w[1];
-        load_words_a2<4>(blk + 64 * c + 32 * odd + 4 * part, w);
+        // ql[Fmt::ql_byte(c, odd, 4 p)], the sum written out: grouped through the helper, nvcc
+        // schedules this loop differently (see the static_assert below the struct)
+        load_words_a2<4>(blk + Fmt::kQl + 64 * c + 32 * odd + 4 * part, w);
         it.ql[2 * c + odd] = w[0];
       }
       uint32_t w[1];
-      load_words_a2<4>(blk + 128 + 32 * c + 4 * part, w);
+      load_words_a2<4>(blk + Fmt::kQh + Fmt::qh_byte(c, 0) + 4 * part, w);
       it.qh[c] = w[0];
     }
     uint32_t sc[4];  // scales[0, 16)
-    load_words_a2<16>(blk + 192, sc);
-    const float d = half_bits_to_float(load_u16(blk + 208));
-    const int sub = part >> 2;  // l / 16
+    load_words_a2<16>(blk + Fmt::kScales, sc);
+    const float d = f16_bits_to_f32_fast(load_u16_a2(blk + Fmt::kD));
+    const int l0 = 16 * (part >> 2);  // the lane's columns 4 p + [0, 4) share the scale of l0
 #pragma unroll
     for (int c = 0; c < 2; ++c)
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        const int j = 8 * c + 2 * k + sub;  // byte of scales[]
+        const int j = Fmt::scale_index(c, k, l0);  // byte of scales[]
         it.ds[4 * c + k] = d * byte_to_float(sc[j >> 2] ^ 0x80808080u, j & 3, 128.0f);  // int8
       }
     return it;
@@ -58,9 +62,7 @@ struct Q6K {
 
   __device__ static float4 dequant(const Item& it, int m) {
     const int c = m >> 2, k = m & 3;
-    const uint32_t lo = (it.ql[2 * c + (k & 1)] >> (4 * (k >> 1))) & 0x0f0f0f0fu;
-    const uint32_t hi = (it.qh[c] >> (2 * k)) & 0x03030303u;
-    const uint32_t q = lo | (hi << 4);  // four 6-bit values, one per byte
+    const uint32_t q = Fmt::quants(it.ql[2 * c + (k & 1)], it.qh[c], k);  // four 6-bit values
     const float ds = it.ds[m];
     float v[4];
 #pragma unroll
@@ -70,6 +72,14 @@ struct Q6K {
 
   __device__ static int chunk_col(int part, int m) { return 128 * (m >> 2) + 32 * (m & 3) + 4 * part; }
 };
+
+constexpr bool ql_offsets_match() {
+  for (int c = 0; c < 2; ++c)
+    for (int odd = 0; odd < 2; ++odd)
+      if (Fmt::ql_byte(c, odd, 0) != 64 * c + 32 * odd) return false;
+  return true;
+}
+static_assert(ql_offsets_match(), "Q6K::load's ql offsets are quant::Q6K's");
 
 }  // namespace
 

@@ -1,12 +1,12 @@
 // Appends the K and V rows of a step's new tokens to one layer's paged KV cache (layout in
-// gpu/kv_blocks.hpp: [n_blocks][n_head_kv][block_size][head_dim] fp16), rounding fp32 to fp16
-// (round to nearest even, as rz::fp32_to_fp16). Runs after RoPE, before attention.
+// kernels/kv_cache_shape.hpp: [n_blocks][n_head_kv][block_size][head_dim] fp16), rounding fp32
+// to fp16 (round to nearest even, as rz::fp32_to_fp16). Runs after RoPE, before attention.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "gpu/kv_blocks.hpp"
+#include "kernels/kv_cache_shape.hpp"
 
 namespace rz::gpu {
 

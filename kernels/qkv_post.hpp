@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "gpu/kv_blocks.hpp"
+#include "kernels/kv_cache_shape.hpp"
 
 namespace rz::gpu {
 

@@ -2,7 +2,7 @@
 // kernel serves both, so the fused form is bit-identical to the two separate steps by
 // construction. One thread block per row, each thread owning the elements
 // i = threadIdx.x + k * blockDim.x: pass 1 adds y into x when there is a y (writing the sum back)
-// and accumulates the squares with an fma chain; a warp-shuffle + shared-memory tree reduces them;
+// and accumulates the squares with an fma chain; block_sum (kernels/cuda_common.cuh) reduces them;
 // pass 2 re-reads the thread's own elements and scales them. A thread reads and writes only its
 // own elements, so in place (out == x) is safe.
 #include "kernels/add_rmsnorm.hpp"
@@ -12,28 +12,10 @@
 
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_common.cuh"
 
 namespace rz::gpu {
 namespace {
-
-// Sum of v over the block; blockDim.x is a multiple of 32, at most 1024. Every thread gets the
-// sum.
-__device__ float block_sum(float v) {
-  __shared__ float warp_sums[32];
-  __shared__ float total;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float s = lane < n_warps ? warp_sums[lane] : 0.0f;
-    for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
-    if (lane == 0) total = s;
-  }
-  __syncthreads();
-  return total;
-}
 
 // grid (n_rows); x and out may alias, so no __restrict__ on them; y may be null (then x is only
 // read)

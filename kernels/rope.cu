@@ -13,7 +13,7 @@
 #include <cmath>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -37,7 +37,7 @@
 #include <cub/block/block_scan.cuh>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_common.cuh"
 
 namespace rz::gpu {
 namespace {
@@ -98,10 +98,6 @@ __device__ __forceinline__ float prob(float x, float inv_t, float max_l) {
   return __double2float_rn(exp(static_cast<double>(d)));
 }
 
-__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
-  return v > bv || (v == bv && i < bi);
-}
-
 // Block sums / maxima broadcast to every thread.
 __device__ double block_sum(double x, Shared& s) {
   __syncthreads();
@@ -130,16 +126,11 @@ __device__ void argmax_and_max(const float* row, int n, float inv_t, Shared& s) 
   int bi = INT_MAX;
   for (int i = tid; i < n; i += kThreads) {
     const float x = canon(row[i]);
-    if (better(x, i, bv, bi)) bv = x, bi = i;
+    if (argmax_better(x, i, bv, bi)) bv = x, bi = i;
     ms = fmaxf(ms, __fmul_rn(x, inv_t));
   }
-  for (int off = 16; off > 0; off /= 2) {
-    const float ov = __shfl_down_sync(0xffffffffu, bv, off);
-    const int oi = __shfl_down_sync(0xffffffffu, bi, off);
-    const float om = __shfl_down_sync(0xffffffffu, ms, off);
-    if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
-    ms = fmaxf(ms, om);
-  }
+  warp_argmax(bv, bi);  // lane 0 gets the warp's best pair
+  ms = warp_max_to_lane0(ms);
   __syncthreads();
   if (lane == 0) s.warp_v[warp] = bv, s.warp_i[warp] = bi, s.warp_m[warp] = ms;
   __syncthreads();
@@ -147,13 +138,8 @@ __device__ void argmax_and_max(const float* row, int n, float inv_t, Shared& s) 
     bv = lane < kWarps ? s.warp_v[lane] : -INFINITY;
     bi = lane < kWarps ? s.warp_i[lane] : INT_MAX;
     ms = lane < kWarps ? s.warp_m[lane] : -INFINITY;
-    for (int off = 16; off > 0; off /= 2) {
-      const float ov = __shfl_down_sync(0xffffffffu, bv, off);
-      const int oi = __shfl_down_sync(0xffffffffu, bi, off);
-      const float om = __shfl_down_sync(0xffffffffu, ms, off);
-      if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
-      ms = fmaxf(ms, om);
-    }
+    warp_argmax(bv, bi);
+    ms = warp_max_to_lane0(ms);
     if (lane == 0) s.am_id = bi == INT_MAX ? 0 : bi, s.max_l = ms;
   }
   __syncthreads();

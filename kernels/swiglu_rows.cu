@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -1,0 +1,193 @@
+// The GGUF block formats as the device reads them, one struct per type, written once for the
+// kernels that decode weights: GEMV (kernels/gemv_*.cu), whole-matrix dequantization
+// (kernels/dequant.cu) and the embedding gather (kernels/embedding.cu). Each struct gives
+//   - the block's shape and field offsets (from model/quant_blocks.hpp's host structs);
+//   - where element j of a block has its quant, and the integer unpacking of scales, mins and
+//     quants, on bytes or on words of four bytes at a time (byte i of the result from byte i of
+//     the input: the GEMV kernels unpack four lanes' worth per instruction, the others one byte);
+//   - decode_exact<N>(b, j0, v): elements j0 .. j0 + N - 1 of the block at b as fp32 with the
+//     CPU's separately rounded operations (model/quants_legacy.cpp / quants_k.cpp; the _rn
+//     intrinsics keep nvcc from fusing them into FMAs), so bit for bit dequantize_row. Byte loads
+//     only: blocks may sit at any address. The N elements must share one scale and one nibble
+//     half (j0 % 16 + N <= 16 suffices for every type).
+// The GEMV kernels keep their own float arithmetic (FMA-friendly, bounded by tolerance, see
+// kernels/GEMV.md); only the layout and the integer unpacking are shared with them.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda_common.cuh"
+#include "model/quant_blocks.hpp"
+
+namespace rz::gpu::quant {
+
+// Nibbles of four bytes at once (one byte, the others 0, gives one nibble): the low nibble of
+// each byte when hi == 0, the high one when hi == 1.
+__device__ __forceinline__ uint32_t nibbles(uint32_t bytes, int hi) {
+  return (bytes >> (4 * hi)) & 0x0f0f0f0fu;
+}
+
+// Q8_0 (34 bytes): d (fp16) | qs[32] int8; element j = qs[j] * d.
+struct Q8_0 {
+  static constexpr int kElems = QK8_0;
+  static constexpr int kBytes = sizeof(BlockQ8_0);
+  static constexpr int kD = offsetof(BlockQ8_0, d);
+  static constexpr int kQs = offsetof(BlockQ8_0, qs);
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      v[i] = __fmul_rn(static_cast<float>(static_cast<int8_t>(b[kQs + j0 + i])), d);
+  }
+};
+
+// Q4_0 (18 bytes): d (fp16) | qs[16];         element j = d * (q - 8)
+// Q4_1 (20 bytes): d, m (fp16) | qs[16];      element j = d * q + m
+// where q of element j < 16 is the low nibble of qs[j], of element j >= 16 the high nibble of
+// qs[j - 16].
+template <bool kHasMin>
+struct Q4Legacy {
+  using Block = std::conditional_t<kHasMin, BlockQ4_1, BlockQ4_0>;
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = sizeof(Block);
+  static constexpr int kD = offsetof(Block, d);
+  static constexpr int kQs = offsetof(Block, qs);
+  static constexpr int kM = kHasMin ? 2 : -1;  // offsetof(BlockQ4_1, m); Q4_0 has no m
+  static_assert(!kHasMin || kM == static_cast<int>(offsetof(BlockQ4_1, m)));
+
+  // Element j's quant is nibble half_of(j) of qs[qs_byte(j)].
+  __host__ __device__ static constexpr int qs_byte(int j) { return j % 16; }
+  __host__ __device__ static constexpr int half_of(int j) { return j / 16; }
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const uint8_t* q = b + kQs + qs_byte(j0);
+    const int hi = half_of(j0);
+    if constexpr (kHasMin) {
+      const float m = f16_bits_to_f32(load_u16_le(b + kM));
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        v[i] = __fadd_rn(__fmul_rn(d, static_cast<float>(static_cast<int>(nibbles(q[i], hi)))), m);
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        v[i] = __fmul_rn(d, static_cast<float>(static_cast<int>(nibbles(q[i], hi)) - 8));
+    }
+  }
+};
+using Q4_0 = Q4Legacy<false>;
+using Q4_1 = Q4Legacy<true>;
+
+// Q4_K (144 bytes): d, dmin (fp16) | scales[12]: packed 6-bit (scale, min) of 8 sub-blocks |
+// qs[128]. Element 32 s + l (sub-block s, l < 32) = (d * sc[s]) * q - (dmin * mn[s]), q the low
+// (s even) or high (s odd) nibble of qs[32 (s / 2) + l].
+struct Q4K {
+  static constexpr int kElems = QK_K;
+  static constexpr int kBytes = sizeof(BlockQ4_K);
+  static constexpr int kD = offsetof(BlockQ4_K, d);
+  static constexpr int kDmin = offsetof(BlockQ4_K, dmin);
+  static constexpr int kScales = offsetof(BlockQ4_K, scales);
+  static constexpr int kQs = offsetof(BlockQ4_K, qs);
+
+  // Element 32 s + l's quant is nibble (s % 2) of qs[qs_byte(s, l)].
+  __host__ __device__ static constexpr int qs_byte(int s, int l) { return 32 * (s / 2) + l; }
+
+  // Byte i of each: the 6-bit scale (sc) or min (mn) of sub-block i (lo) or 4 + i (hi).
+  struct ScalesMins {
+    uint32_t sc_lo, sc_hi, mn_lo, mn_hi;
+  };
+
+  // The unpacking of the 12 scale bytes, as model/quants_k.cpp's unpack_scale_min_k4, given as
+  // w0 = bytes 0-3, w1 = bytes 4-7, w2 = bytes 8-11 (little-endian words, or single bytes in the
+  // low byte): sub-blocks 0-3 take the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks
+  // 4-7 the nibbles of bytes 8-11 plus the top two bits of bytes 0-3 (scales) and 4-7 (mins).
+  __device__ __forceinline__ static ScalesMins scales_mins(uint32_t w0, uint32_t w1,
+                                                           uint32_t w2) {
+    ScalesMins r;
+    r.sc_lo = w0 & 0x3f3f3f3fu;
+    r.mn_lo = w1 & 0x3f3f3f3fu;
+    r.sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+    r.mn_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+    return r;
+  }
+
+  // Scale and min of sub-block s alone, from the three bytes that hold them.
+  __device__ __forceinline__ static void scale_min(const uint8_t* scales, int s, uint32_t& sc,
+                                                   uint32_t& mn) {
+    const int i = s & 3;
+    const ScalesMins r = scales_mins(scales[i], scales[4 + i], scales[8 + i]);
+    sc = s < 4 ? r.sc_lo : r.sc_hi;
+    mn = s < 4 ? r.mn_lo : r.mn_hi;
+  }
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const int s = j0 / 32, l = j0 % 32;
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const float dmin = f16_bits_to_f32(load_u16_le(b + kDmin));
+    uint32_t sc, mn;
+    scale_min(b + kScales, s, sc, mn);
+    const float ds = __fmul_rn(d, static_cast<float>(static_cast<int>(sc)));
+    const float ms = __fmul_rn(dmin, static_cast<float>(static_cast<int>(mn)));
+    const uint8_t* q = b + kQs + qs_byte(s, l);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int q_i = static_cast<int>(nibbles(q[i], s % 2));
+      v[i] = __fsub_rn(__fmul_rn(ds, static_cast<float>(q_i)), ms);
+    }
+  }
+};
+
+// Q6_K (210 bytes, so blocks are only 2-byte aligned): ql[128] | qh[64] | scales[16] int8 |
+// d (fp16). Element 128 c + 32 k + l (c < 2, k < 4, l < 32) = (d * scales[8 c + 2 k + l / 16]) *
+// (q - 32), q's low 4 bits the nibble k / 2 of ql[64 c + 32 (k % 2) + l], its high 2 bits at
+// shift 2 k of qh[32 c + l].
+struct Q6K {
+  static constexpr int kElems = QK_K;
+  static constexpr int kBytes = sizeof(BlockQ6_K);
+  static constexpr int kQl = offsetof(BlockQ6_K, ql);
+  static constexpr int kQh = offsetof(BlockQ6_K, qh);
+  static constexpr int kScales = offsetof(BlockQ6_K, scales);
+  static constexpr int kD = offsetof(BlockQ6_K, d);
+
+  // Element 128 c + 32 k + l: its ql byte, its qh byte and its scale (l >= 0).
+  __host__ __device__ static constexpr int ql_byte(int c, int k, int l) {
+    return 64 * c + 32 * (k % 2) + l;
+  }
+  __host__ __device__ static constexpr int qh_byte(int c, int l) { return 32 * c + l; }
+  __host__ __device__ static constexpr int scale_index(int c, int k, int l) {
+    return 8 * c + 2 * k + (l >> 4);
+  }
+
+  // The 6-bit quants (0..63, one per byte) of group k from ql and qh bytes (four at a time, or
+  // one in the low byte).
+  __device__ __forceinline__ static uint32_t quants(uint32_t ql, uint32_t qh, int k) {
+    const uint32_t lo = (ql >> (4 * (k / 2))) & 0x0f0f0f0fu;
+    const uint32_t hi = (qh >> (2 * k)) & 0x03030303u;
+    return lo | (hi << 4);
+  }
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const int c = j0 / 128, k = (j0 % 128) / 32, l = j0 % 32;
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const int8_t sc = static_cast<int8_t>(b[kScales + scale_index(c, k, l)]);
+    const float dl = __fmul_rn(d, static_cast<float>(sc));
+    const uint8_t* ql = b + kQl + ql_byte(c, k, l);
+    const uint8_t* qh = b + kQh + qh_byte(c, l);
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      v[i] = __fmul_rn(dl, static_cast<float>(static_cast<int>(quants(ql[i], qh[i], k)) - 32));
+  }
+};
+
+static_assert(Q4K::kQs == Q4K::kScales + K_SCALE_SIZE && Q4K::kQs + QK_K / 2 == Q4K::kBytes);
+static_assert(Q6K::kD + 2 == Q6K::kBytes && Q8_0::kQs == 2 && Q4_0::kQs == 2 && Q4_1::kQs == 4);
+
+}  // namespace rz::gpu::quant
