@@ -1,4 +1,4 @@
-// The batcher actor: owns the BatchedDecodeState (actors/batch_state.hpp) and follows its call
+// The batcher actor: owns the BatchedDecodeState (sched/batch_state.hpp) and follows its call
 // protocol with exactly one step in flight at the gpu actor:
 //
 //   plan() ─▶ route plan.events ─▶ (idle: release-only message) | (step_atom, ExecutorStep) ─▶ gpu
@@ -18,7 +18,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/batch_state.hpp"
+#include "sched/batch_state.hpp"
 #include "actors/metrics.hpp"
 
 namespace rz::engine {

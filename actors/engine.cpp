@@ -17,10 +17,10 @@
 #include "actors/gpu_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"
-#include "actors/sched_driver.hpp"
+#include "sched/driver.hpp"
 #include "actors/session.hpp"
 #include "actors/session_context.hpp"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::engine {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "model/chat_template.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "model/executor.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "proto/messages.hpp"
 #include "proto/parse.hpp"  // ProtocolLimits
 

@@ -7,7 +7,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/sched_step.hpp"
+#include "sched/step.hpp"
 
 namespace rz::engine {
 

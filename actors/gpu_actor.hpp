@@ -1,5 +1,5 @@
 // The gpu actor: the one owner of an Executor (the CPU or the CUDA one). One message = one step:
-// execute_step (actors/sched_step.hpp) releases the step's slots, runs its prefill or decode, and
+// execute_step (sched/step.hpp) releases the step's slots, runs its prefill or decode, and
 // the actor answers with the step's tokens (or the executor's error) and its duration. It runs
 // detached (its own thread), since a step blocks; its mailbox serialises every executor call. See
 // actors/batcher.hpp for the caller.

@@ -1,6 +1,6 @@
 // The CAF message vocabulary of the engine's actors (actors/session.cpp, actors/batcher.cpp,
 // actors/gpu_actor.cpp): atoms, the submit messages, and the inspect overloads of every message
-// type, the scheduler's plain ExecutorStep and StepResult (actors/sched_step.hpp) included. Only
+// type, the scheduler's plain ExecutorStep and StepResult (sched/step.hpp) included. Only
 // the actor sources include this header; the public actors/engine.hpp stays free of CAF.
 //
 //   session ──(submit_atom, SubmitMsg, session)──▶ batcher ──(subres_atom, SubmitReply)──▶ session
@@ -14,8 +14,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/sched_step.hpp"
-#include "actors/sched_types.hpp"
+#include "sched/step.hpp"
+#include "sched/types.hpp"
 #include "model/executor.hpp"
 #include "proto/messages.hpp"
 
@@ -69,7 +69,7 @@ typename Inspector::result_type inspect(Inspector& f, SubmitReply& x) {
 }  // namespace rz::engine
 
 namespace rz {
-// The step messages of the gpu actor (actors/sched_step.hpp) and the executor's request structs
+// The step messages of the gpu actor (sched/step.hpp) and the executor's request structs
 // inside them. Enum fields travel as their underlying integer (CAF 0.17's default for enums).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ExecutorStep& x) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "actors/session_stop.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "proto/messages.hpp"
 
 namespace rz::engine {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::cli {
 

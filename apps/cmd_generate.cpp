@@ -19,11 +19,11 @@
 #include "apps/commands.hpp"
 #include "apps/executor_factory.hpp"
 #include "apps/model_setup.hpp"
-#include "model/chat_template.hpp"
-#include "model/common.hpp"
-#include "model/gguf.hpp"
-#include "model/model_file.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "formats/common.hpp"
+#include "formats/gguf.hpp"
+#include "formats/model_file.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::cmd {
 namespace {

@@ -13,8 +13,8 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
-#include "model/common.hpp"
-#include "model/synth.hpp"
+#include "formats/common.hpp"
+#include "apps/synth/synth.hpp"
 
 namespace rz::cmd {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
-#include "model/common.hpp"
-#include "model/gguf.hpp"
-#include "model/tokenizer.hpp"
+#include "formats/common.hpp"
+#include "formats/gguf.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::cmd {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <utility>
 
-#include "model/common.hpp"
-#include "model/cpu_executor.hpp"
+#include "formats/common.hpp"
+#include "cpu/cpu_executor.hpp"
 #if RZ_HAVE_CUDA
 #include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"

@@ -1,5 +1,5 @@
 // The one place that turns a device choice into an Executor: the CPU executor
-// (model/cpu_executor.hpp) or the CUDA executor (gpu/gpu_executor.hpp). rz serve, rz generate,
+// (cpu/cpu_executor.hpp) or the CUDA executor (gpu/gpu_executor.hpp). rz serve, rz generate,
 // gpu_verify and the embedding example build theirs here (library rz_executors, which links both
 // executors); the scheduler and the actors see only the Executor interface (model/executor.hpp)
 // and never link the GPU library.
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/executor.hpp"
-#include "model/model_file.hpp"
+#include "formats/model_file.hpp"
 
 namespace rz {
 

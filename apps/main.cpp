@@ -6,7 +6,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace {
 

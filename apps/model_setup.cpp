@@ -3,8 +3,8 @@
 
 #include <simdjson.h>
 
-#include "model/common.hpp"
-#include "model/gguf.hpp"
+#include "formats/common.hpp"
+#include "formats/gguf.hpp"
 
 namespace rz::cmd {
 

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "model/chat_template.hpp"
-#include "model/model_file.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "formats/model_file.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::cmd {
 

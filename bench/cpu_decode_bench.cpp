@@ -16,10 +16,10 @@
 #include <immintrin.h>
 #include <sys/resource.h>
 
-#include "model/common.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/model_file.hpp"
-#include "model/thread_pool.hpp"
+#include "formats/common.hpp"
+#include "cpu/cpu_executor.hpp"
+#include "formats/model_file.hpp"
+#include "cpu/thread_pool.hpp"
 
 namespace {
 

@@ -35,9 +35,9 @@
 
 #include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"
-#include "model/common.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/model_file.hpp"
+#include "formats/common.hpp"
+#include "cpu/cpu_executor.hpp"
+#include "formats/model_file.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::wsbench {
 

@@ -23,10 +23,10 @@
 
 #include "actors/engine.hpp"
 #include "apps/executor_factory.hpp"
-#include "model/chat_template.hpp"
-#include "model/gguf.hpp"
-#include "model/model_file.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "formats/gguf.hpp"
+#include "formats/model_file.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace {
 

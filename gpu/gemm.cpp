@@ -15,7 +15,7 @@
 #include <string>
 
 #include "gpu/cuda_check.hpp"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "gpu/gpu_executor_impl.hpp"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 #include "model/executor_checks.hpp"
 #include "kernels/argmax.hpp"
 #include "kernels/rope.hpp"
-#include "model/cpu_ops.hpp"
+#include "model/rope_freqs.hpp"
 
 namespace rz::gpu {
 namespace {

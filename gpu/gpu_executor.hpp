@@ -1,4 +1,4 @@
-// The CUDA executor: the same Llama-family forward pass as the CPU executor (model/cpu_executor.hpp)
+// The CUDA executor: the same Llama-family forward pass as the CPU executor (cpu/cpu_executor.hpp)
 // on one GPU. Weights stay on the device in their stored GGUF types (F32 matrices become F16);
 // activations are fp32, the KV cache fp16 in fixed-size blocks shared by all slots (gpu/kv_blocks.hpp).
 //
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "model/executor.hpp"
-#include "model/model_file.hpp"
+#include "formats/model_file.hpp"
 
 namespace rz::gpu {
 

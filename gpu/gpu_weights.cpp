@@ -8,8 +8,8 @@
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemv.hpp"
-#include "model/common.hpp"
-#include "model/cpu_weights.hpp"
+#include "formats/common.hpp"
+#include "model/model_weights.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -94,7 +94,7 @@ int64_t GpuWeights::max_cols() const {
 }
 
 GpuWeights GpuWeights::upload(const ModelFile& f) {
-  const CpuWeights cw = CpuWeights::load(f);  // lookups and shape checks
+  const ModelWeights cw = ModelWeights::load(f);  // lookups and shape checks
   GpuWeights w;
   if (!embedding_type_supported(cw.token_embd->type))
     throw file_error(f.path(), "token_embd.weight has type " +
@@ -104,7 +104,7 @@ GpuWeights GpuWeights::upload(const ModelFile& f) {
   w.tied = cw.output == cw.token_embd;
   if (!w.tied) w.output_own = matrix(f, *cw.output, w.bytes);
   w.output_norm = vec(cw.output_norm, w.bytes);
-  for (const CpuLayerWeights& cl : cw.layers) {
+  for (const LayerWeights& cl : cw.layers) {
     GpuLayerWeights l;
     l.attn_norm = vec(cl.attn_norm, w.bytes);
     l.ffn_norm = vec(cl.ffn_norm, w.bytes);

@@ -1,14 +1,14 @@
 // The CUDA executor's weights on the device: every matrix in its stored GGUF type (F32 kept as
 // F32 and multiplied in full precision), norm weights and biases as fp32 vectors. Gathered and
-// shape-checked by CpuWeights::load (model/cpu_weights.hpp), then copied up.
+// shape-checked by ModelWeights::load (model/model_weights.hpp), then copied up.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "gpu/device_buffer.hpp"
-#include "model/ggml_types.hpp"
-#include "model/model_file.hpp"
+#include "formats/ggml_types.hpp"
+#include "formats/model_file.hpp"
 
 namespace rz::gpu {
 

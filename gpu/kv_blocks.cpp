@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::gpu {
 

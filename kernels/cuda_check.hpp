@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::gpu {
 

@@ -109,7 +109,7 @@ __device__ __forceinline__ float f16_bits_to_f32_fast(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 }
 
-// fp16 bits -> fp32 exactly as model/quants_fp.cpp: NaN payloads kept (the hardware conversion
+// fp16 bits -> fp32 exactly as quants/quants_fp.cpp: NaN payloads kept (the hardware conversion
 // would quiet a signalling NaN), everything else through the exact hardware conversion.
 __device__ __forceinline__ float f16_bits_to_f32(uint16_t h) {
   if ((h & 0x7c00u) == 0x7c00u)

@@ -13,7 +13,7 @@
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/quant_decode.cuh"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -1,20 +1,20 @@
 // Whole-matrix dequantization on the GPU for the prefill / large-batch path: a weight matrix
 // [rows, cols] in its GGUF format (row-major, each row cols / block_size blocks, layouts in
-// model/quant_blocks.hpp) becomes a row-major FP16 or BF16 buffer [rows, cols] that
+// quants/quant_blocks.hpp) becomes a row-major FP16 or BF16 buffer [rows, cols] that
 // gpu/gemm.hpp hands to cuBLAS.
 //
-// Semantics: element for element, model/quants.cpp's dequantize_row (each float32 product and
+// Semantics: element for element, quants/quants.cpp's dequantize_row (each float32 product and
 // sum rounded separately, as numpy does it: no fused multiply-adds) followed by
 // fp32_to_fp16 / fp32_to_bf16 (round to nearest even, overflow to inf). The result is
 // bit-identical to that CPU path for every finite or infinite value; for F32 / F16 / BF16
-// sources NaNs are bit-identical too (payload rules of model/quants_fp.cpp). A NaN produced by
+// sources NaNs are bit-identical too (payload rules of quants/quants_fp.cpp). A NaN produced by
 // arithmetic on a NaN/inf block scale stays a NaN but its payload may differ from the CPU's.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "model/ggml_types.hpp"
+#include "formats/ggml_types.hpp"
 
 namespace rz::gpu {
 

@@ -1,7 +1,7 @@
 // Token-embedding gather (see embedding.hpp). One thread per output element: it finds its block
 // in the token's row, decodes its own quant (byte loads only: GGUF blocks are packed and
 // unaligned) and scales it with the same separately rounded fp32 operations as
-// model/quants_legacy.cpp / quants_k.cpp / quants_fp.cpp (kernels/quant_decode.cuh's
+// quants/quants_legacy.cpp / quants_k.cpp / quants_fp.cpp (kernels/quant_decode.cuh's
 // decode_exact; fp16 through cuda_common.cuh's exact f16_bits_to_f32), so the result equals
 // dequantize_row bit for bit.
 #include "kernels/embedding.hpp"

@@ -1,12 +1,12 @@
 // Token-embedding gather on the GPU: the first op of a forward step. Each token's row of the
 // embedding matrix is dequantized straight from its GGUF storage type into an fp32 activation
-// row, with exactly the arithmetic of model/quants.cpp's dequantize_row (bit-identical results).
+// row, with exactly the arithmetic of quants/quants.cpp's dequantize_row (bit-identical results).
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "model/ggml_types.hpp"
+#include "formats/ggml_types.hpp"
 
 namespace rz::gpu {
 

@@ -8,7 +8,7 @@
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemv_common.cuh"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -1,7 +1,7 @@
 // Matrix-vector products on quantized weights (decode-time linear layers):
 //   y[b, r] = sum_c W[r, c] * x[b, c]     for b < batch (1..16), r < rows, c < cols
 // W stays in its GGUF format on the device (row-major: each row is cols / block_size blocks,
-// layouts in model/quant_blocks.hpp, values exactly as model/quants.cpp's dequantize_row
+// layouts in quants/quant_blocks.hpp, values exactly as quants/quants.cpp's dequantize_row
 // defines them); x and y are fp32. Every weight byte is read once per call, whatever the batch.
 // Kernels: kernels/gemv_common.cuh (the one generic kernel), kernels/gemv_{q4k,q6k,legacy,half}.cu
 // (per-type traits), kernels/gemv.cu (chooser and dispatch). Design notes: kernels/GEMV.md.
@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "model/ggml_types.hpp"
+#include "formats/ggml_types.hpp"
 
 namespace rz::gpu {
 

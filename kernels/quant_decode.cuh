@@ -1,12 +1,12 @@
 // The GGUF block formats as the device reads them, one struct per type, written once for the
 // kernels that decode weights: GEMV (kernels/gemv_*.cu), whole-matrix dequantization
 // (kernels/dequant.cu) and the embedding gather (kernels/embedding.cu). Each struct gives
-//   - the block's shape and field offsets (from model/quant_blocks.hpp's host structs);
+//   - the block's shape and field offsets (from quants/quant_blocks.hpp's host structs);
 //   - where element j of a block has its quant, and the integer unpacking of scales, mins and
 //     quants, on bytes or on words of four bytes at a time (byte i of the result from byte i of
 //     the input: the GEMV kernels unpack four lanes' worth per instruction, the others one byte);
 //   - decode_exact<N>(b, j0, v): elements j0 .. j0 + N - 1 of the block at b as fp32 with the
-//     CPU's separately rounded operations (model/quants_legacy.cpp / quants_k.cpp; the _rn
+//     CPU's separately rounded operations (quants/quants_legacy.cpp / quants_k.cpp; the _rn
 //     intrinsics keep nvcc from fusing them into FMAs), so bit for bit dequantize_row. Byte loads
 //     only: blocks may sit at any address. The N elements must share one scale and one nibble
 //     half (j0 % 16 + N <= 16 suffices for every type).
@@ -20,7 +20,7 @@
 #include <type_traits>
 
 #include "kernels/cuda_common.cuh"
-#include "model/quant_blocks.hpp"
+#include "quants/quant_blocks.hpp"
 
 namespace rz::gpu::quant {
 
@@ -103,7 +103,7 @@ struct Q4K {
     uint32_t sc_lo, sc_hi, mn_lo, mn_hi;
   };
 
-  // The unpacking of the 12 scale bytes, as model/quants_k.cpp's unpack_scale_min_k4, given as
+  // The unpacking of the 12 scale bytes, as quants/quants_k.cpp's unpack_scale_min_k4, given as
   // w0 = bytes 0-3, w1 = bytes 4-7, w2 = bytes 8-11 (little-endian words, or single bytes in the
   // low byte): sub-blocks 0-3 take the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks
   // 4-7 the nibbles of bytes 8-11 plus the top two bits of bytes 0-3 (scales) and 4-7 (mins).

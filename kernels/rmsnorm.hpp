@@ -1,5 +1,5 @@
 // RMSNorm on the GPU, per token row (before attention, before the feed-forward block, and before
-// the output matrix): y = x / sqrt(mean(x^2) + eps) * w, as model/cpu_ops.cpp's rms_norm.
+// the output matrix): y = x / sqrt(mean(x^2) + eps) * w, as cpu/cpu_ops.cpp's rms_norm.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -25,7 +25,7 @@ __device__ __forceinline__ void rotate(float* __restrict__ x, int a, int b, floa
 }
 
 // c and s of pair i at position p: fp32 angle, sincos in double, rounded to fp32, times
-// attn_factor (model/cpu_ops.cpp's rope_table arithmetic).
+// attn_factor (cpu/cpu_ops.cpp's rope_table arithmetic).
 __device__ __forceinline__ void cs_of(float inv_freq_i, int p, float attn_factor, float& c,
                                       float& s) {
   const float angle = __fmul_rn(inv_freq_i, static_cast<float>(p));

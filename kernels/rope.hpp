@@ -1,5 +1,5 @@
 // Rotary position embedding on the GPU, applied in place to the Q and K rows of a step's tokens
-// after the QKV projection (and bias), before the KV-cache write. Mirrors model/cpu_ops.cpp:
+// after the QKV projection (and bias), before the KV-cache write. Mirrors cpu/cpu_ops.cpp:
 //   angle_i = inv_freq[i] * float(pos)          (one fp32 multiply, as rope_table)
 //   c, s    = float(cos(double angle)) * attn_factor, float(sin(double angle)) * attn_factor
 //   x[a], x[b] = x[a] c - x[b] s, x[a] s + x[b] c   (as rope_apply; products rounded separately)

@@ -1,6 +1,6 @@
 // SwiGLU on the GPU: the gate of the feed-forward block, between the gate/up matmuls and the down
 // matmul. out = silu(gate) * up elementwise, silu(g) = g / (1 + exp(-g)), rounded as
-// model/cpu_ops.cpp's swiglu: (g / (1 + expf(-g))) * up (expf, not the fast __expf).
+// cpu/cpu_ops.cpp's swiglu: (g / (1 + expf(-g))) * up (expf, not the fast __expf).
 #pragma once
 #include <cuda_runtime_api.h>
 

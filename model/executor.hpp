@@ -1,4 +1,4 @@
-// The executor interface: what the CPU executor (model/cpu_executor.hpp) and the CUDA executor
+// The executor interface: what the CPU executor (cpu/cpu_executor.hpp) and the CUDA executor
 // (gpu/gpu_executor.hpp) implement, and what the actors drive. An executor owns a fixed number of
 // slots, each with its own KV cache and sampler; it runs exactly the step it is asked for and
 // decides nothing.
@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "model/model_config.hpp"
+#include "formats/model_config.hpp"
 #include "model/sampling.hpp"
 
 namespace rz {

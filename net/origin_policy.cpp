@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::net {
 namespace {

@@ -12,7 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 #include "net/http_handler.hpp"
 #include "net/origin_policy.hpp"
 #include "net/server_state.hpp"

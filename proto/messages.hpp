@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "model/chat_template.hpp"  // rz::ChatMessage {role, content} (header-only use)
+#include "tokenizer/chat_template.hpp"  // rz::ChatMessage {role, content} (header-only use)
 
 namespace rz::proto {
 

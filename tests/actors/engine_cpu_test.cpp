@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "actors/engine.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/model_file.hpp"
+#include "cpu/cpu_executor.hpp"
+#include "formats/model_file.hpp"
 #include "tests/actors/engine_test_support.hpp"
 
 using rz::engine::Engine;

@@ -1,5 +1,5 @@
 // The actor engine through its public API only (actors/engine.hpp), over the deterministic fake
-// executor (tests/actors/fake_executor.hpp) and the default model's real tokenizer: several
+// executor (tests/sched/fake_executor.hpp) and the default model's real tokenizer: several
 // sessions with multiplexed requests, the protocol's error rules, cancellation at step
 // boundaries (driven one step at a time through a StepGate), lost sinks, slow consumers, a
 // failing step, stop strings, chat templates and shutdown. Every request must end with exactly
@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "model/chat_template.hpp"
-#include "model/gguf.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "formats/gguf.hpp"
 #include "tests/actors/engine_test_support.hpp"
-#include "tests/actors/fake_executor.hpp"
+#include "tests/sched/fake_executor.hpp"
 
 using namespace std::chrono_literals;
 using rz::engine::Engine;

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "actors/engine.hpp"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 #include "model/executor.hpp"
-#include "model/gguf.hpp"
-#include "model/tokenizer.hpp"
+#include "formats/gguf.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz_test {
 

@@ -1,5 +1,5 @@
 // The gpu actor (actors/gpu_actor.hpp): it answers step messages with the step function's result
-// (actors/sched_step.hpp, tested in sched_step_test.cpp), releases slots on request and stops;
+// (sched/step.hpp, tested in sched_step_test.cpp), releases slots on request and stops;
 // and the step messages (actors/messages.hpp) keep every field through CAF serialization.
 #include "actors/gpu_actor.hpp"
 
@@ -8,7 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "tests/actors/fake_executor.hpp"
+#include "tests/sched/fake_executor.hpp"
 
 using rz::ExecutorStep;
 using rz::StepResult;

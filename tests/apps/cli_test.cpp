@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "model/common.hpp"
-#include "tests/model/model_test_files.hpp"
+#include "formats/common.hpp"
+#include "tests/formats/model_test_files.hpp"
 
 namespace rz {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tests/model/model_test_files.hpp"
+#include "tests/formats/model_test_files.hpp"
 
 namespace rz {
 namespace {

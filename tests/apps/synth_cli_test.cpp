@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tests/model/model_test_files.hpp"
-#include "tests/model/test_data.hpp"
+#include "tests/formats/model_test_files.hpp"
+#include "tests/test_data.hpp"
 
 namespace rz {
 namespace {

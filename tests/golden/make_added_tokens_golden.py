@@ -13,7 +13,7 @@ with such tokens added; the Hugging Face tokenizer is rebuilt from the GGUF file
 Each rebuilt tokenizer is first checked against the vocabulary's own test vectors (X.gguf.inp /
 .out); a mismatch stops the script.
 
-The C++ test (tests/model/tokenizer_added_test.cpp) builds the same vocabularies: a GGUF file
+The C++ test (tests/tokenizer/tokenizer_added_test.cpp) builds the same vocabularies: a GGUF file
 (the base file's tokenizer keys plus the added tokens, user-defined = token type 4, control = 3)
 and, for byte-level BPE, a tokenizer.json. GGUF has no lstrip/rstrip flags, so vocabularies that
 use them are checked through tokenizer.json only ("loaders"); phi-3 is the shared file itself,

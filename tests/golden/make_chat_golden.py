@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders the real chat templates in tests/golden/chat_templates/ with jinja2, the way Hugging Face
 transformers renders `apply_chat_template`, and writes tests/golden/chat_golden.json for
-tests/model/chat_template_test.cpp to compare against byte for byte.
+tests/tokenizer/chat_template_test.cpp to compare against byte for byte.
 
 Run with an interpreter that has jinja2 (CI does not need it; the JSON is committed):
     /opt/refpy/bin/python tests/golden/make_chat_golden.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for the CPU executor's rotary embedding (model/cpu_ops.cpp): Hugging Face
+"""Golden data for the CPU executor's rotary embedding (cpu/cpu_ops.cpp): Hugging Face
 transformers' LlamaRotaryEmbedding (default, linear, llama3, yarn) gives the inverse frequencies,
 attention factor and cos/sin, and its apply_rotary_pos_emb rotates a fixed vector (NeoX half-split
 pairs, the Hugging Face layout). Writes tests/golden/cpu_rope_golden.json.

@@ -2,7 +2,7 @@
 """Writes hf_config_golden.json: Hugging Face config.json inputs and the hyper-parameters that
 transformers itself derives from them (defaults, kv heads, head_dim, rope settings, q/k/v/o
 biases), read from the config object and from a model instantiated on the meta device.
-tests/model/hf_config_test.cpp parses each input with rz and compares.
+tests/formats/hf_config_test.cpp parses each input with rz and compares.
 
 Run with the reference environment (needs torch + transformers):
     /opt/refpy/bin/python tests/golden/make_hf_config_golden.py

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tiny randomly initialised Hugging Face models (tests/golden/hf_tiny/<name>/: config.json,
 model.safetensors) and what transformers computes for them (golden.json), for
-tests/model/cpu_hf_model_test.cpp: the CPU executor must load these directories with
+tests/cpu/cpu_hf_model_test.cpp: the CPU executor must load these directories with
 rz::ModelFile::open and reproduce transformers' greedy tokens exactly.
 
 Models (each model.safetensors well under 1 MB):

@@ -2,7 +2,7 @@
 """Golden pre-tokenizer splits: each named pre-tokenizer's regex sequence run by Hugging Face
 `tokenizers` (Split(Regex, behavior="isolated") per regex, in order, as the models'
 tokenizer.json files do), on the corpus of make_tokenizer_golden.py. rz runs the same regexes
-with PCRE2; tests/model/tokenizer_pretok_test.cpp checks that both engines cut the text alike.
+with PCRE2; tests/tokenizer/tokenizer_pretok_test.cpp checks that both engines cut the text alike.
 
 Run: /opt/refpy/bin/python tests/golden/make_pretok_golden.py
 """

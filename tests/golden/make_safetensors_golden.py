@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tiny .safetensors files with the reference `safetensors` package, for
-tests/model/safetensors_test.cpp (an independent check of rz's reader and of the byte layout
+tests/formats/safetensors_test.cpp (an independent check of rz's reader and of the byte layout
 its own writer produces). The values are fixed here and repeated, as literals, in the test.
 
     /opt/refpy/bin/python tests/golden/make_safetensors_golden.py

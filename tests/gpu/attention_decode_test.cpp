@@ -27,7 +27,7 @@
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
 #include "kernels/kv_append.hpp"
-#include "model/quants.hpp"
+#include "quants/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 
 namespace rz::gpu {

@@ -26,7 +26,7 @@
 #include "gpu/test_support.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
-#include "model/quants.hpp"
+#include "quants/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 
 namespace rz::gpu {

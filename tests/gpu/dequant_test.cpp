@@ -3,7 +3,7 @@
 // disabled-by-default bandwidth bench (DequantBench.DISABLED_*; run with
 // --gtest_also_run_disabled_tests --gtest_filter='DequantBench.*').
 //
-// Reference: model/quants.hpp's dequantize_row of each row, then fp32_to_fp16 / fp32_to_bf16
+// Reference: quants/quants.hpp's dequantize_row of each row, then fp32_to_fp16 / fp32_to_bf16
 // (round to nearest even). Expected bit-exact: the kernel rounds each float32 product / sum
 // separately like the CPU code (no FMAs) and converts with the same rounding and NaN rules.
 // Two kinds of input per type: blocks made by quantize_row from random floats (realistic), and
@@ -24,8 +24,8 @@
 #include "gpu/device_buffer.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/dequant.hpp"
-#include "model/common.hpp"
-#include "model/quants.hpp"
+#include "formats/common.hpp"
+#include "quants/quants.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_buffer.hpp"
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::gpu::elem_test {
 

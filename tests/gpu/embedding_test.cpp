@@ -10,8 +10,8 @@
 
 #include "gpu/test_support.hpp"
 #include "kernels/embedding.hpp"
-#include "model/ggml_types.hpp"
-#include "model/quants.hpp"
+#include "formats/ggml_types.hpp"
+#include "quants/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 
 namespace rz::gpu {

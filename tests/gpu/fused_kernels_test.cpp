@@ -27,7 +27,7 @@
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/swiglu_rows.hpp"
-#include "model/quants.hpp"
+#include "quants/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 
 namespace rz::gpu {

@@ -27,8 +27,8 @@
 #include "gpu/gemm.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/dequant.hpp"
-#include "model/common.hpp"
-#include "model/quants.hpp"
+#include "formats/common.hpp"
+#include "quants/quants.hpp"
 
 namespace rz::gpu {
 namespace {

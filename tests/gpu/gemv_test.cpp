@@ -3,7 +3,7 @@
 // disabled-by-default bandwidth bench (GemvBench.DISABLED_*; run with
 // --gtest_also_run_disabled_tests --gtest_filter='GemvBench.*').
 //
-// Reference: W made by model/quants.hpp's quantize_row from random fp32 (F16/BF16: its
+// Reference: W made by quants/quants.hpp's quantize_row from random fp32 (F16/BF16: its
 // conversion), dequantized with dequantize_row, dotted with x in float64. Tolerance:
 //   |y - ref| <= kRelTol * sqrt(cols) * sum_c |w_c * x_c|,   kRelTol = 2e-6
 // (fp32 accumulation in a different order, and fused multiply-adds in the kernels' dequant).
@@ -24,8 +24,8 @@
 #include "gpu/device_buffer.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/gemv.hpp"
-#include "model/common.hpp"
-#include "model/quants.hpp"
+#include "formats/common.hpp"
+#include "quants/quants.hpp"
 
 namespace rz::gpu {
 namespace gemv_detail {  // defined in kernels/gemv.cu (declared in kernels/gemv_common.cuh, CUDA-only)

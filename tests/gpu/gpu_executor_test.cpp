@@ -18,11 +18,11 @@
 
 #include "gpu/gpu_executor.hpp"
 #include "gpu/test_support.hpp"
-#include "model/common.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/model_file.hpp"
+#include "formats/common.hpp"
+#include "cpu/cpu_executor.hpp"
+#include "formats/model_file.hpp"
 #include "model/sampling.hpp"
-#include "model/synth.hpp"
+#include "apps/synth/synth.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -227,7 +227,7 @@ std::string source_file(const std::string& rel) {
 
 // Llama 3.x as llama.cpp converts it (tests/golden/make_llama3_gguf.py): the llama3 frequency
 // scaling only in rope_freqs.weight. The CPU executor reproduces transformers on this file
-// (tests/model/cpu_hf_model_test.cpp); the GPU must rotate with the same divisors.
+// (tests/cpu/cpu_hf_model_test.cpp); the GPU must rotate with the same divisors.
 const char* kLlama3Gguf = "tests/golden/hf_tiny/llama3_tied.gguf";
 
 TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesCpu) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::gpu {
 namespace {

@@ -1,5 +1,5 @@
 // GPU RMSNorm (kernels/rmsnorm.cu) against a float64 reference of y = x / sqrt(mean(x^2) + eps) * w
-// (model/cpu_ops.cpp's rms_norm formula): widths around the block sizes and warp multiples up to
+// (cpu/cpu_ops.cpp's rms_norm formula): widths around the block sizes and warp multiples up to
 // 16384, row scales from 1e-3 to 1e3, a zero row, in place and out of place, outputs poisoned.
 #include <gtest/gtest.h>
 

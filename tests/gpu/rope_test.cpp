@@ -1,5 +1,5 @@
 // GPU rotary embedding (kernels/rope.cu) against a float64 rotation that forms the angle as the
-// CPU executor does (model/cpu_ops.cpp: one fp32 multiply inv_freq[i] * float(pos), then cos/sin
+// CPU executor does (cpu/cpu_ops.cpp: one fp32 multiply inv_freq[i] * float(pos), then cos/sin
 // of that float in double): normal and NeoX pairs, partial rotation, GQA head counts, positions
 // up to 131071, tables with linear scaling and per-frequency factors, attention factor, Q and K
 // inside one fused QKV row (V and padding must stay bit-identical). Outputs are poisoned where

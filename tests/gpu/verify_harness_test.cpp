@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "model/cpu_executor.hpp"
-#include "model/model_file.hpp"
+#include "cpu/cpu_executor.hpp"
+#include "formats/model_file.hpp"
 #include "tests/gpu_verify/verify_stats.hpp"
 #include "tests/gpu_verify/verify_tolerances.hpp"
 

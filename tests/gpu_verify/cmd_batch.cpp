@@ -1,5 +1,5 @@
 // gpu_verify batch: batch invariance of one executor (the GPU's, or --cpu). All n prompts run
-// through the engine's scheduling state (BatchedDecodeState + run_step, actors/sched_driver.hpp)
+// through the engine's scheduling state (BatchedDecodeState + run_step, sched/driver.hpp)
 // with fewer slots than requests, staggered submission and different max_tokens, so that requests
 // join while others decode and finished slots are recycled mid-run (both are counted, and a run
 // with none of either fails); the last request is submitted only after the others finished, so it
@@ -17,9 +17,9 @@
 #include <variant>
 #include <vector>
 
-#include "actors/batch_state.hpp"
-#include "actors/sched_driver.hpp"
-#include "model/common.hpp"
+#include "sched/batch_state.hpp"
+#include "sched/driver.hpp"
+#include "formats/common.hpp"
 #include "tests/gpu_verify/verify_commands.hpp"
 #include "tests/gpu_verify/verify_common.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 #include "tests/gpu_verify/verify_commands.hpp"
 #include "tests/gpu_verify/verify_common.hpp"
 

@@ -10,7 +10,7 @@
 #include <exception>
 #include <string>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 #include "tests/gpu_verify/verify_commands.hpp"
 
 namespace {

@@ -11,9 +11,9 @@
 
 #include "apps/executor_factory.hpp"
 #include "gpu/device.hpp"
-#include "model/common.hpp"
-#include "model/gguf.hpp"
-#include "model/tokenizer.hpp"
+#include "formats/common.hpp"
+#include "formats/gguf.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::verify {
 

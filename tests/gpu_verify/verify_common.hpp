@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/executor.hpp"
-#include "model/model_file.hpp"
+#include "formats/model_file.hpp"
 #include "tests/gpu_verify/verify_stats.hpp"
 #include "tests/gpu_verify/verify_tolerances.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/common.hpp"
+#include "formats/common.hpp"
 
 namespace rz::net {
 namespace {

@@ -20,10 +20,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
-#include "model/model_file.hpp"
-#include "model/tokenizer.hpp"
+#include "cpu/cpu_executor.hpp"
+#include "formats/gguf.hpp"
+#include "formats/model_file.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "proto/serialize.hpp"
 #include "tests/net/net_test_util.hpp"
 

@@ -1,0 +1,34 @@
+// The non-matmul pieces of a Llama-family forward pass on the CPU, fp32: RMSNorm, rotary position
+// embedding tables (plain, linear, llama3, yarn), rotation, causal attention of one query head
+// over a KV cache, SwiGLU. Single-threaded building blocks; cpu_executor.cpp parallelises them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "formats/model_config.hpp"
+#include "model/rope_freqs.hpp"
+
+namespace rz {
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; y may alias x.
+void rms_norm(const float* x, const float* w, float* y, int n, float eps);
+
+// cos/sin of position `pos` for every pair: cs[2i] = cos, cs[2i + 1] = sin.  [n_rot]
+void rope_table(const RopeFreqs& f, int pos, float* cs);
+
+// Rotates one head vector in place. neox: pairs (i, i + n_rot/2); else adjacent pairs (2i, 2i+1).
+void rope_apply(float* x, const float* cs, int n_rot, bool neox);
+
+// Attention of one query head over positions [0, n_pos) of a cache:
+//   out = softmax(q · K[p] * scale) · V[p]
+// k, v point at position 0 of the head's rows; `stride` floats separate consecutive positions.
+// scores: scratch of n_pos floats.  q, out: [head_dim]
+void attend_head(const float* q, const float* k, const float* v, int64_t stride, int n_pos,
+                 int head_dim, float scale, float* scores, float* out);
+
+// gate[i] = silu(gate[i]) * up[i]
+void swiglu(float* gate, const float* up, int64_t n);
+
+float dot_f32(const float* a, const float* b, int n);
+
+}  // namespace rz

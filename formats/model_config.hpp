@@ -1,0 +1,59 @@
+// Architecture hyper-parameters of a Llama-family model, read from GGUF metadata or from a
+// Hugging Face config.json. Everything above the file readers works from this struct.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rz {
+
+class GgufFile;
+
+enum class Arch { Llama, Qwen2, Mistral };
+const char* arch_name(Arch a);
+
+struct RopeScaling {
+  enum class Type { None, Linear, Yarn, Llama3 };
+  Type type = Type::None;
+  float factor = 1.0f;
+  int original_context = 0;       // original_max_position_embeddings (yarn, llama3)
+  float low_freq_factor = 1.0f;   // llama3
+  float high_freq_factor = 4.0f;  // llama3
+};
+
+struct ModelConfig {
+  Arch arch = Arch::Llama;
+  int n_vocab = 0;
+  int n_embd = 0;       // hidden size
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;    // grouped-query attention: n_head % n_head_kv == 0
+  int head_dim = 0;     // usually n_embd / n_head
+  int n_rot = 0;        // rotary dimensions (== head_dim for these architectures)
+  int n_ff = 0;         // feed-forward hidden size
+  int n_ctx_train = 0;  // context length the model was trained for
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+  // NeoX-style rotation (pairs i, i + n_rot/2) instead of adjacent pairs (2i, 2i+1). llama.cpp
+  // permutes Llama Q/K rows when it writes GGUF, so GGUF llama/mistral use adjacent pairs while
+  // GGUF qwen2 and every safetensors (Hugging Face layout) model use NeoX pairs.
+  bool rope_neox = false;
+  RopeScaling rope_scaling;
+  // Per-frequency divisors of the rotary inverse frequencies, [n_rot / 2], or empty for none.
+  // llama.cpp's converter stores Llama 3.x frequency scaling this way, as the GGUF tensor
+  // "rope_freqs.weight", and writes no scaling metadata. RopeFreqs::make (cpu/cpu_ops.hpp), the
+  // one place both executors take their frequencies from, divides frequency i by
+  // rope_freq_factors[i] after any rope_scaling, as llama.cpp does.
+  std::vector<float> rope_freq_factors;
+  bool tied_embeddings = false;  // no output.weight: the token embedding is the output matrix
+  bool qkv_bias = false;         // attn_q/k/v have biases (qwen2)
+
+  // Checks internal consistency; throws rz::Error("WHERE: cause").
+  void validate(const std::string& where) const;
+};
+
+// Reads the config of a GGUF file ("general.architecture" picks the key prefix). Throws
+// rz::Error naming the file for an unsupported architecture or missing keys.
+ModelConfig config_from_gguf(const GgufFile& f);
+
+}  // namespace rz

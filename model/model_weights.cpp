@@ -1,0 +1,83 @@
+// Gathering and checking the weights both executors read (see model_weights.hpp).
+#include "model/model_weights.hpp"
+
+#include <string>
+
+#include "formats/common.hpp"
+#include "quants/quants.hpp"
+
+namespace rz {
+namespace {
+
+std::string shape_str(const TensorView& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+  return s + "]";
+}
+
+const TensorView& matrix(const ModelFile& f, const std::string& name, int64_t rows,
+                         int64_t cols) {
+  const TensorView& t = f.require(name);
+  if (t.cols() != cols || t.rows() != rows)
+    throw file_error(f.path(), name + " has shape " + shape_str(t) + ", expected [" +
+                                   std::to_string(cols) + ", " + std::to_string(rows) + "]");
+  if (!type_traits(t.type).can_dequantize)
+    throw file_error(f.path(), name + " has type " + std::string(type_traits(t.type).name) +
+                                   ", which rz cannot decode");
+  return t;
+}
+
+std::vector<float> vec(const ModelFile& f, const std::string& name, int64_t n) {
+  const TensorView& t = f.require(name);
+  if (t.n_elements() != n)
+    throw file_error(f.path(), name + " has shape " + shape_str(t) + ", expected [" +
+                                   std::to_string(n) + "]");
+  if (!type_traits(t.type).can_dequantize || n % type_traits(t.type).block_size != 0)
+    throw file_error(f.path(), name + " has unsupported type " +
+                                   std::string(type_traits(t.type).name));
+  std::vector<float> out(n);
+  dequantize_row(t.type, t.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+ModelWeights ModelWeights::load(const ModelFile& f) {
+  const ModelConfig& c = f.config();
+  const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;
+  ModelWeights w;
+  w.token_embd = &matrix(f, "token_embd.weight", c.n_vocab, c.n_embd);
+  w.output_norm = vec(f, "output_norm.weight", c.n_embd);
+  const TensorView* out = f.find_tensor("output.weight");
+  w.output = out ? &matrix(f, "output.weight", c.n_vocab, c.n_embd) : w.token_embd;
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
+    l.wq = &matrix(f, p + "attn_q.weight", q_dim, c.n_embd);
+    l.wk = &matrix(f, p + "attn_k.weight", kv_dim, c.n_embd);
+    l.wv = &matrix(f, p + "attn_v.weight", kv_dim, c.n_embd);
+    if (c.qkv_bias) {
+      l.bq = vec(f, p + "attn_q.bias", q_dim);
+      l.bk = vec(f, p + "attn_k.bias", kv_dim);
+      l.bv = vec(f, p + "attn_v.bias", kv_dim);
+    }
+    l.wo = &matrix(f, p + "attn_output.weight", c.n_embd, q_dim);
+    l.ffn_norm = vec(f, p + "ffn_norm.weight", c.n_embd);
+    l.w_gate = &matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd);
+    l.w_up = &matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd);
+    l.w_down = &matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff);
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+size_t ModelWeights::matrix_bytes() const {
+  size_t n = output->nbytes;
+  for (const auto& l : layers)
+    n += l.wq->nbytes + l.wk->nbytes + l.wv->nbytes + l.wo->nbytes + l.w_gate->nbytes +
+         l.w_up->nbytes + l.w_down->nbytes;
+  return n;
+}
+
+}  // namespace rz

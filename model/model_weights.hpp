@@ -1,0 +1,40 @@
+// The weight map of a Llama-family model, gathered by name from a ModelFile: what the CPU executor
+// reads in place and what the CUDA executor uploads (gpu/gpu_weights.cpp). Matrices stay views into
+// the mapped file in their stored (possibly quantized) type; the small vectors (norm weights,
+// biases) are dequantized once into fp32.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "formats/model_config.hpp"
+#include "formats/model_file.hpp"
+#include "formats/tensor.hpp"
+
+namespace rz {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;           // [n_embd]
+  const TensorView* wq = nullptr;         // [n_head * head_dim][n_embd]
+  const TensorView* wk = nullptr;         // [n_head_kv * head_dim][n_embd]
+  const TensorView* wv = nullptr;         // [n_head_kv * head_dim][n_embd]
+  std::vector<float> bq, bk, bv;          // biases (empty unless qkv_bias)
+  const TensorView* wo = nullptr;         // [n_embd][n_head * head_dim]
+  std::vector<float> ffn_norm;            // [n_embd]
+  const TensorView* w_gate = nullptr;     // [n_ff][n_embd]
+  const TensorView* w_up = nullptr;       // [n_ff][n_embd]
+  const TensorView* w_down = nullptr;     // [n_embd][n_ff]
+};
+
+struct ModelWeights {
+  const TensorView* token_embd = nullptr;  // [n_vocab][n_embd]
+  std::vector<float> output_norm;          // [n_embd]
+  const TensorView* output = nullptr;      // [n_vocab][n_embd]: output.weight or token_embd
+  std::vector<LayerWeights> layers;
+
+  // Looks every tensor up and checks shapes and types. Throws rz::Error("PATH: cause").
+  static ModelWeights load(const ModelFile& file);
+  // Bytes of weights one decode step reads (every matrix once, plus the embedding rows).
+  size_t matrix_bytes() const;
+};
+
+}  // namespace rz

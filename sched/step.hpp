@@ -1,0 +1,44 @@
+// The step function: runs one ExecutorStep (sched/types.hpp) on an Executor and hands its
+// result back to the scheduling state. Written once here, in plain C++ (no actors): the gpu actor
+// runs execute_step for each step message (actors/gpu_actor.hpp), the batcher applies the reply
+// with apply_step_result (actors/batcher.cpp), and sched/driver.hpp does both in one loop.
+//
+//   ExecutorStep ──execute_step──▶ release slots ─▶ prefill | decode | nothing ─▶ StepResult
+//   StepResult ──apply_step_result──▶ state.apply(tokens)  or  state.fail_step(error) ─▶ events
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sched/batch_state.hpp"
+#include "sched/types.hpp"
+#include "model/executor.hpp"
+
+namespace rz {
+
+// What one step produced: one token per executor request of the step, or the error.
+struct StepResult {
+  uint64_t step = 0;            // the ExecutorStep's sequence number
+  std::vector<int32_t> tokens;  // empty when error is set
+  std::string error;            // non-empty: the step failed (the state calls fail_step)
+  double seconds = 0.0;         // executor time of the prefill or decode (0 for an idle step)
+  bool ok() const { return error.empty(); }
+};
+
+// Executor::release() for each slot. Only an out-of-range slot makes an executor throw, and the
+// scheduler never lists one, so a throw is ignored here: it must not stop the slots after it.
+void release_slots(Executor& ex, std::span<const int> slots);
+
+// Releases step.release, then runs step.prefill or step.decode (nothing more for an idle step).
+// Never throws: an executor exception, or a token count that does not match the step's requests,
+// becomes StepResult::error, with the same messages for every caller.
+StepResult execute_step(Executor& ex, const ExecutorStep& step);
+
+// Applies the result of `plan` (the state's step in flight) and returns the events: apply() the
+// tokens when the step succeeded, fail_step() with its error when it failed or when apply()
+// refuses the tokens.
+std::vector<SchedEvent> apply_step_result(BatchedDecodeState& state, const StepPlan& plan,
+                                          const StepResult& result);
+
+}  // namespace rz
