@@ -1,8 +1,9 @@
 // Device helpers the kernels in kernels/ share, written once: warp and block reductions, the
 // argmax pair rule, fp16 / bf16 bit conversions and little-endian 16-bit loads; and, through
 // kernels/cuda_check.hpp, the host's launch checks (RZ_CUDA_CHECK_LAUNCH). Everything here is
-// __forceinline__, so a kernel that calls a helper compiles to the code it had when the helper
-// was written out in its own file. Per-format quant block decoding is in kernels/quant_decode.cuh.
+// __forceinline__: a kernel calling a helper compiles as if the helper were written out in its
+// file (scripts/kernel_code_diff.sh compares the machine code). Per-format quant block decoding
+// is in kernels/quant_decode.cuh.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -24,7 +24,7 @@ nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/base"
-git -C "$root" archive "$base" kernels model | tar -x -C "$work/base"
+git -C "$root" archive "$base" kernels model gpu | tar -x -C "$work/base"
 
 cubin() {  # cubin SRC_ROOT FILE OUT
   "$nvcc" -cubin -arch=sm_90 -O3 -DNDEBUG --expt-relaxed-constexpr -std=c++20 -I"$1" -x cu \
