@@ -57,6 +57,7 @@ function(rz_test name)
     return()
   endif()
   add_executable(${name} ${srcs})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${name} PRIVATE ${RZ_CPU_ARCH_FLAGS})
   # RZ_BIN is the rz binary's path as a plain string: tests that run it depend on it explicitly,

@@ -34,7 +34,9 @@ TEST(ResolveDevice, NamesTheExecutor) {
   std::string why;
   const std::string dev = resolve_device("auto", &why);
   EXPECT_EQ(dev, have_gpu() ? "cuda" : "cpu");
-  if (dev == "cpu") EXPECT_FALSE(why.empty());
+  if (dev == "cpu") {
+    EXPECT_FALSE(why.empty());
+  }
   try {
     resolve_device("gpu");
     FAIL() << "no throw";

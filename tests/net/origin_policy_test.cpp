@@ -11,12 +11,12 @@ namespace rz::net {
 namespace {
 
 TEST(OriginPolicy, NoOriginHeaderAlwaysPasses) {
-  EXPECT_TRUE(origin_allowed("", "127.0.0.1:8080", {.loopback_bound = true}));
-  EXPECT_TRUE(origin_allowed("", "example.com", {.loopback_bound = false}));
+  EXPECT_TRUE(origin_allowed("", "127.0.0.1:8080", {.allowed = {}, .loopback_bound = true}));
+  EXPECT_TRUE(origin_allowed("", "example.com", {.allowed = {}, .loopback_bound = false}));
 }
 
 TEST(OriginPolicy, BoundToLoopbackOnlyLoopbackOriginsPass) {
-  const OriginPolicy p{.loopback_bound = true};
+  const OriginPolicy p{.allowed = {}, .loopback_bound = true};
   for (const char* ok : {"http://localhost:3000", "http://127.0.0.1:8080", "https://[::1]:1",
                          "http://LOCALHOST", "http://127.0.0.1"})
     EXPECT_TRUE(origin_allowed(ok, "127.0.0.1:8080", p)) << ok;
@@ -29,7 +29,7 @@ TEST(OriginPolicy, BoundToLoopbackOnlyLoopbackOriginsPass) {
 }
 
 TEST(OriginPolicy, NotOnLoopbackTheServersOwnOriginPasses) {
-  const OriginPolicy p{.loopback_bound = false};
+  const OriginPolicy p{.allowed = {}, .loopback_bound = false};
   EXPECT_TRUE(origin_allowed("http://chat.example:8080", "chat.example:8080", p));
   EXPECT_TRUE(origin_allowed("https://Chat.Example", "chat.example", p));
   EXPECT_FALSE(origin_allowed("http://chat.example:8081", "chat.example:8080", p));
