@@ -18,8 +18,8 @@
 
 #include <caf/fwd.hpp>
 
-#include "sched/batch_state.hpp"
 #include "actors/metrics.hpp"
+#include "sched/batch_state.hpp"
 
 namespace rz::engine {
 

@@ -17,10 +17,10 @@
 #include "actors/gpu_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"
-#include "sched/driver.hpp"
 #include "actors/session.hpp"
 #include "actors/session_context.hpp"
 #include "formats/common.hpp"
+#include "sched/driver.hpp"
 
 namespace rz::engine {
 
@@ -101,7 +101,8 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   ctx->chat = std::move(chat);
   ctx->config = config;
   ctx->max_context = max_context;
-  ctx->metrics = std::make_shared<MetricsRegistry>(config.max_slots, bc.kv_blocks, bc.kv_block_size);
+  ctx->metrics =
+      std::make_shared<MetricsRegistry>(config.max_slots, bc.kv_blocks, bc.kv_block_size);
 
   auto impl = std::make_unique<Impl>(sys);
   impl->gpu = spawn_gpu_actor(sys, std::move(executor));

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/chat_template.hpp"
 #include "model/executor.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "proto/messages.hpp"
 #include "proto/parse.hpp"  // ProtocolLimits
+#include "tokenizer/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace caf {
 class actor_system;
@@ -41,39 +41,39 @@ class FrameSink {
 };
 
 struct EngineConfig {
-  int max_slots = 0;             // 0: the executor's max_slots()
-  int max_queue = 64;            // waiting requests beyond this get `overloaded`
-  int max_prefill_batch = 8;     // prompts joining in one prefill step
+  int max_slots = 0;                  // 0: the executor's max_slots()
+  int max_queue = 64;                 // waiting requests beyond this get `overloaded`
+  int max_prefill_batch = 8;          // prompts joining in one prefill step
   int max_inflight_per_session = 16;  // live requests of one session; more get `overloaded`
-  proto::ProtocolLimits limits;  // max_tokens is also capped by the context
+  proto::ProtocolLimits limits;       // max_tokens is also capped by the context
 };
 
 // Histogram with fixed upper bounds (Prometheus style: cumulative on export).
 struct Histogram {
-  std::vector<double> bounds;         // upper bounds, ascending (the +Inf bucket is implicit)
-  std::vector<uint64_t> counts;       // per bucket, bounds.size() + 1 entries, not cumulative
+  std::vector<double> bounds;    // upper bounds, ascending (the +Inf bucket is implicit)
+  std::vector<uint64_t> counts;  // per bucket, bounds.size() + 1 entries, not cumulative
   double sum = 0.0;
   uint64_t count = 0;
 };
 
 // A consistent snapshot, cheap to take (the HTTP /metrics handler calls it).
 struct EngineMetrics {
-  uint64_t requests_started = 0;     // accepted generate requests
-  uint64_t requests_finished = 0;    // done frames (stop, length)
-  uint64_t requests_cancelled = 0;   // done frames (cancelled)
-  uint64_t requests_failed = 0;      // error frames tied to an accepted request
-  uint64_t requests_rejected = 0;    // error frames for requests never accepted
+  uint64_t requests_started = 0;    // accepted generate requests
+  uint64_t requests_finished = 0;   // done frames (stop, length)
+  uint64_t requests_cancelled = 0;  // done frames (cancelled)
+  uint64_t requests_failed = 0;     // error frames tied to an accepted request
+  uint64_t requests_rejected = 0;   // error frames for requests never accepted
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   int queue_depth = 0;
   int active_slots = 0;
   int max_slots = 0;
-  int64_t kv_blocks_used = 0;        // KV cache blocks reserved by running requests
-  int64_t kv_blocks_total = 0;       // KV cache blocks of the executor (0: not paged/limited)
-  int kv_block_size = 0;             // tokens per block
-  int sessions = 0;                  // open sessions
-  Histogram step_seconds;            // executor step duration (prefill and decode)
-  Histogram ttft_seconds;            // request arrival to first token
+  int64_t kv_blocks_used = 0;   // KV cache blocks reserved by running requests
+  int64_t kv_blocks_total = 0;  // KV cache blocks of the executor (0: not paged/limited)
+  int kv_block_size = 0;        // tokens per block
+  int sessions = 0;             // open sessions
+  Histogram step_seconds;       // executor step duration (prefill and decode)
+  Histogram ttft_seconds;       // request arrival to first token
 };
 
 class Engine;

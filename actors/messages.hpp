@@ -14,21 +14,21 @@
 
 #include <caf/all.hpp>
 
-#include "sched/step.hpp"
-#include "sched/types.hpp"
 #include "model/executor.hpp"
 #include "proto/messages.hpp"
+#include "sched/step.hpp"
+#include "sched/types.hpp"
 
 namespace rz::engine {
 
 // Session handle -> session actor.
 using generate_atom = caf::atom_constant<caf::atom("generate")>;
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;      // also session -> batcher
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // also session -> batcher
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
-using slow_atom = caf::atom_constant<caf::atom("slowcons")>;     // slow_consumer()
+using slow_atom = caf::atom_constant<caf::atom("slowcons")>;  // slow_consumer()
 using close_atom = caf::atom_constant<caf::atom("close")>;
-using orphan_atom = caf::atom_constant<caf::atom("orphan")>;     // the last handle was dropped
-using estop_atom = caf::atom_constant<caf::atom("estop")>;       // engine shutdown: end and stop
+using orphan_atom = caf::atom_constant<caf::atom("orphan")>;  // the last handle was dropped
+using estop_atom = caf::atom_constant<caf::atom("estop")>;    // engine shutdown: end and stop
 // Session <-> batcher.
 using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using subres_atom = caf::atom_constant<caf::atom("subres")>;

@@ -38,7 +38,7 @@ struct LiveRequest {
   int prompt_tokens = 0;
   Clock::time_point arrival;
   std::optional<Clock::time_point> first_token;
-  bool accepted = false;     // the batcher took it
+  bool accepted = false;  // the batcher took it
   bool cancel_sent = false;
 };
 
@@ -174,11 +174,11 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
     st.ctx->request_ended();
     reject(self, req.id, code, std::move(message));
   };
-  if (!ctx.accepting.load()) return refuse(proto::ErrorCode::overloaded, "the server is shutting down");
+  if (!ctx.accepting.load())
+    return refuse(proto::ErrorCode::overloaded, "the server is shutting down");
   if (req.max_tokens < 1 || req.max_tokens > ctx.config.limits.max_tokens)
-    return refuse(proto::ErrorCode::bad_value,
-                  "max_tokens: must be between 1 and " +
-                      std::to_string(ctx.config.limits.max_tokens));
+    return refuse(proto::ErrorCode::bad_value, "max_tokens: must be between 1 and " +
+                                                   std::to_string(ctx.config.limits.max_tokens));
   std::vector<int32_t> prompt;
   try {
     if (!req.is_chat()) {
@@ -298,10 +298,10 @@ void on_cancel(Self* self, const std::string& id) {
   if (st.stopped) return;
   auto it = st.live.find(id);
   if (it == st.live.end()) {
-    deliver(self, proto::ErrorFrame{proto::ErrorCode::unknown_id,
-                                    "cancel: no request with id \"" + id +
-                                        "\" is running on this connection",
-                                    id});
+    deliver(self,
+            proto::ErrorFrame{
+                proto::ErrorCode::unknown_id,
+                "cancel: no request with id \"" + id + "\" is running on this connection", id});
     return;
   }
   if (!it->second.cancel_sent) {

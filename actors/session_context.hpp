@@ -26,7 +26,7 @@ struct EngineContext {
   caf::actor batcher;
   std::shared_ptr<MetricsRegistry> metrics;
 
-  std::atomic<bool> accepting{true};        // false once shutdown began: generate -> overloaded
+  std::atomic<bool> accepting{true};         // false once shutdown began: generate -> overloaded
   std::atomic<uint64_t> next_request_id{1};  // RequestRef::id, unique per engine
   std::atomic<uint64_t> next_session_id{1};  // RequestRef::owner
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "actors/session_stop.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "proto/messages.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::engine {
 

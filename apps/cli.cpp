@@ -35,8 +35,10 @@ std::string Flags::help() const {
     const Spec& s = specs_.at(name);
     std::string lhs = "  --" + name + (s.is_switch ? "" : " " + s.metavar);
     os << lhs;
-    if (lhs.size() < 26) os << std::string(26 - lhs.size(), ' ');
-    else os << "\n" << std::string(26, ' ');
+    if (lhs.size() < 26)
+      os << std::string(26 - lhs.size(), ' ');
+    else
+      os << "\n" << std::string(26, ' ');
     os << s.help;
     if (!s.def.empty()) os << " (default: " << s.def << ")";
     os << "\n";
@@ -48,8 +50,8 @@ bool Flags::parse(int argc, char** argv, int& exit_code) {
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0) {
-      std::fprintf(stderr, "rz %s: unexpected argument '%s' (see rz %s --help)\n",
-                   command_.c_str(), a.c_str(), command_.c_str());
+      std::fprintf(stderr, "rz %s: unexpected argument '%s' (see rz %s --help)\n", command_.c_str(),
+                   a.c_str(), command_.c_str());
       exit_code = 2;
       return false;
     }
@@ -77,8 +79,8 @@ bool Flags::parse(int argc, char** argv, int& exit_code) {
     } else {
       if (!inline_value) {
         if (i + 1 >= argc) {
-          std::fprintf(stderr, "rz %s: --%s needs a value (%s)\n", command_.c_str(),
-                       name.c_str(), it->second.metavar.c_str());
+          std::fprintf(stderr, "rz %s: --%s needs a value (%s)\n", command_.c_str(), name.c_str(),
+                       it->second.metavar.c_str());
           exit_code = 2;
           return false;
         }

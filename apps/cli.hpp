@@ -21,7 +21,7 @@ class Flags {
   // (unknown flag, missing value); `exit_code` is then what the command should return.
   bool parse(int argc, char** argv, int& exit_code);
 
-  bool has(const std::string& name) const;       // given on the command line (or a set switch)
+  bool has(const std::string& name) const;         // given on the command line (or a set switch)
   std::string str(const std::string& name) const;  // value or default ("" if neither)
   // Typed values; throw rz::Error("--name: expected ...") on malformed input.
   long long integer(const std::string& name) const;
@@ -29,7 +29,10 @@ class Flags {
   std::string help() const;
 
  private:
-  struct Spec { std::string metavar, help, def; bool is_switch = false; };
+  struct Spec {
+    std::string metavar, help, def;
+    bool is_switch = false;
+  };
   std::string command_, summary_;
   std::vector<std::string> order_;
   std::map<std::string, Spec> specs_;

@@ -19,10 +19,10 @@
 #include "apps/commands.hpp"
 #include "apps/executor_factory.hpp"
 #include "apps/model_setup.hpp"
-#include "tokenizer/chat_template.hpp"
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz::cmd {
@@ -43,8 +43,9 @@ void write_out(const std::string& s) {
 }  // namespace
 
 int generate(int argc, char** argv) {
-  cli::Flags f("generate", "Generate text from a prompt on the CPU or GPU; the text streams to "
-                           "stdout, a summary goes to stderr.");
+  cli::Flags f("generate",
+               "Generate text from a prompt on the CPU or GPU; the text streams to "
+               "stdout, a summary goes to stderr.");
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .opt("prompt", "TEXT", "the prompt")
       .sw("chat", "wrap the prompt as a user message in the model's chat template")
@@ -81,7 +82,8 @@ int generate(int argc, char** argv) {
   sp.seed = f.has("seed") ? static_cast<uint64_t>(f.integer("seed"))
                           : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   const long long threads = f.has("threads") ? f.integer("threads") : 0;
-  if (threads < 0 || threads > 1024) throw Error("--threads: must be between 0 (all cores) and 1024");
+  if (threads < 0 || threads > 1024)
+    throw Error("--threads: must be between 0 (all cores) and 1024");
 
   auto t_load = Clock::now();
   const LoadedModel lm = load_model(f.str("model"));
@@ -154,8 +156,8 @@ int generate(int argc, char** argv) {
                prompt.size(), generated, stop.c_str(),
                template_name.empty() ? "" : ", chat template ", template_name.c_str(), load_s,
                prefill_s * 1e3, prefill_s > 0 ? prompt.size() / prefill_s : 0.0,
-               decode_s > 0 ? decode_steps / decode_s : 0.0, decode_steps, decode_s,
-               where.c_str(), ctx, static_cast<unsigned long long>(sp.seed));
+               decode_s > 0 ? decode_steps / decode_s : 0.0, decode_steps, decode_s, where.c_str(),
+               ctx, static_cast<unsigned long long>(sp.seed));
   return 0;
 }
 

@@ -15,10 +15,10 @@
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
 #include "apps/model_setup.hpp"
-#include "tokenizer/chat_template.hpp"
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz::cmd {
@@ -28,10 +28,14 @@ namespace fs = std::filesystem;
 
 std::string human_bytes(uint64_t n) {
   char buf[64];
-  if (n >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(n) / (1 << 30));
-  else if (n >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", double(n) / (1 << 20));
-  else if (n >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", double(n) / 1024);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  if (n >= (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(n) / (1 << 30));
+  else if (n >= (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", double(n) / (1 << 20));
+  else if (n >= 1024)
+    std::snprintf(buf, sizeof buf, "%.2f KiB", double(n) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
   return buf;
 }
 
@@ -40,9 +44,12 @@ std::string printable(std::string_view s, size_t max_len = 200) {
   std::string out;
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
     else if (c < 0x20 || c == 0x7f) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
@@ -92,7 +99,8 @@ void architecture(std::ostream& os, const ModelFile& m) {
      << "  rope_scaling    " << rope_scaling_name(c.rope_scaling.type);
   if (c.rope_scaling.type != RopeScaling::Type::None) {
     os << " (factor " << c.rope_scaling.factor;
-    if (c.rope_scaling.original_context) os << ", original context " << c.rope_scaling.original_context;
+    if (c.rope_scaling.original_context)
+      os << ", original context " << c.rope_scaling.original_context;
     if (c.rope_scaling.type == RopeScaling::Type::Llama3)
       os << ", low_freq_factor " << c.rope_scaling.low_freq_factor << ", high_freq_factor "
          << c.rope_scaling.high_freq_factor;
@@ -105,7 +113,10 @@ void architecture(std::ostream& os, const ModelFile& m) {
 }
 
 void tensors(std::ostream& os, const ModelFile& m, bool list_all) {
-  struct Sum { size_t count = 0; uint64_t bytes = 0; };
+  struct Sum {
+    size_t count = 0;
+    uint64_t bytes = 0;
+  };
   std::map<std::string, Sum> by_type;
   uint64_t total = 0;
   for (const TensorView& t : m.tensors()) {
@@ -187,22 +198,26 @@ void chat_template(std::ostream& os, const ModelFile& m, const Tokenizer* tok) {
     auto text = [&](int32_t id) {
       return tok && id >= 0 && id < tok->n_vocab() ? tok->token_text(id) : std::string();
     };
-    family = ChatTemplate::from_jinja(src, text(tok ? tok->bos_id() : -1), text(tok ? tok->eos_id() : -1)).name();
+    family = ChatTemplate::from_jinja(src, text(tok ? tok->bos_id() : -1),
+                                      text(tok ? tok->eos_id() : -1))
+                 .name();
   } catch (const Error&) {
     family = "unrecognised (use --template NAME with rz generate)";
   }
   os << "chat template: " << family << " (" << src.size() << " characters)\n";
   std::istringstream lines(src);
   std::string line;
-  for (int i = 0; i < 6 && std::getline(lines, line); ++i) os << "  | " << printable(line, 120) << "\n";
+  for (int i = 0; i < 6 && std::getline(lines, line); ++i)
+    os << "  | " << printable(line, 120) << "\n";
   if (std::getline(lines, line)) os << "  | ...\n";
 }
 
 }  // namespace
 
 int info(int argc, char** argv) {
-  cli::Flags f("info", "Show what a model file holds: architecture, tensors, tokenizer, chat "
-                       "template.");
+  cli::Flags f("info",
+               "Show what a model file holds: architecture, tensors, tokenizer, chat "
+               "template.");
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .sw("tensors", "also list every tensor (name, type, shape, bytes)");
   int code = 0;
@@ -212,7 +227,8 @@ int info(int argc, char** argv) {
   auto m = ModelFile::open(f.str("model"));
   std::ostringstream os;
   os << "file: " << m->path() << "\n  format " << m->format();
-  if (auto g = m->gguf()) os << " v" << g->version() << ", " << g->metadata().size() << " metadata keys";
+  if (auto g = m->gguf())
+    os << " v" << g->version() << ", " << g->metadata().size() << " metadata keys";
   const uint64_t size = files_size(*m);
   os << ", " << size << " bytes (" << human_bytes(size) << ")\n";
   architecture(os, *m);

@@ -22,14 +22,14 @@
 #include "apps/commands.hpp"
 #include "apps/executor_factory.hpp"
 #include "apps/model_setup.hpp"
-#include "tokenizer/chat_template.hpp"
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "net/fd_limit.hpp"
 #include "net/origin_policy.hpp"
 #include "net/server.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::cmd {
 namespace {
@@ -52,45 +52,65 @@ std::string base_name(const std::string& path) {
 }  // namespace
 
 int serve(int argc, char** argv) {
-  cli::Flags f("serve", "Serve a model over WebSocket (/v1/ws) and HTTP: a browser page at /, "
-                        "/health and /metrics. SIGINT/SIGTERM drain and exit (a second one "
-                        "exits at once).");
+  cli::Flags f("serve",
+               "Serve a model over WebSocket (/v1/ws) and HTTP: a browser page at /, "
+               "/health and /metrics. SIGINT/SIGTERM drain and exit (a second one "
+               "exits at once).");
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .opt("host", "ADDR", "address to listen on", "127.0.0.1")
       .opt("port", "N", "port; 0 picks a free one (printed at start)", "8080")
       .opt("device", "auto|cpu|cuda", "executor; auto picks the GPU when one is present", "auto")
       .opt("gpu", "N", "CUDA device index", "0")
-      .opt("kv-fraction", "F", "share of the device memory left after the weights that the KV "
-                               "cache may take (it never takes more than the slots can use)", "0.9")
+      .opt("kv-fraction", "F",
+           "share of the device memory left after the weights that the KV "
+           "cache may take (it never takes more than the slots can use)",
+           "0.9")
       .opt("kv-block", "N", "tokens per KV cache block (cuda)", "16")
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
-      .opt("ctx", "N", "context length per slot (prompt + generated)", "min(training context, 4096)")
+      .opt("ctx", "N", "context length per slot (prompt + generated)",
+           "min(training context, 4096)")
       .opt("threads", "N", "CPU threads of the executor; 0 = all cores", "0")
       .opt("max-queue", "N", "waiting requests beyond the slots; more get `overloaded`", "64")
       .opt("max-inflight", "N", "running requests per connection; more get `overloaded`", "16")
-      .opt("max-connections", "N", "open WebSocket connections; more get HTTP 503 (lowered "
-                                   "to fit the open-file limit, which is raised to its hard "
-                                   "limit at start; the log says so)", "256")
-      .opt("max-connections-per-ip", "N", "open WebSocket connections from one address; more "
-                                          "get HTTP 503 (sockets of any kind from one address: "
-                                          "twice this plus 8)", "32")
-      .opt("first-frame-timeout", "S", "close a connection that sends no HTTP request, or after "
-                                       "the upgrade no WebSocket frame, within S seconds "
-                                       "(0: no deadline)", "10")
-      .opt("allowed-origins", "LIST", "comma-separated origins (http://host:port) whose pages "
-                                      "may open the WebSocket besides the server's own (bound "
-                                      "to loopback: localhost, 127.0.0.1, [::1] on any port); "
-                                      "* allows all; other origins get HTTP 403", "")
-      .opt("idle-timeout", "S", "close a connection whose peer sent nothing (not even a pong to "
-                                "the ping sent at half this time) for S seconds", "60")
-      .opt("max-frame-bytes", "N", "longest client frame; longer ones get `too_large`, and "
-                                   "beyond 4x (at least 64 KiB) the connection is closed", "1048576")
-      .opt("queue-frames", "N", "outgoing frames waiting per connection before the client "
-                                "counts as a slow consumer", "512")
+      .opt("max-connections", "N",
+           "open WebSocket connections; more get HTTP 503 (lowered "
+           "to fit the open-file limit, which is raised to its hard "
+           "limit at start; the log says so)",
+           "256")
+      .opt("max-connections-per-ip", "N",
+           "open WebSocket connections from one address; more "
+           "get HTTP 503 (sockets of any kind from one address: "
+           "twice this plus 8)",
+           "32")
+      .opt("first-frame-timeout", "S",
+           "close a connection that sends no HTTP request, or after "
+           "the upgrade no WebSocket frame, within S seconds "
+           "(0: no deadline)",
+           "10")
+      .opt("allowed-origins", "LIST",
+           "comma-separated origins (http://host:port) whose pages "
+           "may open the WebSocket besides the server's own (bound "
+           "to loopback: localhost, 127.0.0.1, [::1] on any port); "
+           "* allows all; other origins get HTTP 403",
+           "")
+      .opt("idle-timeout", "S",
+           "close a connection whose peer sent nothing (not even a pong to "
+           "the ping sent at half this time) for S seconds",
+           "60")
+      .opt("max-frame-bytes", "N",
+           "longest client frame; longer ones get `too_large`, and "
+           "beyond 4x (at least 64 KiB) the connection is closed",
+           "1048576")
+      .opt("queue-frames", "N",
+           "outgoing frames waiting per connection before the client "
+           "counts as a slow consumer",
+           "512")
       .opt("queue-bytes", "N", "outgoing bytes waiting per connection (same)", "4194304")
       .opt("io-threads", "N", "network threads", "1")
-      .opt("drain-seconds", "S", "at SIGINT/SIGTERM, let running requests finish for up to S "
-                                 "seconds", "10");
+      .opt("drain-seconds", "S",
+           "at SIGINT/SIGTERM, let running requests finish for up to S "
+           "seconds",
+           "10");
   int code = 0;
   if (!f.parse(argc, argv, code)) return code;
   if (!f.has("model")) throw Error("--model FILE is required (see rz serve --help)");
@@ -103,10 +123,10 @@ int serve(int argc, char** argv) {
   scfg.host = f.str("host");
   scfg.port = static_cast<uint16_t>(ranged(f, "port", 0, 65535));
   scfg.max_connections = static_cast<int>(ranged(f, "max-connections", 1, 1 << 20));
-  scfg.max_connections_per_ip =
-      static_cast<int>(ranged(f, "max-connections-per-ip", 1, 1 << 20));
+  scfg.max_connections_per_ip = static_cast<int>(ranged(f, "max-connections-per-ip", 1, 1 << 20));
   scfg.first_frame_timeout = std::chrono::seconds(ranged(f, "first-frame-timeout", 0, 3600));
-  if (f.has("allowed-origins")) scfg.allowed_origins = net::parse_origin_list(f.str("allowed-origins"));
+  if (f.has("allowed-origins"))
+    scfg.allowed_origins = net::parse_origin_list(f.str("allowed-origins"));
   scfg.idle_timeout = std::chrono::seconds(ranged(f, "idle-timeout", 1, 86400));
   scfg.queue.max_frames = static_cast<std::size_t>(ranged(f, "queue-frames", 1, 1 << 24));
   scfg.queue.max_bytes = static_cast<std::size_t>(ranged(f, "queue-bytes", 1024, 1LL << 32));
@@ -114,9 +134,11 @@ int serve(int argc, char** argv) {
   engine::EngineConfig ecfg;
   ecfg.max_queue = static_cast<int>(ranged(f, "max-queue", 0, 1 << 20));
   ecfg.max_inflight_per_session = static_cast<int>(ranged(f, "max-inflight", 1, 1 << 16));
-  ecfg.limits.max_frame_bytes = static_cast<std::size_t>(ranged(f, "max-frame-bytes", 256, 1 << 28));
-  const int slots =
-      f.has("max-slots") ? static_cast<int>(ranged(f, "max-slots", 1, 256)) : device == "cuda" ? 16 : 4;
+  ecfg.limits.max_frame_bytes =
+      static_cast<std::size_t>(ranged(f, "max-frame-bytes", 256, 1 << 28));
+  const int slots = f.has("max-slots") ? static_cast<int>(ranged(f, "max-slots", 1, 256))
+                    : device == "cuda" ? 16
+                                       : 4;
   const int gpu_index = static_cast<int>(ranged(f, "gpu", 0, 1024));
   const int kv_block = static_cast<int>(ranged(f, "kv-block", 1, 4096));
   double kv_fraction = 0.9;
@@ -155,10 +177,13 @@ int serve(int argc, char** argv) {
     }
   }
 
-  BuiltExecutor built = make_executor(
-      device, mf,
-      {.slots = slots, .max_context = ctx, .threads = threads, .gpu = gpu_index,
-       .kv_block_size = kv_block, .kv_fraction = kv_fraction});
+  BuiltExecutor built = make_executor(device, mf,
+                                      {.slots = slots,
+                                       .max_context = ctx,
+                                       .threads = threads,
+                                       .gpu = gpu_index,
+                                       .kv_block_size = kv_block,
+                                       .kv_fraction = kv_fraction});
   std::unique_ptr<Executor> executor = std::move(built.executor);
   if (!built.memory_plan.empty())
     std::fprintf(stderr, "rz serve: memory plan: %s\n", built.memory_plan.c_str());
@@ -180,7 +205,8 @@ int serve(int argc, char** argv) {
     const net::FdBudget fds = net::raise_fd_limit();
     if (fds.socket_cap < 8)
       throw Error("the open-file limit (" + std::to_string(fds.soft) + ", " +
-                  std::to_string(fds.open_now) + " in use) leaves too few for connections; "
+                  std::to_string(fds.open_now) +
+                  " in use) leaves too few for connections; "
                   "raise it (ulimit -n)");
     scfg.max_open_sockets = fds.socket_cap;
     const int ws_cap = fds.socket_cap - std::max(4, fds.socket_cap / 8);
@@ -205,8 +231,9 @@ int serve(int argc, char** argv) {
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    std::fprintf(stderr, "rz serve: %s: stopping (draining for up to %lld s; send it again to "
-                         "stop at once)\n",
+    std::fprintf(stderr,
+                 "rz serve: %s: stopping (draining for up to %lld s; send it again to "
+                 "stop at once)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", static_cast<long long>(drain.count()));
     std::fflush(stderr);
     // A second SIGINT/SIGTERM during the drain ends the process at once (exit 128 + signal).

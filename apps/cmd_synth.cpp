@@ -13,8 +13,8 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
-#include "formats/common.hpp"
 #include "apps/synth/synth.hpp"
+#include "formats/common.hpp"
 
 namespace rz::cmd {
 namespace {
@@ -28,7 +28,8 @@ std::string default_vocab() {
   std::vector<fs::path> roots = {fs::current_path(ec)};
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) roots.push_back(fs::path(std::string(exe, static_cast<size_t>(n))).parent_path().parent_path());
+  if (n > 0)
+    roots.push_back(fs::path(std::string(exe, static_cast<size_t>(n))).parent_path().parent_path());
   for (const auto& r : roots) {
     fs::path p = r / kSynthDefaultVocab;
     if (fs::exists(p, ec)) return p.lexically_normal().string();
@@ -50,7 +51,8 @@ int synth(int argc, char** argv) {
       .opt("format", "FMT", "f16, bf16, q8_0, q4_0, q4_1 or q4_k_m (llama.cpp's Q4_K_M mix)")
       .opt("out", "FILE", "output .gguf file")
       .opt("seed", "S", "random seed (same seed, same bytes)", "0")
-      .opt("vocab", "FILE", "GGUF file whose tokenizer is copied (padded to the shape's vocabulary)",
+      .opt("vocab", "FILE",
+           "GGUF file whose tokenizer is copied (padded to the shape's vocabulary)",
            kSynthDefaultVocab)
       .opt("threads", "N", "generator threads (0: all cores; does not change the output)", "0");
   int rc = 0;
@@ -71,7 +73,8 @@ int synth(int argc, char** argv) {
   } else {
     opt.vocab = default_vocab();
     if (opt.vocab.empty())
-      std::fprintf(stderr, "rz synth: note: %s not found, writing no tokenizer\n", kSynthDefaultVocab);
+      std::fprintf(stderr, "rz synth: note: %s not found, writing no tokenizer\n",
+                   kSynthDefaultVocab);
   }
   synth_shape(opt.shape, 0);  // an unknown shape fails before any work
 

@@ -116,8 +116,9 @@ int tokenize(int argc, char** argv) {
                "and control-token text is encoded as plain text (user-defined tokens such as "
                "<think> are always matched, as the model's tokenizer does).");
   f.opt("model", "FILE", "model file (.gguf; .safetensors or a directory: tokenizer.json)")
-      .sw("jsonl", "read {\"text\": ...} lines on stdin, write {\"ids\": [...]} lines "
-                   "(blank lines are skipped)")
+      .sw("jsonl",
+          "read {\"text\": ...} lines on stdin, write {\"ids\": [...]} lines "
+          "(blank lines are skipped)")
       .opt("text", "TEXT", "text to tokenize (without --jsonl)")
       .sw("pieces", "with --text: one line per token, its id and its text")
       .sw("special", "parse control-token text (<|im_start|>, </s>, ...) into those tokens")

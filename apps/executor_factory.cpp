@@ -3,8 +3,8 @@
 
 #include <utility>
 
-#include "formats/common.hpp"
 #include "cpu/cpu_executor.hpp"
+#include "formats/common.hpp"
 #if RZ_HAVE_CUDA
 #include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"
@@ -14,7 +14,8 @@ namespace rz {
 
 #if !RZ_HAVE_CUDA
 namespace {
-const char* const kNoCudaBuild = "this build of rz has no CUDA support (configured with -DRZ_CUDA=OFF)";
+const char* const kNoCudaBuild =
+    "this build of rz has no CUDA support (configured with -DRZ_CUDA=OFF)";
 }
 #endif
 
@@ -44,8 +45,9 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
   BuiltExecutor b;
   if (device == "cpu") {
     auto ex = std::make_unique<CpuExecutor>(
-        std::move(model), CpuExecutorOptions{.slots = opt.slots, .max_context = opt.max_context,
-                                             .threads = opt.threads});
+        std::move(model),
+        CpuExecutorOptions{
+            .slots = opt.slots, .max_context = opt.max_context, .threads = opt.threads});
     b.description = "cpu, " + std::to_string(ex->threads()) + " threads";
     b.executor = std::move(ex);
   } else if (device == "cuda") {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "model/executor.hpp"
 #include "formats/model_file.hpp"
+#include "model/executor.hpp"
 
 namespace rz {
 
@@ -24,13 +24,13 @@ bool cuda_available(std::string* why_not = nullptr);
 
 // What both executors take, and what only one of them does. 0 leaves the executor's default.
 struct ExecutorOptions {
-  int slots = 1;            // concurrent sequences (KV cache slots)
-  int max_context = 0;      // tokens per slot; 0: default_context(config) (model/executor.hpp)
-  int threads = 0;          // cpu: worker threads; 0: all cores
-  int gpu = 0;              // cuda: device index
-  int kv_block_size = 0;    // cuda: tokens per KV cache block; 0: the executor's (16)
-  double kv_fraction = 0;   // cuda: share of the free memory the KV cache may take; 0: 0.9
-  int64_t kv_blocks = 0;    // cuda: > 0: exactly this many KV blocks, ignoring kv_fraction
+  int slots = 1;           // concurrent sequences (KV cache slots)
+  int max_context = 0;     // tokens per slot; 0: default_context(config) (model/executor.hpp)
+  int threads = 0;         // cpu: worker threads; 0: all cores
+  int gpu = 0;             // cuda: device index
+  int kv_block_size = 0;   // cuda: tokens per KV cache block; 0: the executor's (16)
+  double kv_fraction = 0;  // cuda: share of the free memory the KV cache may take; 0: 0.9
+  int64_t kv_blocks = 0;   // cuda: > 0: exactly this many KV blocks, ignoring kv_fraction
 };
 
 struct BuiltExecutor {

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "tokenizer/chat_template.hpp"
 #include "formats/model_file.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz::cmd {

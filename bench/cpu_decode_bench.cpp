@@ -16,10 +16,10 @@
 #include <immintrin.h>
 #include <sys/resource.h>
 
-#include "formats/common.hpp"
 #include "cpu/cpu_executor.hpp"
-#include "formats/model_file.hpp"
 #include "cpu/thread_pool.hpp"
+#include "formats/common.hpp"
+#include "formats/model_file.hpp"
 
 namespace {
 
@@ -34,7 +34,8 @@ double secs(Clock::time_point a, Clock::time_point b) {
 double cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec * 1e-6;
 }
 
 // Best of several single-threaded memcpy passes over 256 MiB; counts bytes read + written.
@@ -92,10 +93,14 @@ int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
-    if (a == "--model") model = v;
-    else if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--threads") threads = std::atoi(v.c_str());
-    else if (a == "--prompt-len") prompt_len = std::atoi(v.c_str());
+    if (a == "--model")
+      model = v;
+    else if (a == "--steps")
+      steps = std::atoi(v.c_str());
+    else if (a == "--threads")
+      threads = std::atoi(v.c_str());
+    else if (a == "--prompt-len")
+      prompt_len = std::atoi(v.c_str());
     else if (a == "--batches") {
       batches.clear();
       for (size_t p = 0; p < v.size();) {
@@ -119,8 +124,8 @@ int main(int argc, char** argv) {
     std::printf("\n%6s %10s %10s %12s %10s %12s %14s\n", "batch", "tokens/s", "ms/step",
                 "weights MB", "GB/s", "% of memcpy", "cpu ms/step");
     for (int b : batches) {
-      rz::CpuExecutor ex(mf, {.slots = b, .max_context = prompt_len + steps + 16,
-                              .threads = threads});
+      rz::CpuExecutor ex(mf,
+                         {.slots = b, .max_context = prompt_len + steps + 16, .threads = threads});
       std::vector<rz::PrefillRequest> reqs;
       for (int s = 0; s < b; ++s) {
         rz::PrefillRequest r;

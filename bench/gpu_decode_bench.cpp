@@ -33,11 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_executor.hpp"
+#include "formats/common.hpp"
+#include "formats/model_file.hpp"
 #include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"
-#include "formats/common.hpp"
-#include "cpu/cpu_executor.hpp"
-#include "formats/model_file.hpp"
 
 namespace {
 
@@ -115,15 +115,24 @@ int parse(int argc, char** argv, Options& o) {
     if (i + 1 >= argc) return usage(a + " needs a value");
     const std::string v = argv[++i];
     bool ok = true;
-    if (a == "--model") o.model = v;
-    else if (a == "--label") o.label = v;
-    else if (a == "--pp") ok = parse_int(v, o.pp, 0);
-    else if (a == "--tg") ok = parse_int(v, o.tg, 0);
-    else if (a == "--prompt") ok = parse_int(v, o.prompt, 1);
-    else if (a == "--gen") ok = parse_int(v, o.gen, 1);
-    else if (a == "--reps") ok = parse_int(v, o.reps, 1);
-    else if (a == "--context") ok = parse_int(v, o.context, 1);
-    else if (a == "--seed") o.seed = std::strtoull(v.c_str(), nullptr, 10);
+    if (a == "--model")
+      o.model = v;
+    else if (a == "--label")
+      o.label = v;
+    else if (a == "--pp")
+      ok = parse_int(v, o.pp, 0);
+    else if (a == "--tg")
+      ok = parse_int(v, o.tg, 0);
+    else if (a == "--prompt")
+      ok = parse_int(v, o.prompt, 1);
+    else if (a == "--gen")
+      ok = parse_int(v, o.gen, 1);
+    else if (a == "--reps")
+      ok = parse_int(v, o.reps, 1);
+    else if (a == "--context")
+      ok = parse_int(v, o.context, 1);
+    else if (a == "--seed")
+      o.seed = std::strtoull(v.c_str(), nullptr, 10);
     else if (a == "--batches") {
       o.batches.clear();
       for (size_t p = 0; p < v.size();) {
@@ -309,10 +318,11 @@ class Bench {
       r.kv_bytes = kv_bytes_per_step(b, o_.prompt, o_.gen);
       r.bytes = double(plan_.weight_bytes) + r.kv_bytes;
       const double step = r.decode_s / o_.gen;
-      std::printf("B=%d: prefill %.1f ms (%.0f tokens/s), decode %.3f ms/step, S_TG %.1f tokens/s, "
-                  "MBU %.1f%%\n",
-                  b, r.prefill_s * 1e3, b * o_.prompt / r.prefill_s, step * 1e3,
-                  b * o_.gen / r.decode_s, 100 * r.bytes / step / kBandwidth);
+      std::printf(
+          "B=%d: prefill %.1f ms (%.0f tokens/s), decode %.3f ms/step, S_TG %.1f tokens/s, "
+          "MBU %.1f%%\n",
+          b, r.prefill_s * 1e3, b * o_.prompt / r.prefill_s, step * 1e3, b * o_.gen / r.decode_s,
+          100 * r.bytes / step / kBandwidth);
     } catch (const std::exception& e) {
       r.err = e.what();
       std::printf("B=%d: FAILED: %s\n", b, e.what());
@@ -325,17 +335,19 @@ class Bench {
   void report(const SingleResult& s, const std::vector<BatchResult>& bs) const {
     const double wb = double(plan_.weight_bytes);
     std::printf("\n## rz CUDA executor: %s on %s\n\n", o_.label.c_str(), plan_.device_name.c_str());
-    std::printf("model file %s; weights on the device %.3f GB; random prompt ids (seed %llu), "
-                "greedy; median of %d runs after a warm-up; context %s; CUDA graphs %s; limit = "
-                "bytes / %.1f TB/s.\n",
-                std::filesystem::path(o_.model).filename().string().c_str(), wb / 1e9,
-                static_cast<unsigned long long>(o_.seed), o_.reps,
-                o_.context > 0 ? std::to_string(o_.context).c_str() : "the smallest that fits",
-                o_.graphs ? "on" : "off", kBandwidth / 1e12);
+    std::printf(
+        "model file %s; weights on the device %.3f GB; random prompt ids (seed %llu), "
+        "greedy; median of %d runs after a warm-up; context %s; CUDA graphs %s; limit = "
+        "bytes / %.1f TB/s.\n",
+        std::filesystem::path(o_.model).filename().string().c_str(), wb / 1e9,
+        static_cast<unsigned long long>(o_.seed), o_.reps,
+        o_.context > 0 ? std::to_string(o_.context).c_str() : "the smallest that fits",
+        o_.graphs ? "on" : "off", kBandwidth / 1e12);
     if (o_.pp > 0 || o_.tg > 0) {
-      std::printf("\nSingle stream (pp%d = prefill of %d tokens, tg%d = %d decode steps after a "
-                  "1-token prompt):\n\n",
-                  o_.pp, o_.pp, o_.tg, o_.tg);
+      std::printf(
+          "\nSingle stream (pp%d = prefill of %d tokens, tg%d = %d decode steps after a "
+          "1-token prompt):\n\n",
+          o_.pp, o_.pp, o_.tg, o_.tg);
       std::printf("| shape, format | pp%d tok/s | tg%d tok/s |\n| --- | ---: | ---: |\n", o_.pp,
                   o_.tg);
       std::printf("| %s | %s | %s |\n", o_.label.c_str(),
@@ -343,9 +355,10 @@ class Bench {
                   s.tg_err.empty() ? grouped(s.tg_tps).c_str() : "FAILED");
     }
     if (!bs.empty()) {
-      std::printf("\nBatched decode (B sequences, each a %d-token prompt then %d generated tokens; "
-                  "S_TG = generated tokens per second over all sequences):\n\n",
-                  o_.prompt, o_.gen);
+      std::printf(
+          "\nBatched decode (B sequences, each a %d-token prompt then %d generated tokens; "
+          "S_TG = generated tokens per second over all sequences):\n\n",
+          o_.prompt, o_.gen);
       std::string head = "| shape, format |", sep = "| --- |", row = "| " + o_.label + " |";
       for (const auto& r : bs) {
         head.append(" B=").append(std::to_string(r.b)).append(" |");
@@ -360,17 +373,19 @@ class Bench {
       const double fastest = wb / kBandwidth;
       std::printf("\nThe limit (weight bytes / %.1f TB/s; MBU also counts the KV cache):\n\n",
                   kBandwidth / 1e12);
-      std::printf("| shape, format | weight bytes | fastest step | tokens/s ceiling at B=1 | rz "
-                  "share of it | rz MBU at tg%d |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
-                  o_.tg);
+      std::printf(
+          "| shape, format | weight bytes | fastest step | tokens/s ceiling at B=1 | rz "
+          "share of it | rz MBU at tg%d |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+          o_.tg);
       std::printf("| %s | %.2f GB | %.2f ms | ~%s | %.0f%% | %.0f%% |\n", o_.label.c_str(),
-                  wb / 1e9, fastest * 1e3, grouped(1 / fastest).c_str(),
-                  100 * s.tg_tps * fastest, 100 * s.tg_bytes / s.tg_step_s / kBandwidth);
+                  wb / 1e9, fastest * 1e3, grouped(1 / fastest).c_str(), 100 * s.tg_tps * fastest,
+                  100 * s.tg_bytes / s.tg_step_s / kBandwidth);
     }
     if (!bs.empty()) {
       std::printf("\nBatched decode, details (%s):\n\n", o_.label.c_str());
-      std::printf("| B | prefill tok/s | step ms | S_TG tok/s | KV read/step | bytes/step | MBU | "
-                  "ceiling tok/s |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      std::printf(
+          "| B | prefill tok/s | step ms | S_TG tok/s | KV read/step | bytes/step | MBU | "
+          "ceiling tok/s |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
       for (const auto& r : bs) {
         if (!r.err.empty()) {
           std::printf("| %d | FAILED: %s | | | | | | |\n", r.b, r.err.c_str());

@@ -10,6 +10,7 @@
 //   Bench ── owns the run: setup (connect all), issuing (closed or open loop), the deadline,
 //     │      the results
 //     └─ Conn × N ── one WebSocket: write queue, read loop, requests running on it by id
+#include <simdjson.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -18,7 +19,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
-#include <simdjson.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,9 +48,9 @@ using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using Ws = websocket::stream<beast::tcp_stream>;
 
-constexpr int kMaxReconnects = 5;              // consecutive failed attempts before giving up
-constexpr double kReconnectBackoffS = 0.2;     // doubled after each failed attempt
-constexpr double kCloseTimeoutS = 5.0;         // bound on the closing handshake at the end
+constexpr int kMaxReconnects = 5;           // consecutive failed attempts before giving up
+constexpr double kReconnectBackoffS = 0.2;  // doubled after each failed attempt
+constexpr double kCloseTimeoutS = 5.0;      // bound on the closing handshake at the end
 
 std::string error_text(const beast::error_code& ec) { return ec.message(); }
 
@@ -72,12 +72,13 @@ struct Running {
 // a handler whose stream is no longer the current one does nothing.
 class Conn : public std::enable_shared_from_this<Conn> {
  public:
-  Conn(Bench& bench, net::io_context& ioc, std::size_t slot) : bench_(bench), ioc_(ioc), slot_(slot) {}
+  Conn(Bench& bench, net::io_context& ioc, std::size_t slot)
+      : bench_(bench), ioc_(ioc), slot_(slot) {}
 
   void connect();
   void send(const proto::GenerateRequest& r, double t_send);
-  void close();                    // closing handshake, at the end of a run
-  void kill(const char* code);     // fail every running request with `code`, drop the socket
+  void close();                 // closing handshake, at the end of a run
+  void kill(const char* code);  // fail every running request with `code`, drop the socket
 
   bool open() const { return open_; }
   bool dead() const { return dead_; }
@@ -98,13 +99,13 @@ class Conn : public std::enable_shared_from_this<Conn> {
   Bench& bench_;
   net::io_context& ioc_;
   std::size_t slot_;
-  std::shared_ptr<Ws> ws_;         // the current stream; null while not connected
+  std::shared_ptr<Ws> ws_;  // the current stream; null while not connected
   beast::flat_buffer buffer_;
-  std::deque<std::string> out_;    // frames waiting to be written; front() is being written
+  std::deque<std::string> out_;  // frames waiting to be written; front() is being written
   bool writing_ = false;
   bool open_ = false;
   bool closing_ = false;
-  bool dead_ = false;              // gave up reconnecting
+  bool dead_ = false;  // gave up reconnecting
   int failed_attempts_ = 0;
   std::unordered_map<std::string, Running> running_;
   simdjson::dom::parser parser_;
@@ -113,9 +114,13 @@ class Conn : public std::enable_shared_from_this<Conn> {
 
 class Bench {
  public:
-  explicit Bench(Options o) : o_(std::move(o)), origin_(Clock::now()), deadline_(ioc_),
-                              arrival_timer_(ioc_), signals_(ioc_, SIGINT, SIGTERM),
-                              arrivals_(o_.rate.value_or(1.0), o_.seed) {}
+  explicit Bench(Options o)
+      : o_(std::move(o)),
+        origin_(Clock::now()),
+        deadline_(ioc_),
+        arrival_timer_(ioc_),
+        signals_(ioc_, SIGINT, SIGTERM),
+        arrivals_(o_.rate.value_or(1.0), o_.seed) {}
 
   int run();
 
@@ -158,16 +163,16 @@ class Bench {
   PoissonArrivals arrivals_;
   Results results_;
 
-  bool started_ = false;       // setup over, requests being issued
-  bool stopping_ = false;      // finish() or abort_run() ran
-  bool arrivals_done_ = false; // open loop: no more arrivals
-  bool interrupted_ = false;   // SIGINT / SIGTERM
-  std::size_t setup_left_ = 0; // connections whose first attempt has not settled
+  bool started_ = false;        // setup over, requests being issued
+  bool stopping_ = false;       // finish() or abort_run() ran
+  bool arrivals_done_ = false;  // open loop: no more arrivals
+  bool interrupted_ = false;    // SIGINT / SIGTERM
+  std::size_t setup_left_ = 0;  // connections whose first attempt has not settled
   std::string first_connect_error_;
   double t_start_ = 0.0, t_end_ = 0.0;
   uint64_t in_flight_ = 0;
   std::size_t closing_left_ = 0;  // closing handshakes under way at the end
-  std::size_t rr_ = 0;         // open loop: next connection, round-robin
+  std::size_t rr_ = 0;            // open loop: next connection, round-robin
 };
 
 // ---- Conn ---------------------------------------------------------------------------------------
@@ -179,7 +184,8 @@ void Conn::connect() {
   buffer_.clear();
   beast::get_lowest_layer(*ws).expires_after(seconds(bench_.options().connect_timeout_s));
   beast::get_lowest_layer(*ws).async_connect(
-      bench_.endpoints(), [self = shared_from_this(), ws](beast::error_code ec, const tcp::endpoint&) {
+      bench_.endpoints(),
+      [self = shared_from_this(), ws](beast::error_code ec, const tcp::endpoint&) {
         self->on_connect(ws, ec);
       });
 }
@@ -194,16 +200,17 @@ void Conn::on_connect(std::shared_ptr<Ws> ws, beast::error_code ec) {
   t.idle_timeout = websocket::stream_base::none();
   t.keep_alive_pings = false;
   ws->set_option(t);
-  ws->set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
-    req.set(http::field::user_agent, "rz-wsbench");
-  }));
+  ws->set_option(websocket::stream_base::decorator(
+      [](websocket::request_type& req) { req.set(http::field::user_agent, "rz-wsbench"); }));
   const Options& o = bench_.options();
-  const std::string host = (o.url.host.find(':') != std::string::npos ? "[" + o.url.host + "]"
-                                                                       : o.url.host) + ":" + o.url.port;
+  const std::string host =
+      (o.url.host.find(':') != std::string::npos ? "[" + o.url.host + "]" : o.url.host) + ":" +
+      o.url.port;
   auto res = std::make_shared<websocket::response_type>();
-  ws->async_handshake(*res, host, o.url.path, [self = shared_from_this(), ws, res](beast::error_code ec) {
-    self->on_handshake(ws, res, ec);
-  });
+  ws->async_handshake(*res, host, o.url.path,
+                      [self = shared_from_this(), ws, res](beast::error_code ec) {
+                        self->on_handshake(ws, res, ec);
+                      });
 }
 
 void Conn::on_handshake(std::shared_ptr<Ws> ws, std::shared_ptr<websocket::response_type> res,
@@ -326,8 +333,10 @@ void Conn::on_frame(std::string_view text, double t) {
   }
   Running r = std::move(it->second);
   running_.erase(it);
-  if (f.kind == Kind::done) bench_.request_completed(*this, r, f, t);
-  else bench_.request_failed(*this, f.code);
+  if (f.kind == Kind::done)
+    bench_.request_completed(*this, r, f, t);
+  else
+    bench_.request_failed(*this, f.code);
 }
 
 void Conn::lost(const std::shared_ptr<Ws>& ws, const std::string& why) {
@@ -351,8 +360,9 @@ void Conn::close() {
   if (!ws_ || !open_) return;
   auto ws = ws_;
   bench_.close_started();
-  ws->async_close(websocket::close_code::normal,
-                  [self = shared_from_this(), ws](beast::error_code) { self->bench_.close_done(); });
+  ws->async_close(
+      websocket::close_code::normal,
+      [self = shared_from_this(), ws](beast::error_code) { self->bench_.close_done(); });
 }
 
 void Conn::kill(const char* code) {
@@ -573,7 +583,8 @@ void Bench::abort_run(const char* code) {
   stopping_ = true;
   t_end_ = now();
   std::fprintf(stderr, "rz-wsbench: %s with %llu request(s) running\n",
-               code == kErrTimeout ? "timed out" : code, static_cast<unsigned long long>(in_flight_));
+               code == kErrTimeout ? "timed out" : code,
+               static_cast<unsigned long long>(in_flight_));
   for (auto& c : conns_) c->kill(code);
   ioc_.stop();
 }

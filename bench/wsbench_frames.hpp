@@ -15,9 +15,9 @@ namespace rz::wsbench {
 struct ServerFrameInfo {
   enum class Kind { token, done, error, pong };
   Kind kind = Kind::pong;
-  std::optional<std::string> id;      // absent on pong and on an error not tied to a request
+  std::optional<std::string> id;  // absent on pong and on an error not tied to a request
   // token
-  uint64_t n_tokens = 0;              // len(tokens)
+  uint64_t n_tokens = 0;  // len(tokens)
   uint64_t index = 0;
   // done
   std::string finish_reason;
@@ -63,7 +63,8 @@ inline bool parse_server_frame(simdjson::dom::parser& parser, std::string_view t
   if (type == "token") {
     out.kind = ServerFrameInfo::Kind::token;
     dom::array tokens;
-    if (!has_id || obj["tokens"].get_array().get(tokens) || obj["index"].get_uint64().get(out.index)) {
+    if (!has_id || obj["tokens"].get_array().get(tokens) ||
+        obj["index"].get_uint64().get(out.index)) {
       why = "token frame without id, tokens or index";
       return false;
     }
@@ -73,7 +74,8 @@ inline bool parse_server_frame(simdjson::dom::parser& parser, std::string_view t
   if (type == "done") {
     out.kind = ServerFrameInfo::Kind::done;
     dom::object usage;
-    if (!has_id || !get_str("finish_reason", out.finish_reason) || obj["usage"].get_object().get(usage) ||
+    if (!has_id || !get_str("finish_reason", out.finish_reason) ||
+        obj["usage"].get_object().get(usage) ||
         usage["prompt_tokens"].get_uint64().get(out.prompt_tokens) ||
         usage["completion_tokens"].get_uint64().get(out.completion_tokens)) {
       why = "done frame without id, finish_reason or usage";

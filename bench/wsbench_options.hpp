@@ -58,7 +58,8 @@ inline WsUrl parse_ws_url(std::string_view s) {
   } else {
     const std::size_t colon = authority.rfind(':');
     if (colon != std::string_view::npos) {
-      if (authority.find(':') != colon) throw bad("an IPv6 host must be in brackets: ws://[::1]:PORT");
+      if (authority.find(':') != colon)
+        throw bad("an IPv6 host must be in brackets: ws://[::1]:PORT");
       port = authority.substr(colon + 1);
       if (port.empty()) throw bad("empty port");
       authority = authority.substr(0, colon);
@@ -80,17 +81,17 @@ inline WsUrl parse_ws_url(std::string_view s) {
 
 struct Options {
   WsUrl url = parse_ws_url("ws://127.0.0.1:8080/v1/ws");
-  int64_t connections = 1;             // WebSocket connections
-  std::optional<double> rate;          // requests/s (open loop, Poisson); absent: closed loop
-  std::optional<int64_t> requests;     // total requests to issue
-  std::optional<double> duration_s;    // stop issuing after this many seconds
-  IntRange prompt_tokens{64, 64};      // words in a prompt (about one token each)
-  IntRange max_tokens{64, 64};         // max_tokens of each request
-  uint64_t seed = 0;                   // prompts, lengths and arrival times derive from it
+  int64_t connections = 1;           // WebSocket connections
+  std::optional<double> rate;        // requests/s (open loop, Poisson); absent: closed loop
+  std::optional<int64_t> requests;   // total requests to issue
+  std::optional<double> duration_s;  // stop issuing after this many seconds
+  IntRange prompt_tokens{64, 64};    // words in a prompt (about one token each)
+  IntRange max_tokens{64, 64};       // max_tokens of each request
+  uint64_t seed = 0;                 // prompts, lengths and arrival times derive from it
   float temperature = 0.0f;
   bool ignore_eos = true;
-  bool chat = false;                   // send "messages" (chat template) instead of "prompt"
-  double timeout_s = 0.0;              // hard bound on the run (after connecting)
+  bool chat = false;       // send "messages" (chat template) instead of "prompt"
+  double timeout_s = 0.0;  // hard bound on the run (after connecting)
   double connect_timeout_s = 10.0;
   bool json = false;
   bool help = false;

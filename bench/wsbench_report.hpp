@@ -21,19 +21,19 @@ inline constexpr const char* kErrTimeout = "timeout";                 // running
 inline constexpr const char* kErrNotSent = "not_sent";                // no connection to send on
 
 struct Results {
-  double duration_s = 0.0;               // first request issued -> last request ended
-  uint64_t issued = 0;                   // requests given to a connection
-  uint64_t completed = 0;                // ended with a done frame
-  uint64_t failed = 0;                   // ended with an error (server or client)
-  uint64_t prompt_tokens = 0;            // sum of usage.prompt_tokens over completed requests
-  uint64_t output_tokens = 0;            // sum of tokens received over completed requests
-  std::map<std::string, uint64_t> errors;          // by code
+  double duration_s = 0.0;                 // first request issued -> last request ended
+  uint64_t issued = 0;                     // requests given to a connection
+  uint64_t completed = 0;                  // ended with a done frame
+  uint64_t failed = 0;                     // ended with an error (server or client)
+  uint64_t prompt_tokens = 0;              // sum of usage.prompt_tokens over completed requests
+  uint64_t output_tokens = 0;              // sum of tokens received over completed requests
+  std::map<std::string, uint64_t> errors;  // by code
   std::map<std::string, uint64_t> finish_reasons;  // of completed requests
   std::map<std::string, uint64_t> untied_errors;   // error frames naming no request of ours
-  uint64_t connect_failures = 0;         // failed connection attempts (reconnects included)
-  uint64_t protocol_violations = 0;      // frames the client could not make sense of
-  uint64_t usage_mismatches = 0;         // usage.completion_tokens != tokens received
-  uint64_t peak_in_flight = 0;           // most requests running at once (all connections)
+  uint64_t connect_failures = 0;     // failed connection attempts (reconnects included)
+  uint64_t protocol_violations = 0;  // frames the client could not make sense of
+  uint64_t usage_mismatches = 0;     // usage.completion_tokens != tokens received
+  uint64_t peak_in_flight = 0;       // most requests running at once (all connections)
   std::vector<double> ttft_ms, itl_ms, tpot_ms, e2e_ms, server_ttft_ms;
 
   void add_completed(const RequestMetrics& m) {
@@ -59,7 +59,8 @@ inline double output_throughput(const Results& r) {
 }
 
 inline std::string range_text(const IntRange& r) {
-  return r.min == r.max ? std::to_string(r.min) : std::to_string(r.min) + ":" + std::to_string(r.max);
+  return r.min == r.max ? std::to_string(r.min)
+                        : std::to_string(r.min) + ":" + std::to_string(r.max);
 }
 
 inline std::string mode_text(const Options& o) {
@@ -165,7 +166,8 @@ inline std::string format_table(const Options& o, const Results& r) {
   metric("server TTFT", r.server_ttft_ms);
   if (!r.finish_reasons.empty()) {
     std::string f;
-    for (const auto& [k, n] : r.finish_reasons) f += (f.empty() ? "" : ", ") + k + " " + std::to_string(n);
+    for (const auto& [k, n] : r.finish_reasons)
+      f += (f.empty() ? "" : ", ") + k + " " + std::to_string(n);
     row("Finish reasons:", f);
   }
   if (r.errors.empty()) {
@@ -173,7 +175,8 @@ inline std::string format_table(const Options& o, const Results& r) {
   } else {
     s += "Errors by code:\n";
     for (const auto& [code, n] : r.errors) {
-      std::snprintf(line, sizeof line, "  %-34s %llu\n", code.c_str(), static_cast<unsigned long long>(n));
+      std::snprintf(line, sizeof line, "  %-34s %llu\n", code.c_str(),
+                    static_cast<unsigned long long>(n));
       s += line;
     }
   }
@@ -182,7 +185,8 @@ inline std::string format_table(const Options& o, const Results& r) {
     row(label.c_str(), std::to_string(n));
   }
   if (r.connect_failures) row("Failed connection attempts:", std::to_string(r.connect_failures));
-  if (r.protocol_violations) row("Unreadable server frames:", std::to_string(r.protocol_violations));
+  if (r.protocol_violations)
+    row("Unreadable server frames:", std::to_string(r.protocol_violations));
   if (r.usage_mismatches) row("usage != tokens received:", std::to_string(r.usage_mismatches));
   s += "============================================\n";
   return s;

@@ -5,9 +5,9 @@
 // the C++ standard leaves to each library. Header-only
 // (tests/net/wsbench_workload_test.cpp).
 #pragma once
-#include <iterator>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -35,7 +35,8 @@ class SplitMix64 {
     if (span == 0) return static_cast<int64_t>(next());
     const uint64_t limit = UINT64_MAX - UINT64_MAX % span;  // accept x < limit
     uint64_t x;
-    do x = next(); while (x >= limit);
+    do x = next();
+    while (x >= limit);
     return lo + static_cast<int64_t>(x % span);
   }
 
@@ -74,30 +75,37 @@ class PoissonArrivals {
 // tokens); so a prompt
 // of N words is about N tokens (the server's usage.prompt_tokens gives the exact count).
 inline constexpr std::string_view kWords[] = {
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at",
-    "from", "his", "her", "they", "this", "had", "not", "are", "but", "have", "were", "one",
-    "which", "all", "their", "she", "there", "been", "when", "who", "more", "will", "would", "out",
-    "also", "into", "some", "what", "time", "only", "other", "new", "about", "these", "can", "two",
-    "after", "over", "then", "first", "him", "many", "most", "may", "such", "years", "made",
-    "where", "through", "before", "like", "between", "any", "both", "later", "three", "work",
-    "well", "back", "being", "under", "during", "year", "part", "city", "world", "while", "since",
-    "known", "used", "people", "water", "life", "house", "name", "river", "school", "state",
-    "small", "great", "land", "music", "long", "high", "family", "group", "early", "light",
-    "place", "power", "night", "story", "child", "garden", "market", "winter", "summer", "stone",
-    "paper", "table", "window", "morning", "letter", "friend", "road", "horse", "field", "island",
-    "forest", "bridge", "village", "church", "mountain", "animal", "language", "number", "system",
-    "order", "point", "word", "voice", "color", "heart", "hand", "head", "body", "face", "eye",
-    "door", "wall", "floor", "room", "book", "film", "game", "song", "army", "team", "king",
-    "queen", "ship", "train", "bird", "tree", "flower", "fruit", "apple", "bread", "milk", "fire",
-    "wind", "rain", "snow", "cloud", "star", "moon", "sun", "sea", "lake", "hill", "valley",
-    "coast", "north", "south", "east", "west", "red", "blue", "green", "black", "white", "gold",
-    "silver", "iron", "glass", "wood", "cold", "warm", "dark", "bright", "quiet", "loud", "slow",
-    "fast", "young", "old", "simple", "clear", "open", "short", "deep", "strong", "soft", "hard",
-    "rich", "poor", "happy", "free", "full", "late", "good", "best", "large", "little", "low",
-    "true", "real", "close", "right", "left", "half", "whole", "every", "each", "same",
-    "different", "important", "public", "local", "social", "human", "natural", "general",
-    "common", "special", "modern", "ancient", "final", "major", "minor", "central", "political",
-    "national"};
+    "the",      "of",      "and",    "to",      "in",      "is",        "was",       "for",
+    "on",       "that",    "with",   "as",      "by",      "at",        "from",      "his",
+    "her",      "they",    "this",   "had",     "not",     "are",       "but",       "have",
+    "were",     "one",     "which",  "all",     "their",   "she",       "there",     "been",
+    "when",     "who",     "more",   "will",    "would",   "out",       "also",      "into",
+    "some",     "what",    "time",   "only",    "other",   "new",       "about",     "these",
+    "can",      "two",     "after",  "over",    "then",    "first",     "him",       "many",
+    "most",     "may",     "such",   "years",   "made",    "where",     "through",   "before",
+    "like",     "between", "any",    "both",    "later",   "three",     "work",      "well",
+    "back",     "being",   "under",  "during",  "year",    "part",      "city",      "world",
+    "while",    "since",   "known",  "used",    "people",  "water",     "life",      "house",
+    "name",     "river",   "school", "state",   "small",   "great",     "land",      "music",
+    "long",     "high",    "family", "group",   "early",   "light",     "place",     "power",
+    "night",    "story",   "child",  "garden",  "market",  "winter",    "summer",    "stone",
+    "paper",    "table",   "window", "morning", "letter",  "friend",    "road",      "horse",
+    "field",    "island",  "forest", "bridge",  "village", "church",    "mountain",  "animal",
+    "language", "number",  "system", "order",   "point",   "word",      "voice",     "color",
+    "heart",    "hand",    "head",   "body",    "face",    "eye",       "door",      "wall",
+    "floor",    "room",    "book",   "film",    "game",    "song",      "army",      "team",
+    "king",     "queen",   "ship",   "train",   "bird",    "tree",      "flower",    "fruit",
+    "apple",    "bread",   "milk",   "fire",    "wind",    "rain",      "snow",      "cloud",
+    "star",     "moon",    "sun",    "sea",     "lake",    "hill",      "valley",    "coast",
+    "north",    "south",   "east",   "west",    "red",     "blue",      "green",     "black",
+    "white",    "gold",    "silver", "iron",    "glass",   "wood",      "cold",      "warm",
+    "dark",     "bright",  "quiet",  "loud",    "slow",    "fast",      "young",     "old",
+    "simple",   "clear",   "open",   "short",   "deep",    "strong",    "soft",      "hard",
+    "rich",     "poor",    "happy",  "free",    "full",    "late",      "good",      "best",
+    "large",    "little",  "low",    "true",    "real",    "close",     "right",     "left",
+    "half",     "whole",   "every",  "each",    "same",    "different", "important", "public",
+    "local",    "social",  "human",  "natural", "general", "common",    "special",   "modern",
+    "ancient",  "final",   "major",  "minor",   "central", "political", "national"};
 
 // `words` words drawn uniformly from kWords, separated by single spaces.
 inline std::string make_prompt(SplitMix64& rng, int64_t words) {
@@ -119,8 +127,10 @@ inline proto::GenerateRequest make_request(const Options& o, uint64_t index) {
   proto::GenerateRequest r;
   r.id = "r" + std::to_string(index);
   std::string text = make_prompt(rng, words);
-  if (o.chat) r.messages.push_back(ChatMessage{"user", std::move(text)});
-  else r.prompt = std::move(text);
+  if (o.chat)
+    r.messages.push_back(ChatMessage{"user", std::move(text)});
+  else
+    r.prompt = std::move(text);
   r.max_tokens = static_cast<int>(max_tokens);
   r.sampling.temperature = o.temperature;
   r.sampling.seed = rng.next() >> 11;  // below 2^53: exact in any JSON reader

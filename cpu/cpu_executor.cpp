@@ -6,12 +6,12 @@
 #include <cstring>
 #include <string>
 
-#include "formats/common.hpp"
 #include "cpu/cpu_matmul.hpp"
 #include "cpu/cpu_ops.hpp"
+#include "cpu/thread_pool.hpp"
+#include "formats/common.hpp"
 #include "model/executor_checks.hpp"
 #include "quants/quants.hpp"
-#include "cpu/thread_pool.hpp"
 
 namespace rz {
 
@@ -166,7 +166,8 @@ std::vector<int32_t> CpuExecutor::step(const std::vector<Seq>& seqs) {
           for (int64_t d = 0; d < kv_dim_; ++d) k[d] += L.bk[d], v[d] += L.bv[d];
         }
         const float* cs = &rope_cs_[i * cfg_.n_rot];
-        for (int h = 0; h < cfg_.n_head; ++h) rope_apply(q + h * HD, cs, cfg_.n_rot, cfg_.rope_neox);
+        for (int h = 0; h < cfg_.n_head; ++h)
+          rope_apply(q + h * HD, cs, cfg_.n_rot, cfg_.rope_neox);
         for (int h = 0; h < cfg_.n_head_kv; ++h)
           rope_apply(k + h * HD, cs, cfg_.n_rot, cfg_.rope_neox);
         const size_t at = size_t(tok_pos[i]) * kv_dim_;

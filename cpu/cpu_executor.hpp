@@ -7,10 +7,10 @@
 #include <span>
 #include <vector>
 
-#include "model/model_weights.hpp"
+#include "formats/model_file.hpp"
 #include "model/executor.hpp"
 #include "model/executor_checks.hpp"
-#include "formats/model_file.hpp"
+#include "model/model_weights.hpp"
 #include "model/sampling.hpp"
 
 namespace rz {
@@ -49,7 +49,7 @@ class CpuExecutor final : public Executor {
     bool active = false;
     std::vector<int32_t> history;  // prompt + appended tokens; size() == tokens in the cache
     Sampler sampler;
-    std::vector<float> logits;     // kept logits (keep_logits_)
+    std::vector<float> logits;  // kept logits (keep_logits_)
   };
   // A run of new tokens of one slot, appended at positions history.size() - n ... - 1.
   struct Seq {
@@ -79,12 +79,12 @@ class CpuExecutor final : public Executor {
   bool keep_logits_ = false;
 
   // Step buffers, grown as needed (N = tokens in the step, S = sequences).
-  std::vector<float> x_;       // [N][n_embd] residual stream
-  std::vector<float> xn_;      // [N][n_embd] normalised input of a block
-  std::vector<float> q_;       // [N][n_head * head_dim]
-  std::vector<float> k_, v_;   // [N][n_head_kv * head_dim]
-  std::vector<float> att_;     // [N][n_head * head_dim] attention output
-  std::vector<float> tmp_;     // [N][n_embd] block output before the residual add
+  std::vector<float> x_;          // [N][n_embd] residual stream
+  std::vector<float> xn_;         // [N][n_embd] normalised input of a block
+  std::vector<float> q_;          // [N][n_head * head_dim]
+  std::vector<float> k_, v_;      // [N][n_head_kv * head_dim]
+  std::vector<float> att_;        // [N][n_head * head_dim] attention output
+  std::vector<float> tmp_;        // [N][n_embd] block output before the residual add
   std::vector<float> gate_, up_;  // [N][n_ff]
   std::vector<float> rope_cs_;    // [N][n_rot] cos/sin pairs
   std::vector<float> last_;       // [S][n_embd] final hidden state of each sequence's last token

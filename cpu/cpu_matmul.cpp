@@ -11,10 +11,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/thread_pool.hpp"
 #include "formats/common.hpp"
 #include "quants/quant_blocks.hpp"
 #include "quants/quants.hpp"
-#include "cpu/thread_pool.hpp"
 
 namespace rz {
 namespace {
@@ -52,7 +52,8 @@ struct LoadBF16 {
   static void load(const uint8_t* row, int64_t c, __m256 w[4]) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + 32 * c;
     for (int k = 0; k < 4; ++k) {
-      __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * k)));
+      __m256i v =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * k)));
       w[k] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
     }
   }
@@ -145,12 +146,14 @@ struct LoadQ6_K {
     const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row) + c / 8;
     int j = static_cast<int>(c % 8), n = j / 4, g = j % 4;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * n + 32 * (g & 1)));
+    __m256i ql =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * n + 32 * (g & 1)));
     if (g >= 2) ql = _mm256_srli_epi16(ql, 4);
     ql = _mm256_and_si256(ql, m4);
     __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * n));
     qh = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), m2);
-    __m256i q = _mm256_sub_epi8(_mm256_or_si256(ql, _mm256_slli_epi16(qh, 4)), _mm256_set1_epi8(32));
+    __m256i q =
+        _mm256_sub_epi8(_mm256_or_si256(ql, _mm256_slli_epi16(qh, 4)), _mm256_set1_epi8(32));
     float d = h2f(b->d);
     const int8_t* sc = b->scales + 8 * n + 2 * g;
     __m256 zero = _mm256_setzero_ps();
@@ -197,10 +200,14 @@ using RowFn = void (*)(const uint8_t*, const float*, int64_t, float*, int64_t);
 template <class L>
 struct Kernels {
   static constexpr RowFn fns[9] = {nullptr,
-                                   row_times_tokens<L, 1>, row_times_tokens<L, 2>,
-                                   row_times_tokens<L, 3>, row_times_tokens<L, 4>,
-                                   row_times_tokens<L, 5>, row_times_tokens<L, 6>,
-                                   row_times_tokens<L, 7>, row_times_tokens<L, 8>};
+                                   row_times_tokens<L, 1>,
+                                   row_times_tokens<L, 2>,
+                                   row_times_tokens<L, 3>,
+                                   row_times_tokens<L, 4>,
+                                   row_times_tokens<L, 5>,
+                                   row_times_tokens<L, 6>,
+                                   row_times_tokens<L, 7>,
+                                   row_times_tokens<L, 8>};
 };
 
 const RowFn* fast_kernels(GgmlType t) {
@@ -255,8 +262,8 @@ void matmul_rows(const MatmulJob& job, int n_tok, int64_t r0, int64_t r1, bool f
     for (int t0 = 0; t0 < n_tok; t0 += kTokGroup) {
       const int nt = std::min(kTokGroup, n_tok - t0);
       for (int64_t r = rb; r < re; ++r)
-        k[nt](base + (r - rb) * row_stride, job.x + t0 * cols, cols,
-              job.y + t0 * job.y_stride + r, job.y_stride);
+        k[nt](base + (r - rb) * row_stride, job.x + t0 * cols, cols, job.y + t0 * job.y_stride + r,
+              job.y_stride);
     }
   }
 }

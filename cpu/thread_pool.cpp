@@ -85,8 +85,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   work(job, 0);
   // Spin, then yield: a worker holding the last chunk may be waiting for a core.
   for (int i = 0; job.done.load(std::memory_order_acquire) < job.n_chunks; ++i) {
-    if (i < 2048) _mm_pause();
-    else std::this_thread::yield();
+    if (i < 2048)
+      _mm_pause();
+    else
+      std::this_thread::yield();
   }
   open_.store(false);
   while (active_.load() > 0) _mm_pause();

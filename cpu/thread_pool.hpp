@@ -24,8 +24,7 @@ class ThreadPool {
   // fn(begin, end, thread_index) for each; thread_index < size() is unique among the threads
   // running at the same time (use it to pick per-thread scratch). Not reentrant; fn must not
   // throw.
-  void parallel_for(int64_t n, int64_t grain,
-                    const std::function<void(int64_t, int64_t, int)>& fn);
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
 
  private:
   struct Job {
@@ -40,10 +39,10 @@ class ThreadPool {
   int n_ = 1;
   std::vector<std::thread> threads_;
   Job* job_ = nullptr;
-  std::atomic<bool> open_{false};   // job_ may be joined
-  std::atomic<int> active_{0};      // workers inside job_
+  std::atomic<bool> open_{false};  // job_ may be joined
+  std::atomic<int> active_{0};     // workers inside job_
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> sleeping_{0};    // workers blocked in generation_.wait()
+  std::atomic<int> sleeping_{0};  // workers blocked in generation_.wait()
   std::atomic<bool> stop_{false};
 };
 

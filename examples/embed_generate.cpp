@@ -23,9 +23,9 @@
 
 #include "actors/engine.hpp"
 #include "apps/executor_factory.hpp"
-#include "tokenizer/chat_template.hpp"
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace {
@@ -99,16 +99,26 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--model") model = value();
-    else if (a == "--prompt") prompt = value();
-    else if (a == "--chat") chat = true;
-    else if (a == "--max-tokens") req.max_tokens = std::atoi(value().c_str());
-    else if (a == "--temperature") req.sampling.temperature = std::strtof(value().c_str(), nullptr);
-    else if (a == "--seed") req.sampling.seed = std::strtoull(value().c_str(), nullptr, 10);
-    else if (a == "--stop") req.stop.push_back(value());
-    else if (a == "--slots") slots = std::atoi(value().c_str());
-    else if (a == "--device") device = value();
-    else return usage();
+    if (a == "--model")
+      model = value();
+    else if (a == "--prompt")
+      prompt = value();
+    else if (a == "--chat")
+      chat = true;
+    else if (a == "--max-tokens")
+      req.max_tokens = std::atoi(value().c_str());
+    else if (a == "--temperature")
+      req.sampling.temperature = std::strtof(value().c_str(), nullptr);
+    else if (a == "--seed")
+      req.sampling.seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (a == "--stop")
+      req.stop.push_back(value());
+    else if (a == "--slots")
+      slots = std::atoi(value().c_str());
+    else if (a == "--device")
+      device = value();
+    else
+      return usage();
   }
   if (model.empty() || prompt.empty()) return usage();
   if (chat)
@@ -135,7 +145,8 @@ int main(int argc, char** argv) {
     std::fputc('\n', stdout);
     int rc = 0;
     if (const auto* d = std::get_if<rz::proto::DoneFrame>(&last)) {
-      std::fprintf(stderr, "done: %s, %llu prompt tokens, %llu generated, ttft %.1f ms, total %.1f ms\n",
+      std::fprintf(stderr,
+                   "done: %s, %llu prompt tokens, %llu generated, ttft %.1f ms, total %.1f ms\n",
                    std::string(rz::proto::to_string(d->finish_reason)).c_str(),
                    static_cast<unsigned long long>(d->usage.prompt_tokens),
                    static_cast<unsigned long long>(d->usage.completion_tokens),

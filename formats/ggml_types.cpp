@@ -43,8 +43,6 @@ const TypeTraits kUnknown{};
 
 }  // namespace
 
-const TypeTraits& type_traits(uint32_t type) {
-  return type < kMaxId ? kTable[type] : kUnknown;
-}
+const TypeTraits& type_traits(uint32_t type) { return type < kMaxId ? kTable[type] : kUnknown; }
 
 }  // namespace rz

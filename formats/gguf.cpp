@@ -51,9 +51,9 @@ class Reader {
 
   void need(uint64_t n, const char* what) const {
     if (n > remaining())
-      throw file_error(f_.path(), std::string("truncated file: ") + what + " runs past the end (offset " +
-                                      std::to_string(pos_) + ", file size " +
-                                      std::to_string(f_.size()) + ")");
+      throw file_error(f_.path(), std::string("truncated file: ") + what +
+                                      " runs past the end (offset " + std::to_string(pos_) +
+                                      ", file size " + std::to_string(f_.size()) + ")");
   }
 
   [[noreturn]] void fail(const std::string& cause) const { throw file_error(f_.path(), cause); }
@@ -66,10 +66,17 @@ class Reader {
 // Smallest number of bytes one value of the type occupies (for sanity-checking counts).
 uint64_t min_value_size(GgufValueType t) {
   switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
-    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
-    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
-    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64:
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL: return 1;
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16: return 2;
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32: return 4;
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64:
     case GgufValueType::STRING: return 8;
     case GgufValueType::ARRAY: return 12;
   }
@@ -102,7 +109,8 @@ GgufValue read_value(Reader& r, GgufValueType type, int depth) {
     case GgufValueType::ARRAY: {
       if (depth >= kMaxArrayDepth) r.fail("metadata arrays nested too deeply");
       uint32_t et = r.read<uint32_t>("array element type");
-      if (!valid_value_type(et)) r.fail("unknown metadata array element type " + std::to_string(et));
+      if (!valid_value_type(et))
+        r.fail("unknown metadata array element type " + std::to_string(et));
       uint64_t n = r.read<uint64_t>("array length");
       auto elem_type = static_cast<GgufValueType>(et);
       if (n > r.remaining() / min_value_size(elem_type))
@@ -120,7 +128,9 @@ GgufValue read_value(Reader& r, GgufValueType type, int depth) {
 }
 
 template <typename T>
-bool overflows_mul(T a, T b, T& out) { return __builtin_mul_overflow(a, b, &out); }
+bool overflows_mul(T a, T b, T& out) {
+  return __builtin_mul_overflow(a, b, &out);
+}
 
 }  // namespace
 
@@ -162,10 +172,14 @@ const GgufArray& GgufValue::as_array() const {
 
 std::string GgufValue::to_display(size_t max_items) const {
   std::ostringstream os;
-  if (auto p = std::get_if<uint64_t>(&v)) os << *p;
-  else if (auto p = std::get_if<int64_t>(&v)) os << *p;
-  else if (auto p = std::get_if<double>(&v)) os << *p;
-  else if (auto p = std::get_if<bool>(&v)) os << (*p ? "true" : "false");
+  if (auto p = std::get_if<uint64_t>(&v))
+    os << *p;
+  else if (auto p = std::get_if<int64_t>(&v))
+    os << *p;
+  else if (auto p = std::get_if<double>(&v))
+    os << *p;
+  else if (auto p = std::get_if<bool>(&v))
+    os << (*p ? "true" : "false");
   else if (auto p = std::get_if<std::string>(&v)) {
     std::string s = *p;
     if (s.size() > 80) s = s.substr(0, 77) + "...";
@@ -222,8 +236,7 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   const MappedFile& mf = *g->file_;
   Reader r(mf);
 
-  if (mf.size() < 4 || r.read<uint32_t>("magic") != kMagic)
-    r.fail("not a GGUF file (bad magic)");
+  if (mf.size() < 4 || r.read<uint32_t>("magic") != kMagic) r.fail("not a GGUF file (bad magic)");
   g->version_ = r.read<uint32_t>("version");
   if (g->version_ != 2 && g->version_ != 3)
     r.fail("unsupported GGUF version " + std::to_string(g->version_) + " (rz reads 2 and 3)");
@@ -231,8 +244,12 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   uint64_t n_kv = r.read<uint64_t>("metadata count");
   // Each key/value takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor info at least
   // 8 + 4 + 4 + 8 bytes. Larger counts cannot fit in the file.
-  if (n_kv > r.remaining() / 13) r.fail("truncated or corrupt file: header declares " + std::to_string(n_kv) + " metadata entries, more than the file can hold");
-  if (n_tensors > r.remaining() / 24) r.fail("truncated or corrupt file: header declares " + std::to_string(n_tensors) + " tensors, more than the file can hold");
+  if (n_kv > r.remaining() / 13)
+    r.fail("truncated or corrupt file: header declares " + std::to_string(n_kv) +
+           " metadata entries, more than the file can hold");
+  if (n_tensors > r.remaining() / 24)
+    r.fail("truncated or corrupt file: header declares " + std::to_string(n_tensors) +
+           " tensors, more than the file can hold");
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = r.read_string("metadata key");
@@ -261,7 +278,8 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
     tv.name = r.read_string("tensor name");
     uint32_t n_dims = r.read<uint32_t>("tensor dimension count");
     if (n_dims == 0 || n_dims > kMaxDims)
-      r.fail("tensor '" + tv.name + "' has " + std::to_string(n_dims) + " dimensions (1 to 4 supported)");
+      r.fail("tensor '" + tv.name + "' has " + std::to_string(n_dims) +
+             " dimensions (1 to 4 supported)");
     tv.n_dims = static_cast<int>(n_dims);
     uint64_t n_elems = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
@@ -308,7 +326,8 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   // Overlaps: sorted by offset, each must end before the next begins.
   std::vector<size_t> order(g->tensors_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
   for (size_t k = 1; k < order.size(); ++k) {
     const TensorView& prev = g->tensors_[order[k - 1]];
     const TensorView& cur = g->tensors_[order[k]];

@@ -15,8 +15,19 @@
 namespace rz {
 
 enum class GgufValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 
 struct GgufValue;
@@ -32,8 +43,8 @@ struct GgufValue {
 
   bool is_integer() const;
   bool is_float() const;
-  int64_t as_int() const;      // throws rz::Error when not an integer/bool
-  double as_float() const;     // integers convert
+  int64_t as_int() const;   // throws rz::Error when not an integer/bool
+  double as_float() const;  // integers convert
   bool as_bool() const;
   const std::string& as_string() const;
   const GgufArray& as_array() const;

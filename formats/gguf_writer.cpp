@@ -4,8 +4,8 @@
 #include "formats/gguf_writer.hpp"
 
 #include <algorithm>
-#include <cstdint>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -92,20 +92,43 @@ GgufWriter& GgufWriter::set(const std::string& key, GgufValue v) {
   return *this;
 }
 
-GgufWriter& GgufWriter::set_u8(const std::string& k, uint8_t v) { return set(k, gguf_uint(GgufValueType::UINT8, v)); }
-GgufWriter& GgufWriter::set_i8(const std::string& k, int8_t v) { return set(k, gguf_int(GgufValueType::INT8, v)); }
-GgufWriter& GgufWriter::set_u16(const std::string& k, uint16_t v) { return set(k, gguf_uint(GgufValueType::UINT16, v)); }
-GgufWriter& GgufWriter::set_i16(const std::string& k, int16_t v) { return set(k, gguf_int(GgufValueType::INT16, v)); }
-GgufWriter& GgufWriter::set_u32(const std::string& k, uint32_t v) { return set(k, gguf_uint(GgufValueType::UINT32, v)); }
-GgufWriter& GgufWriter::set_i32(const std::string& k, int32_t v) { return set(k, gguf_int(GgufValueType::INT32, v)); }
-GgufWriter& GgufWriter::set_u64(const std::string& k, uint64_t v) { return set(k, gguf_uint(GgufValueType::UINT64, v)); }
-GgufWriter& GgufWriter::set_i64(const std::string& k, int64_t v) { return set(k, gguf_int(GgufValueType::INT64, v)); }
-GgufWriter& GgufWriter::set_f32(const std::string& k, float v) { return set(k, gguf_float(GgufValueType::FLOAT32, v)); }
-GgufWriter& GgufWriter::set_f64(const std::string& k, double v) { return set(k, gguf_float(GgufValueType::FLOAT64, v)); }
+GgufWriter& GgufWriter::set_u8(const std::string& k, uint8_t v) {
+  return set(k, gguf_uint(GgufValueType::UINT8, v));
+}
+GgufWriter& GgufWriter::set_i8(const std::string& k, int8_t v) {
+  return set(k, gguf_int(GgufValueType::INT8, v));
+}
+GgufWriter& GgufWriter::set_u16(const std::string& k, uint16_t v) {
+  return set(k, gguf_uint(GgufValueType::UINT16, v));
+}
+GgufWriter& GgufWriter::set_i16(const std::string& k, int16_t v) {
+  return set(k, gguf_int(GgufValueType::INT16, v));
+}
+GgufWriter& GgufWriter::set_u32(const std::string& k, uint32_t v) {
+  return set(k, gguf_uint(GgufValueType::UINT32, v));
+}
+GgufWriter& GgufWriter::set_i32(const std::string& k, int32_t v) {
+  return set(k, gguf_int(GgufValueType::INT32, v));
+}
+GgufWriter& GgufWriter::set_u64(const std::string& k, uint64_t v) {
+  return set(k, gguf_uint(GgufValueType::UINT64, v));
+}
+GgufWriter& GgufWriter::set_i64(const std::string& k, int64_t v) {
+  return set(k, gguf_int(GgufValueType::INT64, v));
+}
+GgufWriter& GgufWriter::set_f32(const std::string& k, float v) {
+  return set(k, gguf_float(GgufValueType::FLOAT32, v));
+}
+GgufWriter& GgufWriter::set_f64(const std::string& k, double v) {
+  return set(k, gguf_float(GgufValueType::FLOAT64, v));
+}
 GgufWriter& GgufWriter::set_bool(const std::string& k, bool v) { return set(k, gguf_bool(v)); }
-GgufWriter& GgufWriter::set_string(const std::string& k, std::string v) { return set(k, gguf_string(std::move(v))); }
+GgufWriter& GgufWriter::set_string(const std::string& k, std::string v) {
+  return set(k, gguf_string(std::move(v)));
+}
 
-GgufWriter& GgufWriter::set_string_array(const std::string& key, const std::vector<std::string>& v) {
+GgufWriter& GgufWriter::set_string_array(const std::string& key,
+                                         const std::vector<std::string>& v) {
   std::vector<GgufValue> items;
   items.reserve(v.size());
   for (const auto& s : v) items.push_back(gguf_string(s));
@@ -169,7 +192,8 @@ GgufWriter& GgufWriter::add_tensor(const std::string& name, GgmlType type, std::
 GgufWriter& GgufWriter::add_tensor_streamed(const std::string& name, GgmlType type,
                                             std::vector<int64_t> ne, TensorProducer produce) {
   const size_t size = checked_size(name, type, ne);
-  Tensor t{name, static_cast<uint32_t>(type), std::move(ne), {}, std::nullopt, std::move(produce), size};
+  Tensor t{name,         static_cast<uint32_t>(type), std::move(ne), {},
+           std::nullopt, std::move(produce),          size};
   tensors_.push_back(std::move(t));
   return *this;
 }
@@ -177,15 +201,16 @@ GgufWriter& GgufWriter::add_tensor_streamed(const std::string& name, GgmlType ty
 GgufWriter& GgufWriter::add_tensor_f32(const std::string& name, std::vector<int64_t> ne,
                                        std::span<const float> data) {
   auto bytes = std::as_bytes(data);
-  return add_tensor(name, GgmlType::F32, std::move(ne),
-                    std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                             bytes.size()));
+  return add_tensor(
+      name, GgmlType::F32, std::move(ne),
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
 GgufWriter& GgufWriter::add_tensor_raw(const std::string& name, uint32_t type,
                                        std::vector<int64_t> ne, std::vector<uint8_t> data) {
   const size_t size = data.size();
-  tensors_.push_back(Tensor{name, type, std::move(ne), std::move(data), std::nullopt, nullptr, size});
+  tensors_.push_back(
+      Tensor{name, type, std::move(ne), std::move(data), std::nullopt, nullptr, size});
   return *this;
 }
 

@@ -63,11 +63,23 @@ class GgufWriter {
                              std::vector<uint8_t> data);
 
   // ---- hooks for producing broken files (tests) --------------------------------------------
-  GgufWriter& set_magic(uint32_t magic) { magic_ = magic; return *this; }
-  GgufWriter& set_version(uint32_t version) { version_ = version; return *this; }
+  GgufWriter& set_magic(uint32_t magic) {
+    magic_ = magic;
+    return *this;
+  }
+  GgufWriter& set_version(uint32_t version) {
+    version_ = version;
+    return *this;
+  }
   // Header counts written instead of the real ones.
-  GgufWriter& override_tensor_count(uint64_t n) { tensor_count_ = n; return *this; }
-  GgufWriter& override_kv_count(uint64_t n) { kv_count_ = n; return *this; }
+  GgufWriter& override_tensor_count(uint64_t n) {
+    tensor_count_ = n;
+    return *this;
+  }
+  GgufWriter& override_kv_count(uint64_t n) {
+    kv_count_ = n;
+    return *this;
+  }
   // Offset (relative to the data section) written into a tensor's info instead of the real
   // one; the data are still placed where they would normally go.
   GgufWriter& override_tensor_offset(const std::string& name, uint64_t offset);
@@ -108,9 +120,9 @@ class GgufWriter {
 };
 
 // Helpers to build metadata values by hand (tests of every value type, nested arrays).
-GgufValue gguf_uint(GgufValueType t, uint64_t v);   // UINT8/16/32/64
-GgufValue gguf_int(GgufValueType t, int64_t v);     // INT8/16/32/64
-GgufValue gguf_float(GgufValueType t, double v);    // FLOAT32/64
+GgufValue gguf_uint(GgufValueType t, uint64_t v);  // UINT8/16/32/64
+GgufValue gguf_int(GgufValueType t, int64_t v);    // INT8/16/32/64
+GgufValue gguf_float(GgufValueType t, double v);   // FLOAT32/64
 GgufValue gguf_bool(bool v);
 GgufValue gguf_string(std::string v);
 GgufValue gguf_array(GgufValueType elem_type, std::vector<GgufValue> items);

@@ -17,7 +17,8 @@ std::string read_text_file(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
     int e = errno;
-    throw file_error(path, e == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(e));
+    throw file_error(
+        path, e == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(e));
   }
   std::string s;
   char buf[1 << 16];
@@ -56,7 +57,8 @@ class Keys {
     int64_t i;
     if (e->get_int64().get(i) == simdjson::SUCCESS) return i;
     double d;
-    if (e->get_double().get(d) == simdjson::SUCCESS && std::nearbyint(d) == d && std::fabs(d) < 1e15)
+    if (e->get_double().get(d) == simdjson::SUCCESS && std::nearbyint(d) == d &&
+        std::fabs(d) < 1e15)
       return static_cast<int64_t>(d);
     fail(key, "must be an integer");
   }
@@ -143,7 +145,8 @@ RopeScaling parse_rope_scaling(const Keys& top, const char* dict_key, int max_po
     // RopeScaling carries only factor and original context, so the executor must use YaRN's
     // defaults (beta_fast 32, beta_slow 1, attention factor 0.1 * ln(factor) + 1); a config that
     // sets others would silently compute a different model.
-    if (k.float_or("beta_fast", 32.0f) != 32.0f) k.fail("beta_fast", "other than 32 is not supported");
+    if (k.float_or("beta_fast", 32.0f) != 32.0f)
+      k.fail("beta_fast", "other than 32 is not supported");
     if (k.float_or("beta_slow", 1.0f) != 1.0f) k.fail("beta_slow", "other than 1 is not supported");
     for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"})
       if (k.find(key)) k.fail(key, "is not supported");
@@ -183,9 +186,12 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   auto model_type = k.opt_string("model_type");
   if (!model_type) k.fail("model_type", "is missing");
   ModelConfig c;
-  if (*model_type == "llama") c.arch = Arch::Llama;
-  else if (*model_type == "qwen2") c.arch = Arch::Qwen2;
-  else if (*model_type == "mistral") c.arch = Arch::Mistral;
+  if (*model_type == "llama")
+    c.arch = Arch::Llama;
+  else if (*model_type == "qwen2")
+    c.arch = Arch::Qwen2;
+  else if (*model_type == "mistral")
+    c.arch = Arch::Mistral;
   else
     throw file_error(where, "unsupported model_type \"" + *model_type +
                                 "\" (rz supports llama, qwen2, mistral)");
@@ -215,7 +221,8 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   if (auto rp = k.find("rope_parameters")) {  // transformers 5: theta lives in the dict
     rope_dict = "rope_parameters";
     object ro;
-    if (rp->get_object().get(ro) != simdjson::SUCCESS) k.fail("rope_parameters", "must be an object");
+    if (rp->get_object().get(ro) != simdjson::SUCCESS)
+      k.fail("rope_parameters", "must be an object");
     c.rope_theta = Keys(ro, where, "rope_parameters.").float_or("rope_theta", c.rope_theta);
   }
   c.norm_eps = k.float_or("rms_norm_eps", 1e-6f);

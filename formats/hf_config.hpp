@@ -3,8 +3,9 @@
 // LlamaConfig / Qwen2Config / MistralConfig for the optional keys (checked against transformers
 // by tests/golden/make_hf_config_golden.py); the structural keys (hidden_size,
 // num_hidden_layers, num_attention_heads, intermediate_size, vocab_size) are required. Rope
-// settings come from "rope_parameters" (transformers 5) or rope_theta + "rope_scaling". sliding_window / use_sliding_window are ignored: rz attends over the whole context,
-// which matches these models up to the window length (4096 for Mistral 7B v0.1).
+// settings come from "rope_parameters" (transformers 5) or rope_theta + "rope_scaling".
+// sliding_window / use_sliding_window are ignored: rz attends over the whole context, which matches
+// these models up to the window length (4096 for Mistral 7B v0.1).
 #pragma once
 #include <string>
 #include <string_view>

@@ -16,7 +16,8 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
-    throw file_error(path, e == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(e));
+    throw file_error(
+        path, e == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(e));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

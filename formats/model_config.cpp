@@ -30,7 +30,9 @@ const char* arch_name(Arch a) {
 }
 
 void ModelConfig::validate(const std::string& where) const {
-  auto fail = [&](const std::string& cause) { throw file_error(where, "invalid model config: " + cause); };
+  auto fail = [&](const std::string& cause) {
+    throw file_error(where, "invalid model config: " + cause);
+  };
   auto positive = [&](const char* name, int v) {
     if (v <= 0) fail(std::string(name) + " must be positive (got " + std::to_string(v) + ")");
   };
@@ -50,14 +52,16 @@ void ModelConfig::validate(const std::string& where) const {
     fail("n_rot " + std::to_string(n_rot) + " must be even and at most head_dim " +
          std::to_string(head_dim));
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) fail("rope_theta must be positive");
-  if (!(norm_eps > 0) || !std::isfinite(norm_eps) || norm_eps >= 1) fail("norm_eps must be in (0, 1)");
+  if (!(norm_eps > 0) || !std::isfinite(norm_eps) || norm_eps >= 1)
+    fail("norm_eps must be in (0, 1)");
   if (rope_scaling.type != RopeScaling::Type::None) {
     if (!(rope_scaling.factor > 0) || !std::isfinite(rope_scaling.factor))
       fail("rope scaling factor must be positive");
     if (rope_scaling.type != RopeScaling::Type::Linear && rope_scaling.original_context <= 0)
       fail("rope scaling needs the original context length");
     if (rope_scaling.type == RopeScaling::Type::Llama3 &&
-        !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor && rope_scaling.low_freq_factor > 0))
+        !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
+          rope_scaling.low_freq_factor > 0))
       fail("llama3 rope scaling needs high_freq_factor > low_freq_factor > 0");
   }
   if (!rope_freq_factors.empty()) {
@@ -79,17 +83,21 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   auto arch_s = f.get_string("general.architecture");
   if (!arch_s) throw file_error(path, "metadata key 'general.architecture' is missing");
   ModelConfig c;
-  if (*arch_s == "llama") c.arch = Arch::Llama;
-  else if (*arch_s == "qwen2") c.arch = Arch::Qwen2;
-  else if (*arch_s == "mistral") c.arch = Arch::Mistral;
+  if (*arch_s == "llama")
+    c.arch = Arch::Llama;
+  else if (*arch_s == "qwen2")
+    c.arch = Arch::Qwen2;
+  else if (*arch_s == "mistral")
+    c.arch = Arch::Mistral;
   else
-    throw file_error(path, "unsupported architecture '" + *arch_s +
-                               "' (rz supports llama, qwen2, mistral)");
+    throw file_error(
+        path, "unsupported architecture '" + *arch_s + "' (rz supports llama, qwen2, mistral)");
   const std::string p = *arch_s + ".";
 
   auto in_range = [&](const std::string& key, int64_t v) {
     if (v < 0 || v > (int64_t{1} << 30))
-      throw file_error(path, "metadata key '" + key + "' is out of range (" + std::to_string(v) + ")");
+      throw file_error(path,
+                       "metadata key '" + key + "' is out of range (" + std::to_string(v) + ")");
     return static_cast<int>(v);
   };
   auto opt_int = [&](const std::string& key) -> std::optional<int> {
@@ -114,7 +122,8 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   c.n_ff = req_int(p + "feed_forward_length");
   c.n_head = req_int(p + "attention.head_count");
   c.n_head_kv = opt_int(p + "attention.head_count_kv").value_or(c.n_head);
-  if (c.n_head <= 0) throw file_error(path, "metadata key '" + p + "attention.head_count' must be positive");
+  if (c.n_head <= 0)
+    throw file_error(path, "metadata key '" + p + "attention.head_count' must be positive");
   c.head_dim = opt_int(p + "attention.key_length").value_or(c.n_embd / c.n_head);
   if (auto vl = opt_int(p + "attention.value_length"); vl && *vl != c.head_dim)
     throw file_error(path, "attention.value_length " + std::to_string(*vl) +
@@ -128,8 +137,10 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   } else {
     const GgufValue* toks = f.find("tokenizer.ggml.tokens");
     if (!toks || toks->type != GgufValueType::ARRAY)
-      throw file_error(path, "neither '" + p + "vocab_size' nor 'tokenizer.ggml.tokens' is present");
-    c.n_vocab = in_range("tokenizer.ggml.tokens", static_cast<int64_t>(toks->as_array().items.size()));
+      throw file_error(path,
+                       "neither '" + p + "vocab_size' nor 'tokenizer.ggml.tokens' is present");
+    c.n_vocab =
+        in_range("tokenizer.ggml.tokens", static_cast<int64_t>(toks->as_array().items.size()));
   }
 
   // Rope scaling. Older files say "rope.scale_linear" (a float) instead.
@@ -140,7 +151,8 @@ ModelConfig config_from_gguf(const GgufFile& f) {
     } else if (*type == "yarn") {
       c.rope_scaling.type = RopeScaling::Type::Yarn;
     } else {
-      throw file_error(path, "unsupported rope scaling type '" + *type + "' (rz supports none, linear, yarn)");
+      throw file_error(
+          path, "unsupported rope scaling type '" + *type + "' (rz supports none, linear, yarn)");
     }
     if (c.rope_scaling.type != RopeScaling::Type::None) {
       c.rope_scaling.factor = req_float(p + "rope.scaling.factor");

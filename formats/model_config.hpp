@@ -24,7 +24,7 @@ struct RopeScaling {
 struct ModelConfig {
   Arch arch = Arch::Llama;
   int n_vocab = 0;
-  int n_embd = 0;       // hidden size
+  int n_embd = 0;  // hidden size
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;    // grouped-query attention: n_head % n_head_kv == 0

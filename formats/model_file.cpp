@@ -79,25 +79,30 @@ void check_tensors(const ModelFile& m) {
                                      ", expected " + shape_str(ex.ne));
     const TypeTraits& tr = type_traits(t->type);
     if (!tr.can_dequantize)
-      throw file_error(m.path(), "tensor '" + name + "' has type " +
-                                     (tr.name.empty() ? std::to_string(static_cast<uint32_t>(t->type))
-                                                      : std::string(tr.name)) +
-                                     ", which rz cannot dequantize");
+      throw file_error(m.path(),
+                       "tensor '" + name + "' has type " +
+                           (tr.name.empty() ? std::to_string(static_cast<uint32_t>(t->type))
+                                            : std::string(tr.name)) +
+                           ", which rz cannot dequantize");
   }
   for (const TensorView& t : m.tensors())
     if (!expected.count(t.name))
       throw file_error(m.path(), "unexpected tensor '" + t.name + "' (" +
-                                     arch_name(m.config().arch) + " models as rz runs them have no such weight)");
+                                     arch_name(m.config().arch) +
+                                     " models as rz runs them have no such weight)");
 }
 
 class GgufModel final : public ModelFile {
  public:
-  explicit GgufModel(std::shared_ptr<GgufFile> f) : f_(std::move(f)), config_(config_from_gguf(*f_)) {}
+  explicit GgufModel(std::shared_ptr<GgufFile> f)
+      : f_(std::move(f)), config_(config_from_gguf(*f_)) {}
   const std::string& path() const override { return f_->path(); }
   std::string_view format() const override { return "gguf"; }
   const ModelConfig& config() const override { return config_; }
   const std::vector<TensorView>& tensors() const override { return f_->tensors(); }
-  const TensorView* find_tensor(std::string_view name) const override { return f_->find_tensor(name); }
+  const TensorView* find_tensor(std::string_view name) const override {
+    return f_->find_tensor(name);
+  }
   std::shared_ptr<const GgufFile> gguf() const override { return f_; }
 
  private:
@@ -108,10 +113,13 @@ class GgufModel final : public ModelFile {
 class SafetensorsModel final : public ModelFile {
  public:
   // `path` is a .safetensors file or a directory; `dir` holds config.json.
-  SafetensorsModel(std::string path, std::string dir) : path_(std::move(path)), dir_(std::move(dir)) {
+  SafetensorsModel(std::string path, std::string dir)
+      : path_(std::move(path)), dir_(std::move(dir)) {
     SafetensorsShards shards;
-    if (fs::is_directory(path_)) shards = find_safetensors_shards(path_);
-    else shards.files = {path_};
+    if (fs::is_directory(path_))
+      shards = find_safetensors_shards(path_);
+    else
+      shards.files = {path_};
     for (const auto& file : shards.files) {
       files_.push_back(SafetensorsFile::open(file));
       const SafetensorsFile& sf = *files_.back();
@@ -130,7 +138,8 @@ class SafetensorsModel final : public ModelFile {
       }
       for (const auto& [name, shard] : shards.weight_map)
         if (fs::path(file).filename() == shard && !sf.find_tensor(name))
-          throw file_error(file, "tensor '" + name + "' listed in model.safetensors.index.json is missing");
+          throw file_error(
+              file, "tensor '" + name + "' listed in model.safetensors.index.json is missing");
     }
     config_ = read_hf_config((fs::path(dir_) / "config.json").string());
   }

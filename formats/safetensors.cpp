@@ -69,10 +69,11 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   if (mf.size() < 8) fail("not a safetensors file (shorter than its 8-byte header length)");
   uint64_t hlen;
   std::memcpy(&hlen, mf.data(), 8);
-  if (hlen > kMaxHeader) fail("not a safetensors file (header length " + std::to_string(hlen) + " is implausible)");
+  if (hlen > kMaxHeader)
+    fail("not a safetensors file (header length " + std::to_string(hlen) + " is implausible)");
   if (hlen > mf.size() - 8)
-    fail("truncated file: header of " + std::to_string(hlen) + " bytes runs past the end (file size " +
-         std::to_string(mf.size()) + ")");
+    fail("truncated file: header of " + std::to_string(hlen) +
+         " bytes runs past the end (file size " + std::to_string(mf.size()) + ")");
   st->data_offset_ = 8 + hlen;
   const uint64_t data_size = mf.size() - st->data_offset_;
 
@@ -83,9 +84,13 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     fail(std::string("not a safetensors file (header is not valid JSON: ") +
          simdjson::error_message(err) + ")");
   simdjson::dom::object obj;
-  if (root.get_object().get(obj) != simdjson::SUCCESS) fail("safetensors header is not a JSON object");
+  if (root.get_object().get(obj) != simdjson::SUCCESS)
+    fail("safetensors header is not a JSON object");
 
-  struct Range { uint64_t begin, end; size_t idx; };
+  struct Range {
+    uint64_t begin, end;
+    size_t idx;
+  };
   std::vector<Range> ranges;
   for (auto field : obj) {
     std::string name(field.key);
@@ -106,7 +111,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     uint64_t n = 1;
     for (auto d : shape) {
       uint64_t v;
-      if (d.get_uint64().get(v) != simdjson::SUCCESS) bad("shape entries must be non-negative integers");
+      if (d.get_uint64().get(v) != simdjson::SUCCESS)
+        bad("shape entries must be non-negative integers");
       if (v > (uint64_t{1} << 40) || __builtin_mul_overflow(n, v, &n) || n > (uint64_t{1} << 42))
         bad("shape is too large");
       dims.push_back(v);
@@ -167,16 +173,23 @@ std::optional<std::string> hf_to_gguf_name(std::string_view n) {
   n.remove_prefix(digits + 1);
 
   std::string_view suffix;
-  if (n.ends_with(".weight")) suffix = ".weight";
-  else if (n.ends_with(".bias")) suffix = ".bias";
-  else return std::nullopt;
+  if (n.ends_with(".weight"))
+    suffix = ".weight";
+  else if (n.ends_with(".bias"))
+    suffix = ".bias";
+  else
+    return std::nullopt;
   n.remove_suffix(suffix.size());
 
   static const std::pair<std::string_view, std::string_view> kMap[] = {
-      {"self_attn.q_proj", "attn_q"},     {"self_attn.k_proj", "attn_k"},
-      {"self_attn.v_proj", "attn_v"},     {"self_attn.o_proj", "attn_output"},
-      {"mlp.gate_proj", "ffn_gate"},      {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"},      {"input_layernorm", "attn_norm"},
+      {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"},
+      {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},
+      {"input_layernorm", "attn_norm"},
       {"post_attention_layernorm", "ffn_norm"},
   };
   for (const auto& [hf, gg] : kMap)
@@ -204,9 +217,11 @@ SafetensorsShards find_safetensors_shards(const std::string& dir) {
     for (auto field : wm) {
       std::string_view file;
       if (field.value.get_string().get(file) != simdjson::SUCCESS)
-        throw file_error(ipath, "weight_map entry '" + std::string(field.key) + "' is not a string");
+        throw file_error(ipath,
+                         "weight_map entry '" + std::string(field.key) + "' is not a string");
       if (file.find('/') != std::string_view::npos || file == "." || file == "..")
-        throw file_error(ipath, "weight_map names a file outside the directory: " + std::string(file));
+        throw file_error(ipath,
+                         "weight_map names a file outside the directory: " + std::string(file));
       out.weight_map.emplace(std::string(field.key), std::string(file));
       files.insert(std::string(file));
     }
@@ -243,7 +258,8 @@ std::vector<uint8_t> safetensors_bytes(const std::vector<SafetensorsEntry>& entr
   uint64_t off = 0;
   for (const auto& e : entries) {
     sep();
-    h << '"' << json_escape(e.name) << "\":{\"dtype\":\"" << json_escape(e.dtype) << "\",\"shape\":[";
+    h << '"' << json_escape(e.name) << "\":{\"dtype\":\"" << json_escape(e.dtype)
+      << "\",\"shape\":[";
     for (size_t i = 0; i < e.shape.size(); ++i) h << (i ? "," : "") << e.shape[i];
     h << "],\"data_offsets\":[" << off << ',' << off + e.data.size() << "]}";
     off += e.data.size();

@@ -50,16 +50,16 @@ std::optional<std::string> hf_to_gguf_name(std::string_view hf_name);
 // weight_map, tensor name → file name) when present, otherwise every *.safetensors file in the
 // directory, sorted by name. Throws rz::Error naming the directory when there are none.
 struct SafetensorsShards {
-  std::vector<std::string> files;                  // full paths
-  std::map<std::string, std::string> weight_map;   // empty without an index file
+  std::vector<std::string> files;                 // full paths
+  std::map<std::string, std::string> weight_map;  // empty without an index file
 };
 SafetensorsShards find_safetensors_shards(const std::string& dir);
 
 // ---- writing (tests, synthetic models) --------------------------------------------------------
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;            // "F32", "F16", "BF16" (any string is written as given)
-  std::vector<int64_t> shape;   // safetensors order (row-major)
+  std::string dtype;           // "F32", "F16", "BF16" (any string is written as given)
+  std::vector<int64_t> shape;  // safetensors order (row-major)
   std::vector<uint8_t> data;
 };
 // A complete file: header (padded with spaces to a multiple of 8 bytes) then the data of each

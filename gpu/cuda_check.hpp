@@ -23,9 +23,9 @@ namespace rz::gpu {
 
 }  // namespace rz::gpu
 
-#define RZ_CUBLAS_CHECK(expr)                                                   \
-  do {                                                                          \
-    cublasStatus_t rz_cublas_st_ = (expr);                                      \
-    if (rz_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                 \
-      ::rz::gpu::throw_cublas(rz_cublas_st_, #expr, __FILE__, __LINE__);        \
+#define RZ_CUBLAS_CHECK(expr)                                            \
+  do {                                                                   \
+    cublasStatus_t rz_cublas_st_ = (expr);                               \
+    if (rz_cublas_st_ != CUBLAS_STATUS_SUCCESS)                          \
+      ::rz::gpu::throw_cublas(rz_cublas_st_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -14,8 +14,8 @@
 #include <climits>
 #include <string>
 
-#include "gpu/cuda_check.hpp"
 #include "formats/common.hpp"
+#include "gpu/cuda_check.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -27,8 +27,10 @@ void check_shape(const char* fn, const void* w, const void* x, const float* y, i
   const std::string what = std::string(fn) + " [" + std::to_string(n_tokens) + ", " +
                            std::to_string(cols) + "] x [" + std::to_string(rows) + ", " +
                            std::to_string(cols) + "]ᵀ";
-  if (rows < 1 || cols < 1 || n_tokens < 0) throw Error(what + ": rows and cols must be >= 1, n_tokens >= 0");
-  if (rows > INT_MAX || cols > INT_MAX || n_tokens > INT_MAX) throw Error(what + ": a dimension exceeds INT_MAX");
+  if (rows < 1 || cols < 1 || n_tokens < 0)
+    throw Error(what + ": rows and cols must be >= 1, n_tokens >= 0");
+  if (rows > INT_MAX || cols > INT_MAX || n_tokens > INT_MAX)
+    throw Error(what + ": a dimension exceeds INT_MAX");
   if (n_tokens > 0 && (!w || !x || !y)) throw Error(what + ": null pointer");
 }
 
@@ -75,8 +77,8 @@ void Gemm::matmul_f32(const float* w, const float* x, float* y, int64_t rows, in
   const float alpha = 1.0f, beta = 0.0f;
   const int m = static_cast<int>(rows), n = static_cast<int>(n_tokens), k = static_cast<int>(cols);
   // The handle's math mode is the default (CUBLAS_DEFAULT_MATH): no TF32 for Sgemm.
-  RZ_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, k, x, k, &beta,
-                              y, m));
+  RZ_CUBLAS_CHECK(
+      cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, k, x, k, &beta, y, m));
 }
 
 void Gemm::matmul_x16(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
@@ -86,10 +88,10 @@ void Gemm::matmul_x16(HalfType type, const void* w, const void* x16, float* y, i
   if (n_tokens == 0) return;
   const float alpha = 1.0f, beta = 0.0f;  // beta = 0: y is not read, so it may hold garbage
   const int m = static_cast<int>(rows), n = static_cast<int>(n_tokens), k = static_cast<int>(cols);
-  RZ_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, cuda_type(type),
-                               k, x16, cuda_type(type), k, &beta, y, CUDA_R_32F,
-                               ldy > 0 ? static_cast<int>(ldy) : m,
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  RZ_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w,
+                               cuda_type(type), k, x16, cuda_type(type), k, &beta, y, CUDA_R_32F,
+                               ldy > 0 ? static_cast<int>(ldy) : m, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace rz::gpu

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <string>
 
-#include "gpu/gpu_executor_impl.hpp"
 #include "formats/common.hpp"
-#include "model/executor_checks.hpp"
+#include "gpu/gpu_executor_impl.hpp"
 #include "kernels/argmax.hpp"
 #include "kernels/rope.hpp"
+#include "model/executor_checks.hpp"
 #include "model/rope_freqs.hpp"
 
 namespace rz::gpu {
@@ -178,8 +178,8 @@ void GpuExecutor::Impl::plan_kv_cache() {
   }
   blocks = std::min<int64_t>(blocks, 1 << 30);
   if (blocks < per_slot)
-    throw Error("cuda executor: device memory for " + std::to_string(blocks) +
-                " KV blocks of " + std::to_string(bs) + " tokens, fewer than one context of " +
+    throw Error("cuda executor: device memory for " + std::to_string(blocks) + " KV blocks of " +
+                std::to_string(bs) + " tokens, fewer than one context of " +
                 std::to_string(max_ctx) + " tokens needs (" + std::to_string(per_slot) +
                 "); lower --context or raise the memory fraction");
   shape = KvCacheShape{int(blocks), cfg.n_head_kv, bs, cfg.head_dim};

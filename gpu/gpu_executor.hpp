@@ -1,6 +1,7 @@
 // The CUDA executor: the same Llama-family forward pass as the CPU executor (cpu/cpu_executor.hpp)
 // on one GPU. Weights stay on the device in their stored GGUF types (F32 matrices become F16);
-// activations are fp32, the KV cache fp16 in fixed-size blocks shared by all slots (gpu/kv_blocks.hpp).
+// activations are fp32, the KV cache fp16 in fixed-size blocks shared by all slots
+// (gpu/kv_blocks.hpp).
 //
 // One step, N tokens of S sequences (all prefill or all decode):
 //   embedding gather -> per layer: RMSNorm, Q/K/V matmuls (+bias), RoPE, KV append, attention
@@ -30,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "model/executor.hpp"
 #include "formats/model_file.hpp"
+#include "model/executor.hpp"
 
 namespace rz::gpu {
 
@@ -44,17 +45,18 @@ struct GpuExecutorOptions {
   int64_t kv_blocks = 0;            // > 0: exactly this many blocks (tests), ignoring the fraction
   int max_step_tokens = 4096;       // tokens one prefill step may hold (sizes the scratch buffers)
   bool cuda_graphs = true;          // decode steps replay a CUDA graph captured per batch size
-  int64_t gemm_scratch_elems = int64_t{64} << 20;  // dequantized weights per GEMM slice (tests: small)
+  int64_t gemm_scratch_elems = int64_t{64}
+                               << 20;  // dequantized weights per GEMM slice (tests: small)
 };
 
 // What went where, for `rz serve` to log and tests to check.
 struct GpuMemoryPlan {
   std::string device_name;
-  size_t total_bytes = 0;        // device memory
-  size_t free_at_start = 0;      // free before the executor allocated anything
-  size_t weight_bytes = 0;       // weights on the device
-  size_t scratch_bytes = 0;      // activations, workspaces, dequant scratch
-  size_t kv_bytes = 0;           // K and V caches, all layers
+  size_t total_bytes = 0;    // device memory
+  size_t free_at_start = 0;  // free before the executor allocated anything
+  size_t weight_bytes = 0;   // weights on the device
+  size_t scratch_bytes = 0;  // activations, workspaces, dequant scratch
+  size_t kv_bytes = 0;       // K and V caches, all layers
   int64_t kv_blocks = 0;
   int kv_block_size = 0;
   int slots = 0;

@@ -24,14 +24,14 @@ namespace rz::gpu {
 // Byte offsets of one step's arguments inside one buffer (host pinned and device alike), each
 // piece 256-byte aligned.
 struct StepArgsLayout {
-  size_t ids = 0;          // [cap] int32 token ids
-  size_t pos = 0;          // [cap] int32 positions
-  size_t rows = 0;         // [cap] int64 KV cache rows
-  size_t tables = 0;       // [slots, table_stride] int32 block tables, one row per sequence
-  size_t ctx_lens = 0;     // [slots] int32 cached tokens per sequence after this step
-  size_t cu_seqlens = 0;   // [slots + 1] int32
-  size_t sample = 0;       // [slots] SampleRow
-  size_t penalty = 0;      // [max_penalty] int32
+  size_t ids = 0;         // [cap] int32 token ids
+  size_t pos = 0;         // [cap] int32 positions
+  size_t rows = 0;        // [cap] int64 KV cache rows
+  size_t tables = 0;      // [slots, table_stride] int32 block tables, one row per sequence
+  size_t ctx_lens = 0;    // [slots] int32 cached tokens per sequence after this step
+  size_t cu_seqlens = 0;  // [slots + 1] int32
+  size_t sample = 0;      // [slots] SampleRow
+  size_t penalty = 0;     // [max_penalty] int32
   size_t total = 0;
   int64_t max_penalty = 0;
   static StepArgsLayout make(int cap, int slots, int table_stride, int64_t max_penalty);
@@ -46,8 +46,8 @@ struct GpuExecutor::Impl {
     bool active = false;
     std::vector<int32_t> history;  // prompt + appended tokens: size() == tokens in the cache
     SamplingParams sampling;
-    std::mt19937_64 rng;           // the same stream the CPU Sampler draws from
-    std::vector<float> logits;     // kept logits (keep_logits)
+    std::mt19937_64 rng;        // the same stream the CPU Sampler draws from
+    std::vector<float> logits;  // kept logits (keep_logits)
   };
   // Tokens [start, start + n) of a slot's history, run in this step.
   struct Seq {
@@ -94,7 +94,7 @@ struct GpuExecutor::Impl {
   GpuWeights w;
   std::unique_ptr<Gemm> gemm;
   DeviceBuffer<float> inv_freq;
-  DeviceBuffer<float> rope_cs;   // [max_ctx, n_rot] cos/sin of every position (kernels/rope.hpp)
+  DeviceBuffer<float> rope_cs;  // [max_ctx, n_rot] cos/sin of every position (kernels/rope.hpp)
   float attn_factor = 1.0f;
 
   KvCacheShape shape;
@@ -102,16 +102,16 @@ struct GpuExecutor::Impl {
   std::unique_ptr<KvBlockAllocator> alloc;
 
   // Scratch (cap = tokens per pass, S = slots).
-  DeviceBuffer<float> x, xn, tmp;   // [cap, n_embd]
-  DeviceBuffer<float> q, att;       // [cap, n_head * head_dim]
-  DeviceBuffer<float> k, v;         // [cap, n_head_kv * head_dim]
-  DeviceBuffer<float> gate, up;     // [cap, n_ff]
-  DeviceBuffer<float> qkv;          // [cap, q_dim + 2 kv_dim] fused Q/K/V rows (fused_qkv layers)
-  DeviceBuffer<float> gu;           // [cap, 2 n_ff] fused gate/up rows (fused_gate_up layers)
+  DeviceBuffer<float> x, xn, tmp;  // [cap, n_embd]
+  DeviceBuffer<float> q, att;      // [cap, n_head * head_dim]
+  DeviceBuffer<float> k, v;        // [cap, n_head_kv * head_dim]
+  DeviceBuffer<float> gate, up;    // [cap, n_ff]
+  DeviceBuffer<float> qkv;         // [cap, q_dim + 2 kv_dim] fused Q/K/V rows (fused_qkv layers)
+  DeviceBuffer<float> gu;          // [cap, 2 n_ff] fused gate/up rows (fused_gate_up layers)
   DeviceBuffer<float> last, last_norm;  // [S, n_embd] final hidden rows of finished sequences
-  DeviceBuffer<float> logits;       // [S, n_vocab]
-  DeviceBuffer<uint16_t> x16;       // [cap, max cols] fp16 activations for the GEMM path
-  DeviceBuffer<uint16_t> w16;       // dequantized weight rows for the GEMM path
+  DeviceBuffer<float> logits;           // [S, n_vocab]
+  DeviceBuffer<uint16_t> x16;           // [cap, max cols] fp16 activations for the GEMM path
+  DeviceBuffer<uint16_t> w16;           // dequantized weight rows for the GEMM path
   int64_t w16_elems = 0;
   DeviceBuffer<uint8_t> attn_ws;
   DeviceBuffer<uint8_t> sample_ws;
@@ -121,7 +121,7 @@ struct GpuExecutor::Impl {
   StepArgsLayout args_layout;
   DeviceBuffer<uint8_t> args_dev;
   std::unique_ptr<uint8_t, CudaHostFree> args_host;
-  DeviceBuffer<int32_t> out_dev;               // [S] sampled ids
+  DeviceBuffer<int32_t> out_dev;  // [S] sampled ids
   std::unique_ptr<int32_t, CudaHostFree> out_host;
   std::vector<cudaGraphExec_t> decode_graphs;  // [slots + 1], by batch size; null until captured
 };

@@ -114,8 +114,8 @@ void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode
     cu[p + 1] = n;
   }
   const int N = n;
-  RZ_CUDA_CHECK(cudaMemcpyAsync(args_dev.get(), h, args_layout.sample, cudaMemcpyHostToDevice,
-                                stream));
+  RZ_CUDA_CHECK(
+      cudaMemcpyAsync(args_dev.get(), h, args_layout.sample, cudaMemcpyHostToDevice, stream));
 
   // Sequences whose last token is in this pass get a logits row.
   out_slots.clear();
@@ -190,15 +190,15 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
       // q out dense for attention and k, v into the cache.
       matmul(L.wqkv, xn.get(), qkv.get(), N);
       qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
-               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc,
-               vc, qp_args, stream);
+               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
+               qp_args, stream);
     } else {
       matmul(L.wq, xn.get(), qkv.get(), N);  // dense q rows [N, q_dim]
       matmul(L.wk, xn.get(), k.get(), N);
       matmul(L.wv, xn.get(), v.get(), N);
       qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
-               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc,
-               vc, qp_sep, stream);
+               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
+               qp_sep, stream);
     }
     if (use_decode) {
       AttentionDecodeArgs a;
@@ -346,7 +346,8 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   tokens.assign(out_host.get(), out_host.get() + R);
   for (int32_t t : tokens)
-    if (t < 0 || t >= V) throw Error("cuda executor: sampling produced token id " + std::to_string(t));
+    if (t < 0 || t >= V)
+      throw Error("cuda executor: sampling produced token id " + std::to_string(t));
 }
 
 }  // namespace rz::gpu

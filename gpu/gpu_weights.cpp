@@ -5,10 +5,10 @@
 #include <initializer_list>
 #include <string>
 
+#include "formats/common.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemv.hpp"
-#include "formats/common.hpp"
 #include "model/model_weights.hpp"
 
 namespace rz::gpu {
@@ -39,8 +39,9 @@ DeviceMatrix stacked(const ModelFile& f, std::initializer_list<const TensorView*
                      size_t& total) {
   const TensorView& first = **parts.begin();
   if (!gpu_matrix_supported(first.type, first.cols()))
-    throw file_error(f.path(), first.name + " has type " + std::string(type_traits(first.type).name) +
-                                   " with " + std::to_string(first.cols()) +
+    throw file_error(f.path(), first.name + " has type " +
+                                   std::string(type_traits(first.type).name) + " with " +
+                                   std::to_string(first.cols()) +
                                    " columns, which the CUDA executor cannot multiply");
   DeviceMatrix m;
   m.type = first.type;

@@ -6,17 +6,17 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpu/device_buffer.hpp"
 #include "formats/ggml_types.hpp"
 #include "formats/model_file.hpp"
+#include "gpu/device_buffer.hpp"
 
 namespace rz::gpu {
 
 struct DeviceMatrix {
   GgmlType type = GgmlType::F32;
-  int64_t rows = 0, cols = 0;        // [rows][cols], GGUF row layout
+  int64_t rows = 0, cols = 0;  // [rows][cols], GGUF row layout
   size_t row_bytes = 0;
-  DeviceBuffer<uint8_t> data;        // rows * row_bytes bytes
+  DeviceBuffer<uint8_t> data;  // rows * row_bytes bytes
   const void* ptr() const { return data.get(); }
 };
 
@@ -27,21 +27,21 @@ struct GpuLayerWeights {
   DeviceBuffer<float> attn_norm, ffn_norm;  // [n_embd]
   DeviceBuffer<float> bq, bk, bv;           // biases (empty unless qkv_bias)
   DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
-  DeviceMatrix wqkv;                        // [q_dim + 2 kv_dim][n_embd] when fused_qkv
-  DeviceMatrix w_gate_up;                   // [2 n_ff][n_embd] when fused_gate_up
+  DeviceMatrix wqkv;       // [q_dim + 2 kv_dim][n_embd] when fused_qkv
+  DeviceMatrix w_gate_up;  // [2 n_ff][n_embd] when fused_gate_up
   bool fused_qkv = false, fused_gate_up = false;
 };
 
 struct GpuWeights {
-  DeviceMatrix token_embd;            // [n_vocab][n_embd]
-  DeviceMatrix output_own;            // output.weight when the model has one
-  bool tied = false;                  // output = token_embd
-  DeviceBuffer<float> output_norm;    // [n_embd]
+  DeviceMatrix token_embd;          // [n_vocab][n_embd]
+  DeviceMatrix output_own;          // output.weight when the model has one
+  bool tied = false;                // output = token_embd
+  DeviceBuffer<float> output_norm;  // [n_embd]
   std::vector<GpuLayerWeights> layers;
-  size_t bytes = 0;                   // device bytes of all of the above
+  size_t bytes = 0;  // device bytes of all of the above
 
   const DeviceMatrix& output() const { return tied ? token_embd : output_own; }
-  int64_t max_matrix_elems() const;   // the largest matrix, for dequant scratch
+  int64_t max_matrix_elems() const;  // the largest matrix, for dequant scratch
   int64_t max_cols() const;
 
   // Throws rz::Error("PATH: cause") for a tensor type without GPU kernels, or a shape the kernels

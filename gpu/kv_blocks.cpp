@@ -66,9 +66,8 @@ int64_t KvBlockAllocator::capacity(int slot) const {
 int64_t KvBlockAllocator::cache_row(int slot, int64_t pos) const {
   check_slot(slot, "cache_row");
   if (pos < 0 || pos >= capacity(slot))
-    throw Error("KvBlockAllocator::cache_row: position " + std::to_string(pos) +
-                " outside slot " + std::to_string(slot) + "'s " + std::to_string(capacity(slot)) +
-                " reserved tokens");
+    throw Error("KvBlockAllocator::cache_row: position " + std::to_string(pos) + " outside slot " +
+                std::to_string(slot) + "'s " + std::to_string(capacity(slot)) + " reserved tokens");
   return int64_t(tables_[slot][pos / block_size_]) * block_size_ + pos % block_size_;
 }
 

@@ -7,9 +7,9 @@
 
 #include "gpu/device.hpp"
 
-#define RZ_REQUIRE_GPU()                                                              \
-  do {                                                                                \
-    std::string rz_why_;                                                              \
-    if (::rz::gpu::list_devices(&rz_why_).empty())                                    \
-      GTEST_SKIP() << "no CUDA device (" << rz_why_ << "): GPU test not run here";    \
+#define RZ_REQUIRE_GPU()                                                           \
+  do {                                                                             \
+    std::string rz_why_;                                                           \
+    if (::rz::gpu::list_devices(&rz_why_).empty())                                 \
+      GTEST_SKIP() << "no CUDA device (" << rz_why_ << "): GPU test not run here"; \
   } while (0)

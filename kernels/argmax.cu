@@ -111,7 +111,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 void check_shape(int n_rows, int n_vocab) {
   if (n_vocab <= 0 || n_rows < 0)
-    throw Error("argmax_rows: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n_vocab) + "]");
+    throw Error("argmax_rows: bad shape [" + std::to_string(n_rows) + ", " +
+                std::to_string(n_vocab) + "]");
 }
 
 int chunks_of(int n_vocab) { return (n_vocab - 1) / kArgmaxChunk + 1; }
@@ -138,9 +139,9 @@ void argmax_rows(const float* logits, int n_rows, int n_vocab, int32_t* out, voi
                  size_t workspace_bytes, cudaStream_t stream) {
   const size_t need = argmax_workspace_bytes(n_rows, n_vocab);
   if (workspace_bytes < need)
-    throw Error("argmax_rows: workspace of " + std::to_string(workspace_bytes) +
-                " bytes, need " + std::to_string(need) + " for [" + std::to_string(n_rows) +
-                ", " + std::to_string(n_vocab) + "]");
+    throw Error("argmax_rows: workspace of " + std::to_string(workspace_bytes) + " bytes, need " +
+                std::to_string(need) + " for [" + std::to_string(n_rows) + ", " +
+                std::to_string(n_vocab) + "]");
   if (n_rows == 0) return;
   if (!logits || !out || (need > 0 && !workspace)) throw Error("argmax_rows: null pointer");
   if (reinterpret_cast<uintptr_t>(workspace) % 4 != 0)
@@ -157,8 +158,8 @@ void argmax_rows(const float* logits, int n_rows, int n_vocab, int32_t* out, voi
   argmax_chunk_kernel<<<static_cast<unsigned>(n_blocks), kChunkThreads, 0, stream>>>(
       logits, n_vocab, n_chunks, ws_v, ws_i);
   RZ_CUDA_CHECK_LAUNCH("argmax_chunk_kernel");
-  argmax_reduce_kernel<<<static_cast<unsigned>(n_rows), kReduceThreads, 0, stream>>>(
-      ws_v, ws_i, n_chunks, out);
+  argmax_reduce_kernel<<<static_cast<unsigned>(n_rows), kReduceThreads, 0, stream>>>(ws_v, ws_i,
+                                                                                     n_chunks, out);
   RZ_CUDA_CHECK_LAUNCH("argmax_reduce_kernel");
 }
 

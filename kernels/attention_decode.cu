@@ -213,8 +213,7 @@ int parts_for(int max_context, int part_len) { return (max_context - 1) / part_l
 // The partition length a launch of n_slots * n_head query heads over max_context uses: the small
 // one when there are few heads (and it does not need too many partitions).
 int partition_for(int64_t heads, int max_context) {
-  return heads <= kAttnSmallBatchHeads &&
-                 parts_for(max_context, kAttnSmallPartition) <= kMaxParts
+  return heads <= kAttnSmallBatchHeads && parts_for(max_context, kAttnSmallPartition) <= kMaxParts
              ? kAttnSmallPartition
              : kAttnPartition;
 }
@@ -233,17 +232,17 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
   if (a.max_context <= 0 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0) return 0;
   const int64_t heads = int64_t(a.n_slots) * a.n_head;
   const int64_t small_heads = std::min<int64_t>(heads, kAttnSmallBatchHeads);
-  return std::max(ws_floats(heads, parts_for(a.max_context, kAttnPartition), a.cache.head_dim),
-                  ws_floats(small_heads, parts_for(a.max_context, kAttnSmallPartition),
-                            a.cache.head_dim));
+  return std::max(
+      ws_floats(heads, parts_for(a.max_context, kAttnPartition), a.cache.head_dim),
+      ws_floats(small_heads, parts_for(a.max_context, kAttnSmallPartition), a.cache.head_dim));
 }
 
 // Checks a's shapes (messages prefixed with `who`) and launches the partition and combine kernels
 // for a.n_slots query rows. table_rows: null (row s) or device [n_slots] int32.
 static void launch_attention(const char* who, const float* q, const uint16_t* k_cache,
-                      const uint16_t* v_cache, const int32_t* block_tables,
-                      const int32_t* table_rows, const int32_t* context_lens, float* out,
-                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
+                             const uint16_t* v_cache, const int32_t* block_tables,
+                             const int32_t* table_rows, const int32_t* context_lens, float* out,
+                             float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
   const KvCacheShape& c = a.cache;
   const std::string w = who;
   const auto shape = [&] {
@@ -260,8 +259,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   if (c.n_blocks < 0 || c.block_size <= 0 || a.max_context <= 0 || a.table_stride <= 0 ||
       int64_t(a.table_stride) * c.block_size < a.max_context)
     throw Error(w + ": block tables cannot hold max_context tokens (" + shape() + ")");
-  if (a.n_slots > 65535 || a.n_head > 65535)
-    throw Error(w + ": too large (" + shape() + ")");
+  if (a.n_slots > 65535 || a.n_head > 65535) throw Error(w + ": too large (" + shape() + ")");
   const int part_len = partition_for(int64_t(a.n_slots) * a.n_head, a.max_context);
   const int max_parts = parts_for(a.max_context, part_len);
   if (max_parts > kMaxParts) throw Error(w + ": too large (" + shape() + ")");
@@ -280,9 +278,9 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   if (part_len == kAttnSmallPartition)
     attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
         <<<grid, kSmallThreads, 0, stream>>>(
-        q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
-        a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
-        a.max_context, max_parts, scale);
+            q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l,
+            a.n_head, a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim,
+            a.table_stride, a.max_context, max_parts, scale);
   else
     attn_decode_partition_kernel<kAttnPartition, kThreads><<<grid, kThreads, 0, stream>>>(
         q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,

@@ -1,7 +1,8 @@
-// Decode attention over the paged KV cache (layout in kernels/kv_cache_shape.hpp): for each slot of a
-// batch, one new query token q [n_head, head_dim] fp32 attends to the slot's first L_s cached
+// Decode attention over the paged KV cache (layout in kernels/kv_cache_shape.hpp): for each slot of
+// a batch, one new query token q [n_head, head_dim] fp32 attends to the slot's first L_s cached
 // tokens (the new token's K/V already appended by kv_append):
-//   out[h] = softmax(q[h] . K[0..L_s)^T * scale) V[0..L_s),   kv head of h = h / (n_head / n_head_kv)
+//   out[h] = softmax(q[h] . K[0..L_s)^T * scale) V[0..L_s),   kv head of h = h / (n_head /
+//   n_head_kv)
 // K and V are fp16, everything else fp32 (fp32 accumulation, max-subtracted softmax).
 //
 // Flash-decoding split: the context is cut into partitions of kAttnPartition tokens (of
@@ -21,19 +22,19 @@
 
 namespace rz::gpu {
 
-inline constexpr int kAttnPartition = 256;  // context tokens per thread block
+inline constexpr int kAttnPartition = 256;        // context tokens per thread block
 inline constexpr int kAttnSmallPartition = 64;    // ... for launches of few query heads:
 inline constexpr int kAttnSmallBatchHeads = 256;  // n_slots * n_head at most this
 inline constexpr int kAttnMaxHeadDim = 256;
 
 struct AttentionDecodeArgs {
-  int n_slots = 0;          // batch size (query tokens)
-  int n_head = 0;           // query heads; a multiple of cache.n_head_kv
-  KvCacheShape cache;       // one layer's K (and V) cache shape; head_dim even, <= 256
-  int max_context = 0;      // an upper bound on every context_lens[s] (sizes grid and workspace)
-  int table_stride = 0;     // int32s between consecutive slots' rows of block_tables;
-                            // max_context <= table_stride * block_size
-  float scale = 0.0f;       // score scale; 0 means 1 / sqrt(head_dim)
+  int n_slots = 0;       // batch size (query tokens)
+  int n_head = 0;        // query heads; a multiple of cache.n_head_kv
+  KvCacheShape cache;    // one layer's K (and V) cache shape; head_dim even, <= 256
+  int max_context = 0;   // an upper bound on every context_lens[s] (sizes grid and workspace)
+  int table_stride = 0;  // int32s between consecutive slots' rows of block_tables;
+                         // max_context <= table_stride * block_size
+  float scale = 0.0f;    // score scale; 0 means 1 / sqrt(head_dim)
 };
 
 // Floats of workspace attention_decode needs: an upper bound for every launch whose n_slots and

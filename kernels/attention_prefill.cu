@@ -35,14 +35,16 @@ namespace rz::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRows = 64;      // query rows per block (4 per thread, 16 row groups)
-constexpr int kKeys = 32;      // key positions per K/V tile (2 per thread)
+constexpr int kRows = 64;             // query rows per block (4 per thread, 16 row groups)
+constexpr int kKeys = 32;             // key positions per K/V tile (2 per thread)
 constexpr int kPStride = kKeys + 16;  // P row stride: the two half warps write different banks
 constexpr int kScanThreads = 1024;
 constexpr int kMaxHeadDim = 256;
 
 template <int DMAX>
-__host__ __device__ constexpr int q_stride() { return DMAX + 4; }  // float4 rows on distinct banks
+__host__ __device__ constexpr int q_stride() {
+  return DMAX + 4;
+}  // float4 rows on distinct banks
 
 template <int DMAX>
 constexpr size_t smem_bytes() {
@@ -76,7 +78,8 @@ __global__ void __launch_bounds__(kScanThreads)
       const int begin = cu_seqlens[i], end = cu_seqlens[i + 1], ctx = seq_context_lens[i];
       if (begin >= 0 && begin <= end && end <= n_tokens) {
         const int n = end - begin;
-        if (n > 0 && ctx >= n && ctx <= max_context) c = (n + tokens_per_tile - 1) / tokens_per_tile;
+        if (n > 0 && ctx >= n && ctx <= max_context)
+          c = (n + tokens_per_tile - 1) / tokens_per_tile;
       }
     }
     s[tid] = c;
@@ -104,27 +107,30 @@ __global__ void __launch_bounds__(kThreads)
                              const int32_t* __restrict__ cu_seqlens,
                              const int32_t* __restrict__ seq_context_lens,
                              const int32_t* __restrict__ tile_start, float* __restrict__ out,
-                             int n_seqs, int n_head, int group, int hb, int chunks,
-                             int n_blocks, int n_head_kv, int block_size, int head_dim,
-                             int table_stride, float scale_log2) {
+                             int n_seqs, int n_head, int group, int hb, int chunks, int n_blocks,
+                             int n_head_kv, int block_size, int head_dim, int table_stride,
+                             float scale_log2) {
   constexpr int QS = q_stride<DMAX>();
   constexpr int NJ = DMAX / 64;  // float4 dim groups per thread in the P V phase
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  float* q_s = reinterpret_cast<float*>(smem_raw);  // [kRows][QS]
-  float* k_s = q_s + kRows * QS;                    // [kKeys][QS]
-  float* v_s = k_s + kKeys * QS;                    // [kKeys][QS]
-  float* p_s = v_s + kKeys * QS;                    // [kRows][kPStride]
+  float* q_s = reinterpret_cast<float*>(smem_raw);                       // [kRows][QS]
+  float* k_s = q_s + kRows * QS;                                         // [kKeys][QS]
+  float* v_s = k_s + kKeys * QS;                                         // [kKeys][QS]
+  float* p_s = v_s + kKeys * QS;                                         // [kRows][kPStride]
   int64_t* krow_s = reinterpret_cast<int64_t*>(p_s + kRows * kPStride);  // [kKeys], -1: none
   __shared__ int bad_s;
 
   const int tid = threadIdx.x;
   // Last tiles first: within a sequence they have the most keys (a shorter tail at the end).
   const int tile = tile_start[n_seqs] - 1 - int(blockIdx.x);
-  if (tile < 0) return;  // grid.x is an upper bound on the tiles; uniform per block
-  int lo = 0, hi = n_seqs - 1;             // the sequence i with tile_start[i] <= tile < [i + 1]
+  if (tile < 0) return;         // grid.x is an upper bound on the tiles; uniform per block
+  int lo = 0, hi = n_seqs - 1;  // the sequence i with tile_start[i] <= tile < [i + 1]
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (tile_start[mid] <= tile) lo = mid; else hi = mid - 1;
+    if (tile_start[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int seq = lo;
   const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
@@ -133,7 +139,7 @@ __global__ void __launch_bounds__(kThreads)
   const int t0 = begin + (tile - tile_start[seq]) * tpt;  // first token of the tile
   const int ntok = min(tpt, end - t0);
   const int pos0 = ctx - (end - begin) + (t0 - begin);  // position of token t0
-  const int kv_end = pos0 + ntok;                        // keys 0..kv_end-1 are needed
+  const int kv_end = pos0 + ntok;                       // keys 0..kv_end-1 are needed
   const int32_t* __restrict__ table = block_tables + int64_t(seq) * table_stride;
 
   // Row r's token / head (head -1: inactive row) and position.
@@ -160,10 +166,10 @@ __global__ void __launch_bounds__(kThreads)
 
   const int tr = tid / 16, tk = tid % 16;
   int qpos[4];  // query position of row tr + 16 i; -1 for inactive rows (everything masked)
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < 4; ++i) qpos[i] = row_head(tr + 16 * i) >= 0 ? pos0 + (tr + 16 * i) / hb : -1;
   float m[4], l[4], o[4][NJ][4];
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < 4; ++i) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
@@ -228,16 +234,18 @@ __global__ void __launch_bounds__(kThreads)
 
     // 3. scores for rows tr + 16 i, keys tk + 16 j (log2 domain)
     float s[4][2];
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = 0.0f;
 #pragma unroll 4
     for (int d = 0; d < DMAX; d += 4) {
       float4 kv[2], qv[4];
-      #pragma unroll
-      for (int j = 0; j < 2; ++j) kv[j] = *reinterpret_cast<const float4*>(k_s + (tk + 16 * j) * QS + d);
-      #pragma unroll
-      for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(q_s + (tr + 16 * i) * QS + d);
-      #pragma unroll
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        kv[j] = *reinterpret_cast<const float4*>(k_s + (tk + 16 * j) * QS + d);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        qv[i] = *reinterpret_cast<const float4*>(q_s + (tr + 16 * i) * QS + d);
+#pragma unroll
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 2; ++j) {
           float a = s[i][j];
@@ -249,7 +257,7 @@ __global__ void __launch_bounds__(kThreads)
         }
     }
     float alpha[4];
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
       float mx = -INFINITY;
       for (int j = 0; j < 2; ++j) {
@@ -259,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
       mx = group_max<16>(mx);
       const float m_new = fmaxf(m[i], mx);
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: p = 0
-      alpha[i] = exp2f(m[i] - m_use);                           // m = -inf: 0 (o, l are 0)
+      alpha[i] = exp2f(m[i] - m_use);                         // m = -inf: 0 (o, l are 0)
       float sum = 0.0f;
       for (int j = 0; j < 2; ++j) {
         const float p = exp2f(s[i][j] - m_use);
@@ -272,23 +280,24 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
 
-    // 4. o = o * alpha + P V for rows tr + 16 i, dims 4 (tk + 16 j) .. + 3
-    #pragma unroll
+// 4. o = o * alpha + P V for rows tr + 16 i, dims 4 (tk + 16 j) .. + 3
+#pragma unroll
     for (int i = 0; i < 4; ++i)
       for (int j = 0; j < NJ; ++j)
         for (int c = 0; c < 4; ++c) o[i][j][c] *= alpha[i];
 #pragma unroll 2
     for (int k = 0; k < kKeys; k += 4) {
       float4 pv[4];
-      #pragma unroll
-      for (int i = 0; i < 4; ++i) pv[i] = *reinterpret_cast<const float4*>(p_s + (tr + 16 * i) * kPStride + k);
-      #pragma unroll
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        pv[i] = *reinterpret_cast<const float4*>(p_s + (tr + 16 * i) * kPStride + k);
+#pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         float4 vv[NJ];
-        #pragma unroll
+#pragma unroll
         for (int j = 0; j < NJ; ++j)
           vv[j] = *reinterpret_cast<const float4*>(v_s + (k + kk) * QS + 4 * (tk + 16 * j));
-        #pragma unroll
+#pragma unroll
         for (int i = 0; i < 4; ++i) {
           const float p = kk == 0 ? pv[i].x : kk == 1 ? pv[i].y : kk == 2 ? pv[i].z : pv[i].w;
           for (int j = 0; j < NJ; ++j) {
@@ -305,7 +314,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const bool bad = bad_s != 0;  // last written before the final loop sync (kv_end >= 1)
   const float nan = __int_as_float(0x7fc00000);
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int r = tr + 16 * i;
     const int h = row_head(r);
@@ -315,8 +324,10 @@ __global__ void __launch_bounds__(kThreads)
     const float inv = 1.0f / l[i];
     for (int j = 0; j < NJ; ++j) {
       const int d = 4 * (tk + 16 * j);
-      const float2 a = bad ? make_float2(nan, nan) : make_float2(o[i][j][0] * inv, o[i][j][1] * inv);
-      const float2 b = bad ? make_float2(nan, nan) : make_float2(o[i][j][2] * inv, o[i][j][3] * inv);
+      const float2 a =
+          bad ? make_float2(nan, nan) : make_float2(o[i][j][0] * inv, o[i][j][1] * inv);
+      const float2 b =
+          bad ? make_float2(nan, nan) : make_float2(o[i][j][2] * inv, o[i][j][3] * inv);
       if (d < head_dim) *reinterpret_cast<float2*>(orow + d) = a;
       if (d + 2 < head_dim) *reinterpret_cast<float2*>(orow + d + 2) = b;
     }
@@ -367,7 +378,8 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
                 " query tokens in one call (at most 65535)");
   if (workspace == nullptr) throw Error("attention_prefill: workspace required (" + shape() + ")");
   if (a.n_head <= 0 || c.n_head_kv <= 0 || a.n_head % c.n_head_kv != 0)
-    throw Error("attention_prefill: n_head must be a positive multiple of n_head_kv (" + shape() + ")");
+    throw Error("attention_prefill: n_head must be a positive multiple of n_head_kv (" + shape() +
+                ")");
   if (c.head_dim < 2 || c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim)
     throw Error("attention_prefill: head_dim must be even and in [2, 256] (" + shape() + ")");
   if (c.n_blocks < 0 || c.block_size <= 0 || a.max_context <= 0 || a.table_stride <= 0 ||
@@ -386,11 +398,11 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
 
   auto* tile_start = static_cast<int32_t*>(workspace);
   // Rows that no tile writes stay NaN (0xFFFFFFFF).
-  RZ_CUDA_CHECK(cudaMemsetAsync(out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float),
-                                stream));
-  attn_prefill_tile_scan_kernel<<<1, kScanThreads, 0, stream>>>(
-      cu_seqlens, seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, tpt,
-      int(max_tiles));
+  RZ_CUDA_CHECK(cudaMemsetAsync(
+      out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float), stream));
+  attn_prefill_tile_scan_kernel<<<1, kScanThreads, 0, stream>>>(cu_seqlens, seq_context_lens,
+                                                                tile_start, a.n_seqs, a.n_tokens,
+                                                                a.max_context, tpt, int(max_tiles));
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_scan_kernel");
   const dim3 grid(unsigned(max_tiles), unsigned(c.n_head_kv * chunks));
   const auto* kc = reinterpret_cast<const __half*>(k_cache);

@@ -1,5 +1,5 @@
-// Causal prefill attention over the paged KV cache (layout in kernels/kv_cache_shape.hpp), for several
-// prompts (or prompt chunks) packed into one step: sequence i has query tokens
+// Causal prefill attention over the paged KV cache (layout in kernels/kv_cache_shape.hpp), for
+// several prompts (or prompt chunks) packed into one step: sequence i has query tokens
 // [cu_seqlens[i], cu_seqlens[i+1]) of q, its K/V (earlier chunks and this one, appended by
 // kv_append) in block table row i, and seq_context_lens[i] cached tokens including this chunk.
 // Query j of sequence i is at position ctx_i - n_i + j and attends to positions 0..that one
@@ -20,12 +20,13 @@ namespace rz::gpu {
 
 struct AttentionPrefillArgs {
   int n_seqs = 0;
-  int n_tokens = 0;      // cu_seqlens[n_seqs]; at most 65535 per call
-  int n_head = 0;        // query heads; a multiple of cache.n_head_kv
-  KvCacheShape cache;    // one layer's K (and V) cache shape; head_dim even, <= 256
-  int max_context = 0;   // an upper bound on every seq_context_lens[i]
-  int table_stride = 0;  // int32s between block table rows; max_context <= table_stride * block_size
-  float scale = 0.0f;    // 0 means 1 / sqrt(head_dim)
+  int n_tokens = 0;     // cu_seqlens[n_seqs]; at most 65535 per call
+  int n_head = 0;       // query heads; a multiple of cache.n_head_kv
+  KvCacheShape cache;   // one layer's K (and V) cache shape; head_dim even, <= 256
+  int max_context = 0;  // an upper bound on every seq_context_lens[i]
+  int table_stride =
+      0;               // int32s between block table rows; max_context <= table_stride * block_size
+  float scale = 0.0f;  // 0 means 1 / sqrt(head_dim)
 };
 
 // Bytes of device workspace attention_prefill needs (a per-sequence tile index, n_seqs + 1

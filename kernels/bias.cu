@@ -36,8 +36,10 @@ void bias_add(float* x, const float* bias, int64_t n_rows, int64_t n, cudaStream
   if (n_rows == 0) return;
   if (!x || !bias) throw Error("bias_add: null pointer");
   const int64_t gx = (n + kThreads - 1) / kThreads;
-  if (gx > 0x7fffffff) throw Error("bias_add: row of " + std::to_string(n) + " elements is too long");
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(n_rows < kMaxGridY ? n_rows : kMaxGridY));
+  if (gx > 0x7fffffff)
+    throw Error("bias_add: row of " + std::to_string(n) + " elements is too long");
+  const dim3 grid(static_cast<unsigned>(gx),
+                  static_cast<unsigned>(n_rows < kMaxGridY ? n_rows : kMaxGridY));
   bias_add_kernel<<<grid, kThreads, 0, stream>>>(x, bias, n_rows, n, stride);
   RZ_CUDA_CHECK_LAUNCH("bias_add_kernel");
 }

@@ -24,17 +24,17 @@ class CudaError : public rz::Error {
 
 }  // namespace rz::gpu
 
-#define RZ_CUDA_CHECK(expr)                                                     \
-  do {                                                                          \
-    cudaError_t rz_cuda_err_ = (expr);                                          \
-    if (rz_cuda_err_ != cudaSuccess)                                            \
-      ::rz::gpu::throw_cuda(rz_cuda_err_, #expr, __FILE__, __LINE__);           \
+#define RZ_CUDA_CHECK(expr)                                           \
+  do {                                                                \
+    cudaError_t rz_cuda_err_ = (expr);                                \
+    if (rz_cuda_err_ != cudaSuccess)                                  \
+      ::rz::gpu::throw_cuda(rz_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: configuration errors show up in cudaGetLastError.
-#define RZ_CUDA_CHECK_LAUNCH(name)                                              \
-  do {                                                                          \
-    cudaError_t rz_cuda_err_ = cudaGetLastError();                              \
-    if (rz_cuda_err_ != cudaSuccess)                                            \
+#define RZ_CUDA_CHECK_LAUNCH(name)                                                \
+  do {                                                                            \
+    cudaError_t rz_cuda_err_ = cudaGetLastError();                                \
+    if (rz_cuda_err_ != cudaSuccess)                                              \
       ::rz::gpu::throw_cuda(rz_cuda_err_, "launch of " name, __FILE__, __LINE__); \
   } while (0)

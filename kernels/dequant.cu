@@ -11,9 +11,9 @@
 
 #include <string>
 
+#include "formats/common.hpp"
 #include "kernels/cuda_common.cuh"
 #include "kernels/quant_decode.cuh"
-#include "formats/common.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -44,8 +44,14 @@ struct LoadF32 {
   __device__ static void load8(const uint8_t* __restrict__ w, int64_t e, float (&v)[8]) {
     const float4* p = reinterpret_cast<const float4*>(w + e * 4);
     const float4 a = p[0], b = p[1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = a.z;
+    v[3] = a.w;
+    v[4] = b.x;
+    v[5] = b.y;
+    v[6] = b.z;
+    v[7] = b.w;
   }
 };
 
@@ -73,10 +79,11 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // grid-stride beyond this
 
 // grid-stride over groups of 8 elements; out: [n_groups * 8] 16-bit, 16-byte aligned
 template <class Load, HalfType O>
-__global__ void __launch_bounds__(kThreads) dequant_kernel(const uint8_t* __restrict__ w,
-                                                           uint4* __restrict__ out, int64_t n_groups) {
+__global__ void __launch_bounds__(kThreads)
+    dequant_kernel(const uint8_t* __restrict__ w, uint4* __restrict__ out, int64_t n_groups) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < n_groups; g += stride) {
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < n_groups;
+       g += stride) {
     float v[8];
     Load::load8(w, g * 8, v);
     uint32_t p[4];
@@ -90,8 +97,8 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const uint8_t* __rest
 
 // grid-stride, one element per thread; y: [n] 16-bit
 template <HalfType O>
-__global__ void __launch_bounds__(kThreads) convert_kernel(const float* __restrict__ x,
-                                                           uint16_t* __restrict__ y, int64_t n) {
+__global__ void __launch_bounds__(kThreads)
+    convert_kernel(const float* __restrict__ x, uint16_t* __restrict__ y, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     y[i] = to_half_bits<O>(x[i]);
@@ -107,16 +114,19 @@ void launch(const void* w, void* out, HalfType ot, int64_t n_groups, cudaStream_
   const auto* wb = static_cast<const uint8_t*>(w);
   auto* o = static_cast<uint4*>(out);
   if (ot == HalfType::f16) {
-    dequant_kernel<Load, HalfType::f16><<<grid_for(n_groups), kThreads, 0, stream>>>(wb, o, n_groups);
+    dequant_kernel<Load, HalfType::f16>
+        <<<grid_for(n_groups), kThreads, 0, stream>>>(wb, o, n_groups);
   } else {
-    dequant_kernel<Load, HalfType::bf16><<<grid_for(n_groups), kThreads, 0, stream>>>(wb, o, n_groups);
+    dequant_kernel<Load, HalfType::bf16>
+        <<<grid_for(n_groups), kThreads, 0, stream>>>(wb, o, n_groups);
   }
   RZ_CUDA_CHECK_LAUNCH("dequant_kernel");
 }
 
 std::string type_label(GgmlType t) {
   const auto& tr = type_traits(t);
-  return tr.name.empty() ? "type " + std::to_string(static_cast<uint32_t>(t)) : std::string(tr.name);
+  return tr.name.empty() ? "type " + std::to_string(static_cast<uint32_t>(t))
+                         : std::string(tr.name);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -146,11 +156,13 @@ void dequantize_matrix(GgmlType type, const void* w, void* out, HalfType out_typ
   const int multiple = dequant_cols_multiple(type);
   if (multiple == 0) throw Error(what + ": no GPU dequantizer for this type");
   if (rows < 0 || cols < 1) throw Error(what + ": rows must be >= 0 and cols >= 1");
-  if (cols % multiple != 0) throw Error(what + ": cols must be a multiple of " + std::to_string(multiple));
+  if (cols % multiple != 0)
+    throw Error(what + ": cols must be a multiple of " + std::to_string(multiple));
   if (rows > 0 && cols > (int64_t{1} << 40) / rows) throw Error(what + ": more than 2^40 elements");
   if (rows == 0) return;
   if (!w || !out) throw Error(what + ": null pointer");
-  if (!aligned16(w) || !aligned16(out)) throw Error(what + ": weights and output must be 16-byte aligned");
+  if (!aligned16(w) || !aligned16(out))
+    throw Error(what + ": weights and output must be 16-byte aligned");
   const int64_t n_groups = rows * cols / 8;
   switch (type) {
     case GgmlType::Q4_K: launch<LoadQuant<quant::Q4K>>(w, out, out_type, n_groups, stream); break;

@@ -55,8 +55,7 @@ constexpr int kThreads = 256;
 template <class D>
 __global__ void embedding_gather_kernel(const uint8_t* __restrict__ table, int64_t n_vocab,
                                         int n_embd, size_t row_bytes,
-                                        const int32_t* __restrict__ ids,
-                                        float* __restrict__ out) {
+                                        const int32_t* __restrict__ ids, float* __restrict__ out) {
   const int t = blockIdx.x;
   const int j = blockIdx.y * blockDim.x + threadIdx.x;
   if (j >= n_embd) return;
@@ -75,7 +74,8 @@ template <class D>
 void launch(const void* table, int64_t n_vocab, int n_embd, const int32_t* ids, int n_tokens,
             float* out, cudaStream_t stream) {
   const size_t row_bytes = static_cast<size_t>(n_embd / D::kBlock) * D::kBytes;
-  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>((n_embd + kThreads - 1) / kThreads));
+  const dim3 grid(static_cast<unsigned>(n_tokens),
+                  static_cast<unsigned>((n_embd + kThreads - 1) / kThreads));
   embedding_gather_kernel<D><<<grid, kThreads, 0, stream>>>(static_cast<const uint8_t*>(table),
                                                             n_vocab, n_embd, row_bytes, ids, out);
   RZ_CUDA_CHECK_LAUNCH("embedding_gather_kernel");
@@ -100,7 +100,8 @@ Launcher launcher_for(GgmlType type) {
 
 std::string type_label(GgmlType t) {
   const auto& tr = type_traits(t);
-  return tr.name.empty() ? "type " + std::to_string(static_cast<uint32_t>(t)) : std::string(tr.name);
+  return tr.name.empty() ? "type " + std::to_string(static_cast<uint32_t>(t))
+                         : std::string(tr.name);
 }
 
 }  // namespace
@@ -113,8 +114,8 @@ void embedding_gather(GgmlType type, const void* table, int64_t n_vocab, int n_e
   if (!l) throw Error("embedding_gather: no GPU gather for " + type_label(type));
   const int bs = type_traits(type).block_size;
   if (n_embd <= 0 || n_embd % bs != 0)
-    throw Error("embedding_gather: n_embd " + std::to_string(n_embd) + " is not a positive whole number of " +
-                type_label(type) + " blocks");
+    throw Error("embedding_gather: n_embd " + std::to_string(n_embd) +
+                " is not a positive whole number of " + type_label(type) + " blocks");
   if (n_vocab <= 0 || n_tokens < 0)
     throw Error("embedding_gather: bad sizes (n_vocab " + std::to_string(n_vocab) + ", n_tokens " +
                 std::to_string(n_tokens) + ")");

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <string>
 
+#include "formats/common.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemv_common.cuh"
-#include "formats/common.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -45,7 +45,8 @@ const Family* family_of(GemvKernel k) {
 
 std::string type_label(GgmlType t) {
   const auto& tr = type_traits(t);
-  return tr.name.empty() ? "type " + std::to_string(static_cast<uint32_t>(t)) : std::string(tr.name);
+  return tr.name.empty() ? "type " + std::to_string(static_cast<uint32_t>(t))
+                         : std::string(tr.name);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -65,15 +66,16 @@ int sm_count() {
 
 // split: 0 = as gemv_choose_split says, 1 = the ordinary kernel, 2 / 4 / 8 = the split-row kernel
 // with that many warps per row.
-void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols, int batch,
-         int split, cudaStream_t stream) {
+void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+         int batch, int split, cudaStream_t stream) {
   const std::string what = "gemv " + type_label(type) + " [" + std::to_string(rows) + ", " +
                            std::to_string(cols) + "] batch " + std::to_string(batch);
   const GemvKernel k = gemv_supported(type, batch);
   if (k == GemvKernel::none) {
     throw Error(what + ": " +
-                (kernel_for_type(type) == GemvKernel::none ? "no GPU kernel for this type"
-                                                           : "batch must be 1.." + std::to_string(kGemvMaxBatch)));
+                (kernel_for_type(type) == GemvKernel::none
+                     ? "no GPU kernel for this type"
+                     : "batch must be 1.." + std::to_string(kGemvMaxBatch)));
   }
   const Family& f = *family_of(k);
   // The kernels index the blocks of a row with 32-bit ints.
@@ -87,8 +89,8 @@ void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, i
   if (split != 1 && split != 2 && split != 4 && split != 8)
     throw Error(what + ": split must be 0, 1, 2, 4 or 8, not " + std::to_string(split));
   if (split > 1 && (batch > gemv_detail::kSplitMaxBatch || rows >= (int64_t{1} << 30)))
-    throw Error(what + ": the split-row kernel takes batch 1.." + std::to_string(gemv_detail::kSplitMaxBatch) +
-                " and rows < 2^30");
+    throw Error(what + ": the split-row kernel takes batch 1.." +
+                std::to_string(gemv_detail::kSplitMaxBatch) + " and rows < 2^30");
   if (split > 1) {
     f.launch_split[batch - 1](w, x, y, rows, cols, split, stream);
     RZ_CUDA_CHECK_LAUNCH("gemv_split_kernel");
@@ -124,8 +126,8 @@ int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int 
   return s;
 }
 
-void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
-                     int batch, int split, cudaStream_t stream) {
+void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows,
+                     int64_t cols, int batch, int split, cudaStream_t stream) {
   run(type, w, x, y, rows, cols, batch, split, stream);
 }
 

@@ -74,8 +74,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int lpr = LPR;
   const int lane = threadIdx.x & 31;
   const int sub = lane & (lpr - 1);  // lane within its group
-  const int64_t warp_row0 =
-      (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * static_cast<int64_t>(R * (32 / lpr));
+  const int64_t warp_row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) *
+                            static_cast<int64_t>(R * (32 / lpr));
   if (warp_row0 >= rows) return;  // uniform across the warp: the shuffles below see all 32 lanes
   const int64_t row0 = warp_row0 + static_cast<int64_t>(lane / lpr) * R;
   const int nblk = static_cast<int>(cols / T::kBlockElems);
@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int blk = i / T::kParts, part = i % T::kParts;
     typename T::Item it[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) it[r] = T::load(wrow[r] + static_cast<size_t>(blk) * T::kBlockBytes, part);
+    for (int r = 0; r < R; ++r)
+      it[r] = T::load(wrow[r] + static_cast<size_t>(blk) * T::kBlockBytes, part);
     const float* xb = x + static_cast<size_t>(blk) * T::kBlockElems;
 #pragma unroll
     for (int k = 0; k < T::kChunks; ++k) {
@@ -110,7 +111,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int col = T::chunk_col(part, k);
 #pragma unroll
       for (int b = 0; b < B; ++b) {
-        const float4 xv = __ldg(reinterpret_cast<const float4*>(xb + static_cast<size_t>(b) * cols + col));
+        const float4 xv =
+            __ldg(reinterpret_cast<const float4*>(xb + static_cast<size_t>(b) * cols + col));
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float a = acc[r][b];
@@ -145,8 +147,8 @@ constexpr int kSplitMaxBatch = 4;
 
 template <class T, int B>
 __global__ void __launch_bounds__(kSplitWarps * 32)
-    gemv_split_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
-                      int64_t rows, int64_t cols, int split) {
+    gemv_split_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
+                      float* __restrict__ y, int64_t rows, int64_t cols, int split) {
   __shared__ float partial[kSplitWarps][B];  // [warp = slot * split + slice][b]
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int rows_per_block = kSplitWarps / split;
@@ -174,7 +176,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
       const int col = T::chunk_col(part, k);
 #pragma unroll
       for (int b = 0; b < B; ++b) {
-        const float4 xv = __ldg(reinterpret_cast<const float4*>(xb + static_cast<size_t>(b) * cols + col));
+        const float4 xv =
+            __ldg(reinterpret_cast<const float4*>(xb + static_cast<size_t>(b) * cols + col));
         float a = acc[b];
         a = fmaf(wv.x, xv.x, a);
         a = fmaf(wv.y, xv.y, a);
@@ -212,13 +215,14 @@ using SplitLaunchFn = void (*)(const void* w, const float* x, float* y, int64_t 
 struct Family {
   int block_elems = 0;
   int block_bytes = 0;
-  int parts = 0;                                // lanes per block (T::kParts): work items per block
-  LaunchFn launch[kGemvMaxBatch] = {};          // [batch - 1]
+  int parts = 0;                        // lanes per block (T::kParts): work items per block
+  LaunchFn launch[kGemvMaxBatch] = {};  // [batch - 1]
   SplitLaunchFn launch_split[kSplitMaxBatch] = {};  // [batch - 1]: the split-row kernel
 };
 
 template <class T, int B>
-void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
+            cudaStream_t stream) {
   constexpr int R = rows_per_warp<T>(B);
   // Short rows (fewer than two items per lane of a warp, e.g. 1536 columns of Q4_K / Q6_K) go
   // to half-warps, so that a warp's lanes are not left idle; never fewer lanes than share a block.
@@ -267,8 +271,8 @@ constexpr Family make_family() {
 // uses for this shape on a device with sm_count multiprocessors.
 int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int sm_count);
 // gemv() with the split forced (0 = as gemv_choose_split says), for tests and benches.
-void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
-                     int batch, int split, cudaStream_t stream);
+void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows,
+                     int64_t cols, int batch, int split, cudaStream_t stream);
 
 // Defined one per file: gemv_q4k.cu, gemv_q6k.cu, gemv_legacy.cu, gemv_half.cu.
 const Family& family_q4_k();

@@ -35,8 +35,8 @@ struct Q4K {
     Item it;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      it.q[j] = __ldg(reinterpret_cast<const uint32_t*>(blk + Fmt::kQs + Fmt::qs_byte(2 * j, 0) +
-                                                        4 * part));
+      it.q[j] = __ldg(
+          reinterpret_cast<const uint32_t*>(blk + Fmt::kQs + Fmt::qs_byte(2 * j, 0) + 4 * part));
     const float d = f16_bits_to_f32_fast(h.x & 0xffffu), dmin = f16_bits_to_f32_fast(h.x >> 16);
     // The 12 scale bytes are h.y, h.z, h.w; unpacked four at a time, one 6-bit value per byte.
     const Fmt::ScalesMins sm = Fmt::scales_mins(h.y, h.z, h.w);
@@ -58,7 +58,9 @@ struct Q4K {
                        ds * byte_to_float(nib, 2) - ms, ds * byte_to_float(nib, 3) - ms);
   }
 
-  __device__ static int chunk_col(int part, int m) { return 64 * (m >> 1) + 32 * (m & 1) + 4 * part; }
+  __device__ static int chunk_col(int part, int m) {
+    return 64 * (m >> 1) + 32 * (m & 1) + 4 * part;
+  }
 };
 
 }  // namespace

@@ -25,9 +25,9 @@ struct Q6K {
   static constexpr int kMaxRows = 4;
 
   struct Item {
-    float ds[8];      // [4 c + k] d * scales[8 c + 2 k + p / 4]
-    uint32_t ql[4];   // [2 c + k % 2] ql word at 64 c + 32 (k % 2) + 4 p
-    uint32_t qh[2];   // [c] qh word at 32 c + 4 p
+    float ds[8];     // [4 c + k] d * scales[8 c + 2 k + p / 4]
+    uint32_t ql[4];  // [2 c + k % 2] ql word at 64 c + 32 (k % 2) + 4 p
+    uint32_t qh[2];  // [c] qh word at 32 c + 4 p
   };
 
   __device__ static Item load(const uint8_t* blk, int part) {
@@ -70,7 +70,9 @@ struct Q6K {
     return make_float4(v[0], v[1], v[2], v[3]);
   }
 
-  __device__ static int chunk_col(int part, int m) { return 128 * (m >> 2) + 32 * (m & 3) + 4 * part; }
+  __device__ static int chunk_col(int part, int m) {
+    return 128 * (m >> 2) + 32 * (m & 3) + 4 * part;
+  }
 };
 
 constexpr bool ql_offsets_match() {

@@ -14,9 +14,10 @@ namespace {
 
 // grid (n_tokens), block 128
 __global__ void kv_append_kernel(const float* __restrict__ k_new, const float* __restrict__ v_new,
-                                 const int64_t* __restrict__ cache_rows, __half* __restrict__ k_cache,
-                                 __half* __restrict__ v_cache, int n_blocks, int n_head_kv,
-                                 int block_size, int head_dim, int64_t k_stride, int64_t v_stride) {
+                                 const int64_t* __restrict__ cache_rows,
+                                 __half* __restrict__ k_cache, __half* __restrict__ v_cache,
+                                 int n_blocks, int n_head_kv, int block_size, int head_dim,
+                                 int64_t k_stride, int64_t v_stride) {
   const int t = blockIdx.x;
   const int64_t row = cache_rows[t];
   if (row < 0 || row >= int64_t(n_blocks) * block_size) return;
@@ -35,8 +36,8 @@ __global__ void kv_append_kernel(const float* __restrict__ k_new, const float* _
 
 }  // namespace
 
-void kv_append(const float* k_new, const float* v_new, const int64_t* cache_rows,
-               uint16_t* k_cache, uint16_t* v_cache, const KvAppendArgs& a, cudaStream_t stream) {
+void kv_append(const float* k_new, const float* v_new, const int64_t* cache_rows, uint16_t* k_cache,
+               uint16_t* v_cache, const KvAppendArgs& a, cudaStream_t stream) {
   const KvCacheShape& c = a.cache;
   const auto shape = [&] {
     return "n_tokens " + std::to_string(a.n_tokens) + ", n_blocks " + std::to_string(c.n_blocks) +
@@ -53,9 +54,10 @@ void kv_append(const float* k_new, const float* v_new, const int64_t* cache_rows
   if (a.n_tokens == 0) return;
   if (a.n_tokens > 2147483647 || width > 1 << 20)
     throw Error("kv_append: too large (" + shape() + ")");
-  kv_append_kernel<<<a.n_tokens, 128, 0, stream>>>(
-      k_new, v_new, cache_rows, reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache),
-      c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, ks, vs);
+  kv_append_kernel<<<a.n_tokens, 128, 0, stream>>>(k_new, v_new, cache_rows,
+                                                   reinterpret_cast<__half*>(k_cache),
+                                                   reinterpret_cast<__half*>(v_cache), c.n_blocks,
+                                                   c.n_head_kv, c.block_size, c.head_dim, ks, vs);
   RZ_CUDA_CHECK_LAUNCH("kv_append_kernel");
 }
 

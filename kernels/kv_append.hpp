@@ -26,7 +26,7 @@ struct KvAppendArgs {
 //   (padding), and so does a row past the cache's end (a bug upstream, never a stray write).
 // k_cache, v_cache: device, one layer's cache each (uint16_t holds the fp16 bits).
 // Throws rz::Error for bad shapes or strides; n_tokens == 0 launches nothing.
-void kv_append(const float* k_new, const float* v_new, const int64_t* cache_rows,
-               uint16_t* k_cache, uint16_t* v_cache, const KvAppendArgs& a, cudaStream_t stream);
+void kv_append(const float* k_new, const float* v_new, const int64_t* cache_rows, uint16_t* k_cache,
+               uint16_t* v_cache, const KvAppendArgs& a, cudaStream_t stream);
 
 }  // namespace rz::gpu

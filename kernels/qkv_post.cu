@@ -151,9 +151,9 @@ void qkv_post(const float* qkv, const float* bq, const float* bk, const float* b
   const size_t smem = sizeof(float) * size_t(a.n_rot);  // cos and sin, n_rot / 2 each
   qkv_post_kernel<<<static_cast<unsigned>(a.n_tokens), kThreads, smem, stream>>>(
       qkv, bq, bk, bv, pos, inv_freq, a.cs_table, a.cs_positions, cache_rows, q_out,
-      reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache), a.n_head,
-      c.n_head_kv, c.head_dim, a.n_rot, a.neox, a.attn_factor, c.n_blocks, c.block_size, stride,
-      k_src, k_stride, v_src, v_stride);
+      reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache), a.n_head, c.n_head_kv,
+      c.head_dim, a.n_rot, a.neox, a.attn_factor, c.n_blocks, c.block_size, stride, k_src, k_stride,
+      v_src, v_stride);
   RZ_CUDA_CHECK_LAUNCH("qkv_post_kernel");
 }
 

@@ -107,8 +107,7 @@ struct Q4K {
   // w0 = bytes 0-3, w1 = bytes 4-7, w2 = bytes 8-11 (little-endian words, or single bytes in the
   // low byte): sub-blocks 0-3 take the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks
   // 4-7 the nibbles of bytes 8-11 plus the top two bits of bytes 0-3 (scales) and 4-7 (mins).
-  __device__ __forceinline__ static ScalesMins scales_mins(uint32_t w0, uint32_t w1,
-                                                           uint32_t w2) {
+  __device__ __forceinline__ static ScalesMins scales_mins(uint32_t w0, uint32_t w1, uint32_t w2) {
     ScalesMins r;
     r.sc_lo = w0 & 0x3f3f3f3fu;
     r.mn_lo = w1 & 0x3f3f3f3fu;

@@ -60,11 +60,10 @@ constexpr int kTableThreads = 256;
 // e = (t * (n_head + n_head_kv) + hh) * half + i is pair i of head hh of token t (Q heads first,
 // then K heads).
 __global__ void __launch_bounds__(kTableThreads)
-    rope_table_kernel(float* __restrict__ q, float* __restrict__ k,
-                      const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
-                      const float* __restrict__ table, int n_pos, int n_tokens, int n_head,
-                      int n_head_kv, int head_dim, int n_rot, bool neox, float attn_factor,
-                      int64_t q_stride, int64_t k_stride) {
+    rope_table_kernel(float* __restrict__ q, float* __restrict__ k, const int32_t* __restrict__ pos,
+                      const float* __restrict__ inv_freq, const float* __restrict__ table,
+                      int n_pos, int n_tokens, int n_head, int n_head_kv, int head_dim, int n_rot,
+                      bool neox, float attn_factor, int64_t q_stride, int64_t k_stride) {
   const int half = n_rot / 2;
   const int heads = n_head + n_head_kv;
   const int64_t e = int64_t(blockIdx.x) * kTableThreads + threadIdx.x;
@@ -113,7 +112,8 @@ unsigned blocks_for(int64_t n, const char* what) {
 
 std::vector<float> rope_inv_freq(double theta, int n_rot, double linear_factor,
                                  const float* freq_factors) {
-  if (n_rot <= 0 || n_rot % 2 != 0) throw Error("rope_inv_freq: n_rot " + std::to_string(n_rot) + " must be even and positive");
+  if (n_rot <= 0 || n_rot % 2 != 0)
+    throw Error("rope_inv_freq: n_rot " + std::to_string(n_rot) + " must be even and positive");
   if (!(theta > 0)) throw Error("rope_inv_freq: theta must be positive");
   if (!(linear_factor > 0)) throw Error("rope_inv_freq: linear scaling factor must be positive");
   const int half = n_rot / 2;
@@ -135,8 +135,8 @@ void rope_inplace(float* q, float* k, const int32_t* pos, const float* inv_freq,
                   cudaStream_t stream) {
   const auto shape = [&] {
     return "n_tokens " + std::to_string(a.n_tokens) + ", n_head " + std::to_string(a.n_head) +
-           ", n_head_kv " + std::to_string(a.n_head_kv) + ", head_dim " + std::to_string(a.head_dim) +
-           ", n_rot " + std::to_string(a.n_rot);
+           ", n_head_kv " + std::to_string(a.n_head_kv) + ", head_dim " +
+           std::to_string(a.head_dim) + ", n_rot " + std::to_string(a.n_rot);
   };
   if (a.n_tokens < 0 || a.n_head < 0 || a.n_head_kv < 0 || a.head_dim <= 0)
     throw Error("rope_inplace: bad shape (" + shape() + ")");

@@ -26,11 +26,11 @@ std::vector<float> rope_inv_freq(double theta, int n_rot, double linear_factor =
 
 struct RopeArgs {
   int n_tokens = 0;
-  int n_head = 0;       // query heads
-  int n_head_kv = 0;    // key heads (0: no K)
+  int n_head = 0;     // query heads
+  int n_head_kv = 0;  // key heads (0: no K)
   int head_dim = 0;
-  int n_rot = 0;        // rotated dimensions, even, <= head_dim
-  bool neox = false;    // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  int n_rot = 0;             // rotated dimensions, even, <= head_dim
+  bool neox = false;         // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
   float attn_factor = 1.0f;  // multiplied into cos and sin (yarn; 1 otherwise)
   // Floats between consecutive tokens' rows (0: dense, n_head * head_dim for Q and
   // n_head_kv * head_dim for K). Lets Q and K live inside one fused QKV row.

@@ -74,8 +74,8 @@ struct Shared {
   int rem;
   int flag;
   int hit;
-  int am_id;     // argmax id
-  float max_l;   // largest scaled logit
+  int am_id;    // argmax id
+  float max_l;  // largest scaled logit
   double dval;
   int ival;
 };
@@ -207,8 +207,7 @@ __device__ int* sort_desc(const uint32_t* key, int m, int* src, int* dst, Shared
   for (int shift = 0; shift < 32; shift += 8) {
     if (tid < 256) s.hist[tid] = 0;
     __syncthreads();
-    for (int i = tid; i < m; i += kThreads)
-      atomicAdd(&s.hist[(key[src[i]] >> shift) & 255u], 1);
+    for (int i = tid; i < m; i += kThreads) atomicAdd(&s.hist[(key[src[i]] >> shift) & 255u], 1);
     __syncthreads();
     if (tid == 0) {
       int run = 0, one = 0;
@@ -285,9 +284,9 @@ __device__ int draw(int count, double target, KeptE kept_e, Shared& s) {
 }
 
 __global__ void __launch_bounds__(kThreads)
-sample_kernel(float* logits, int n, const SampleRow* __restrict__ rows,
-              const int32_t* __restrict__ penalty_ids, int32_t* __restrict__ out,
-              void* __restrict__ workspace) {
+    sample_kernel(float* logits, int n, const SampleRow* __restrict__ rows,
+                  const int32_t* __restrict__ penalty_ids, int32_t* __restrict__ out,
+                  void* __restrict__ workspace) {
   __shared__ Shared s;
   const int tid = threadIdx.x;
   const int r = blockIdx.x;
@@ -330,10 +329,13 @@ sample_kernel(float* logits, int n, const SampleRow* __restrict__ rows,
     }
     const double mass = block_sum(part, s);
     last = block_max(last, s);
-    const int j = draw(n, p.u * mass, [&](int i) {
-      const float e = prob(row[i], inv_t, max_l);
-      return (!use_min_p || e >= thr) ? e : -1.0f;
-    }, s);
+    const int j = draw(
+        n, p.u * mass,
+        [&](int i) {
+          const float e = prob(row[i], inv_t, max_l);
+          return (!use_min_p || e >= thr) ? e : -1.0f;
+        },
+        s);
     if (tid == 0) out[r] = j >= 0 ? j : last;
     return;
   }
@@ -398,7 +400,8 @@ sample_kernel(float* logits, int n, const SampleRow* __restrict__ rows,
     if (use_top_k || m == n || last < m - 1) break;
     m = n;  // top-p alone reached past the first m candidates: sort them all
   }
-  const int j = draw(m, p.u * mass, [&](int i) { return __int_as_float(kept_bits[i]); }, s);
+  const int j = draw(
+      m, p.u * mass, [&](int i) { return __int_as_float(kept_bits[i]); }, s);
   if (tid == 0) out[r] = sorted[j >= 0 ? j : last];
 }
 
@@ -412,8 +415,8 @@ size_t sample_rows_workspace_bytes(int n_rows, int n_vocab) {
 }
 
 void sample_rows(float* logits, int n_rows, int n_vocab, const SampleRow* rows,
-                 const int32_t* penalty_ids, int32_t* out, void* workspace,
-                 size_t workspace_bytes, cudaStream_t stream) {
+                 const int32_t* penalty_ids, int32_t* out, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream) {
   if (n_rows < 0 || n_vocab <= 0 || n_vocab > kMaxVocab)
     throw Error("sample_rows: bad shape [" + std::to_string(n_rows) + ", " +
                 std::to_string(n_vocab) + "]");
@@ -421,8 +424,8 @@ void sample_rows(float* logits, int n_rows, int n_vocab, const SampleRow* rows,
   if (!logits || !rows || !out || !workspace) throw Error("sample_rows: null pointer");
   const size_t need = sample_rows_workspace_bytes(n_rows, n_vocab);
   if (workspace_bytes < need)
-    throw Error("sample_rows: workspace of " + std::to_string(workspace_bytes) +
-                " bytes, need " + std::to_string(need));
+    throw Error("sample_rows: workspace of " + std::to_string(workspace_bytes) + " bytes, need " +
+                std::to_string(need));
   if (reinterpret_cast<uintptr_t>(workspace) % alignof(int32_t) != 0)
     throw Error("sample_rows: misaligned workspace");
   sample_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(

@@ -36,7 +36,7 @@ size_t sample_rows_workspace_bytes(int n_rows, int n_vocab);
 // workspace: device, sample_rows_workspace_bytes(n_rows, n_vocab) bytes
 // Throws rz::Error for bad sizes; n_rows == 0 launches nothing.
 void sample_rows(float* logits, int n_rows, int n_vocab, const SampleRow* rows,
-                 const int32_t* penalty_ids, int32_t* out, void* workspace,
-                 size_t workspace_bytes, cudaStream_t stream);
+                 const int32_t* penalty_ids, int32_t* out, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream);
 
 }  // namespace rz::gpu

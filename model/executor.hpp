@@ -22,9 +22,9 @@ inline int default_context(const ModelConfig& cfg) {
 }
 
 struct PrefillRequest {
-  int slot = 0;                  // a free slot
-  std::vector<int32_t> tokens;   // the whole prompt (at least one token)
-  SamplingParams sampling;       // used for this slot until it is released
+  int slot = 0;                 // a free slot
+  std::vector<int32_t> tokens;  // the whole prompt (at least one token)
+  SamplingParams sampling;      // used for this slot until it is released
   // KV cache room to reserve for this slot now, in tokens (prompt + the tokens it may generate);
   // at least the prompt is always reserved. Executors with a shared, paged cache take the blocks
   // at prefill, so the slot's later decode steps never run out; others ignore it.

@@ -15,8 +15,7 @@ std::string shape_str(const TensorView& t) {
   return s + "]";
 }
 
-const TensorView& matrix(const ModelFile& f, const std::string& name, int64_t rows,
-                         int64_t cols) {
+const TensorView& matrix(const ModelFile& f, const std::string& name, int64_t rows, int64_t cols) {
   const TensorView& t = f.require(name);
   if (t.cols() != cols || t.rows() != rows)
     throw file_error(f.path(), name + " has shape " + shape_str(t) + ", expected [" +
@@ -30,11 +29,11 @@ const TensorView& matrix(const ModelFile& f, const std::string& name, int64_t ro
 std::vector<float> vec(const ModelFile& f, const std::string& name, int64_t n) {
   const TensorView& t = f.require(name);
   if (t.n_elements() != n)
-    throw file_error(f.path(), name + " has shape " + shape_str(t) + ", expected [" +
-                                   std::to_string(n) + "]");
+    throw file_error(
+        f.path(), name + " has shape " + shape_str(t) + ", expected [" + std::to_string(n) + "]");
   if (!type_traits(t.type).can_dequantize || n % type_traits(t.type).block_size != 0)
-    throw file_error(f.path(), name + " has unsupported type " +
-                                   std::string(type_traits(t.type).name));
+    throw file_error(f.path(),
+                     name + " has unsupported type " + std::string(type_traits(t.type).name));
   std::vector<float> out(n);
   dequantize_row(t.type, t.data, out.data(), n);
   return out;

@@ -13,16 +13,16 @@
 namespace rz {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;           // [n_embd]
-  const TensorView* wq = nullptr;         // [n_head * head_dim][n_embd]
-  const TensorView* wk = nullptr;         // [n_head_kv * head_dim][n_embd]
-  const TensorView* wv = nullptr;         // [n_head_kv * head_dim][n_embd]
-  std::vector<float> bq, bk, bv;          // biases (empty unless qkv_bias)
-  const TensorView* wo = nullptr;         // [n_embd][n_head * head_dim]
-  std::vector<float> ffn_norm;            // [n_embd]
-  const TensorView* w_gate = nullptr;     // [n_ff][n_embd]
-  const TensorView* w_up = nullptr;       // [n_ff][n_embd]
-  const TensorView* w_down = nullptr;     // [n_embd][n_ff]
+  std::vector<float> attn_norm;        // [n_embd]
+  const TensorView* wq = nullptr;      // [n_head * head_dim][n_embd]
+  const TensorView* wk = nullptr;      // [n_head_kv * head_dim][n_embd]
+  const TensorView* wv = nullptr;      // [n_head_kv * head_dim][n_embd]
+  std::vector<float> bq, bk, bv;       // biases (empty unless qkv_bias)
+  const TensorView* wo = nullptr;      // [n_embd][n_head * head_dim]
+  std::vector<float> ffn_norm;         // [n_embd]
+  const TensorView* w_gate = nullptr;  // [n_ff][n_embd]
+  const TensorView* w_up = nullptr;    // [n_ff][n_embd]
+  const TensorView* w_down = nullptr;  // [n_embd][n_ff]
 };
 
 struct ModelWeights {

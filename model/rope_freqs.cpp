@@ -22,11 +22,8 @@ RopeFreqs RopeFreqs::make(const ModelConfig& c) {
   for (int i = 0; i < half; ++i) {
     double freq = std::pow(base, -2.0 * i / c.n_rot);
     switch (s.type) {
-      case RopeScaling::Type::None:
-        break;
-      case RopeScaling::Type::Linear:
-        freq /= s.factor;
-        break;
+      case RopeScaling::Type::None: break;
+      case RopeScaling::Type::Linear: freq /= s.factor; break;
       case RopeScaling::Type::Llama3: {
         // Long wavelengths are divided by the factor, short ones kept, a smooth blend between.
         const double orig = s.original_context > 0 ? s.original_context : 8192;
@@ -36,8 +33,8 @@ RopeFreqs RopeFreqs::make(const ModelConfig& c) {
         if (wavelen > low_wavelen) {
           freq /= s.factor;
         } else if (wavelen >= high_wavelen) {
-          double smooth = (orig / wavelen - s.low_freq_factor) /
-                          (s.high_freq_factor - s.low_freq_factor);
+          double smooth =
+              (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
           freq = (1 - smooth) * freq / s.factor + smooth * freq;
         }
         break;

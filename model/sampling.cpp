@@ -161,8 +161,8 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
       if (!sorted && sorted_len == count) {
         std::sort(scratch_.begin(), scratch_.begin() + count, before);
       } else if (!sorted) {
-        std::partial_sort(scratch_.begin(), scratch_.begin() + sorted_len,
-                          scratch_.begin() + count, before);
+        std::partial_sort(scratch_.begin(), scratch_.begin() + sorted_len, scratch_.begin() + count,
+                          before);
       }
       double cum = 0.0;
       size_t keep = 0;

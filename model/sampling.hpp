@@ -11,12 +11,12 @@
 namespace rz {
 
 struct SamplingParams {
-  float temperature = 0.0f;        // <= 0: greedy (argmax; ties go to the lowest id)
-  int top_k = 0;                   // 0: off
-  float top_p = 1.0f;              // 1: off
-  float min_p = 0.0f;              // 0: off
-  float repetition_penalty = 1.0f; // 1: off; applied to ids in the recent history
-  int repetition_last_n = 64;      // how many recent tokens (prompt included) the penalty sees
+  float temperature = 0.0f;         // <= 0: greedy (argmax; ties go to the lowest id)
+  int top_k = 0;                    // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // 1: off; applied to ids in the recent history
+  int repetition_last_n = 64;       // how many recent tokens (prompt included) the penalty sees
   uint64_t seed = 0;
 };
 

@@ -12,8 +12,8 @@ struct FdBudget {
   long soft_before = 0;  // soft limit found at start
   long soft = 0;         // soft limit now (raised to the hard one when possible)
   long hard = 0;
-  int open_now = 0;      // descriptors open when measured
-  int socket_cap = 0;    // sockets the server may hold: soft - open_now - headroom (>= 0)
+  int open_now = 0;    // descriptors open when measured
+  int socket_cap = 0;  // sockets the server may hold: soft - open_now - headroom (>= 0)
 };
 
 // Raises the soft limit to the hard one (an infinite hard limit counts as 1 << 20), counts the

@@ -12,16 +12,16 @@
 #include <string>
 #include <string_view>
 
-#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 #include "actors/engine.hpp"
 #include "net/metrics_text.hpp"
+#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 
 namespace rz::net {
 
 // What the HTTP routes show; taken only by the routes that need it.
 struct ServerSnapshot {
-  std::string model;        // model file name, as shown on /health
-  bool draining = false;    // shutdown has begun
+  std::string model;      // model file name, as shown on /health
+  bool draining = false;  // shutdown has begun
   engine::EngineMetrics engine;
   NetStats net;
 };

@@ -2,8 +2,8 @@
 // # TYPE lines; histograms are exported cumulatively with an +Inf bucket, _sum and _count.
 #include "net/metrics_text.hpp"
 
-#include <cmath>
 #include <charconv>
+#include <cmath>
 
 namespace rz::net {
 namespace {
@@ -81,12 +81,10 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_kv_blocks_total", "gauge", "KV cache blocks of the executor.", m.kv_blocks_total);
   scalar(out, "rz_kv_block_tokens", "gauge", "Tokens per KV cache block.", m.kv_block_size);
   scalar(out, "rz_sessions", "gauge", "Open engine sessions.", m.sessions);
-  histogram(out, "rz_step_seconds", "Executor step duration (prefill and decode).",
-            m.step_seconds);
+  histogram(out, "rz_step_seconds", "Executor step duration (prefill and decode).", m.step_seconds);
   histogram(out, "rz_ttft_seconds", "Time from a request's arrival to its first token.",
             m.ttft_seconds);
-  scalar(out, "rz_ws_connections_open", "gauge", "WebSocket connections open.",
-         n.connections_open);
+  scalar(out, "rz_ws_connections_open", "gauge", "WebSocket connections open.", n.connections_open);
   scalar(out, "rz_ws_connections_total", "counter", "WebSocket connections accepted.",
          n.connections_total);
   scalar(out, "rz_ws_connections_refused_total", "counter",
@@ -94,8 +92,7 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_ws_origins_refused_total", "counter",
          "WebSocket upgrades refused with 403 (Origin not allowed).", n.origins_refused);
   scalar(out, "rz_sockets_refused_total", "counter",
-         "Sockets closed at accept (open-socket cap, or the address's share).",
-         n.sockets_refused);
+         "Sockets closed at accept (open-socket cap, or the address's share).", n.sockets_refused);
   scalar(out, "rz_first_frame_timeouts_total", "counter",
          "Connections closed for sending no request or frame within the first-frame timeout.",
          n.first_frame_timeouts);

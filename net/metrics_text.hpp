@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 #include "actors/engine.hpp"
+#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 
 namespace rz::net {
 

@@ -24,8 +24,8 @@
 namespace rz::net {
 
 struct OutgoingQueueLimits {
-  std::size_t max_frames = 512;       // frames waiting (after coalescing)
-  std::size_t max_bytes = 4u << 20;   // estimated serialized bytes waiting
+  std::size_t max_frames = 512;      // frames waiting (after coalescing)
+  std::size_t max_bytes = 4u << 20;  // estimated serialized bytes waiting
 };
 
 // Estimated JSON size of a frame (an upper bound of append_json's output for ASCII text; used
@@ -49,7 +49,9 @@ class OutgoingQueue {
   bool empty() const { return frames_.empty(); }
   std::size_t size() const { return frames_.size(); }
   std::size_t bytes() const { return bytes_; }
-  bool over_limit() const { return frames_.size() > limits_.max_frames || bytes_ > limits_.max_bytes; }
+  bool over_limit() const {
+    return frames_.size() > limits_.max_frames || bytes_ > limits_.max_bytes;
+  }
   // Past twice the bound (plus 64 frames / 64 KiB of slack for the frames that end the
   // connection's requests): the connection is closed as a slow consumer. Every frame counts,
   // error frames answering the client's own bad frames included.

@@ -95,9 +95,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         if (!origin_allowed(std::string_view(origin.data(), origin.size()),
                             std::string_view(host.data(), host.size()), state_->origins)) {
           state_->counters.origins_refused++;
-          return reply(req, {403, "text/plain; charset=utf-8",
-                             "this origin may not open the WebSocket (see --allowed-origins)\n",
-                             ""},
+          return reply(req,
+                       {403, "text/plain; charset=utf-8",
+                        "this origin may not open the WebSocket (see --allowed-origins)\n", ""},
                        true);
         }
         const ServerState::Reserve r = state_->try_reserve(address_);
@@ -109,8 +109,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                 : "too many connections; retry later\n";
           return reply(req, {503, "text/plain; charset=utf-8", why, ""}, true);
         }
-        auto ws = std::make_shared<WsSession>(std::move(stream_), state_, address_,
-                                              std::move(slot_));
+        auto ws =
+            std::make_shared<WsSession>(std::move(stream_), state_, address_, std::move(slot_));
         ws->run(std::move(req));
         return;
       }
@@ -217,10 +217,8 @@ struct Server::Impl {
     SocketSlot slot(state, address);
     s.set_option(tcp::no_delay(true), ignored);
     if (state->config.socket_send_buffer > 0)
-      s.set_option(asio::socket_base::send_buffer_size(state->config.socket_send_buffer),
-                   ignored);
-    std::make_shared<HttpSession>(std::move(s), state, std::move(address), std::move(slot))
-        ->run();
+      s.set_option(asio::socket_base::send_buffer_size(state->config.socket_send_buffer), ignored);
+    std::make_shared<HttpSession>(std::move(s), state, std::move(address), std::move(slot))->run();
   }
 };
 

@@ -15,18 +15,18 @@
 #include <string>
 #include <vector>
 
-#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 #include "actors/engine.hpp"
 #include "net/metrics_text.hpp"
 #include "net/outgoing_queue.hpp"
+#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 
 namespace rz::net {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  uint16_t port = 8080;           // 0: an ephemeral port (Server::port() says which)
-  int io_threads = 1;             // threads running the connections' strands
-  int max_connections = 256;      // open WebSocket connections; more get HTTP 503
+  uint16_t port = 8080;       // 0: an ephemeral port (Server::port() says which)
+  int io_threads = 1;         // threads running the connections' strands
+  int max_connections = 256;  // open WebSocket connections; more get HTTP 503
   // Open WebSocket connections from one address; more get 503. Sockets of any kind from one
   // address: at most twice this plus 8 (more are closed at accept).
   int max_connections_per_ip = 32;
@@ -40,15 +40,15 @@ struct ServerConfig {
   // address, http(s)://localhost, 127.0.0.1 and [::1] on any port); "*" allows every origin.
   // A request without an Origin header (not a browser) is always allowed.
   std::vector<std::string> allowed_origins;
-  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};  // silent peer -> closed
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};       // silent peer -> closed
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(15)};  // and HTTP reads
   // A frame above the protocol's max_frame_bytes (the engine's limits) gets a `too_large` error;
   // above this hard cap the connection is closed with close code 1009 (message too big).
   // 0: 4 x max_frame_bytes, at least 64 KiB.
   std::size_t hard_frame_cap = 0;
-  OutgoingQueueLimits queue;      // per connection
-  int socket_send_buffer = 0;     // SO_SNDBUF of accepted sockets in bytes; 0: the OS default
-  std::string model_name;         // shown by /health and the page
+  OutgoingQueueLimits queue;   // per connection
+  int socket_send_buffer = 0;  // SO_SNDBUF of accepted sockets in bytes; 0: the OS default
+  std::string model_name;      // shown by /health and the page
 };
 
 class Server {

@@ -11,11 +11,11 @@
 #include <string>
 #include <unordered_map>
 
-#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 #include "actors/engine.hpp"
 #include "net/metrics_text.hpp"
 #include "net/origin_policy.hpp"
 #include "net/server.hpp"
+#include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 
 namespace rz::net {
 
@@ -112,7 +112,7 @@ struct ServerState {
   std::mutex mu;
   int reserved = 0;
   std::unordered_map<std::string, int> per_address;  // WebSocket places held per peer address
-  int open_sockets = 0;                               // accepted sockets open
+  int open_sockets = 0;                              // accepted sockets open
   std::unordered_map<std::string, int> sockets_per_address;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> live;
 };

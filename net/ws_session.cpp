@@ -86,8 +86,8 @@ void WsSession::on_read(beast::error_code ec, std::size_t) {
     first_frame_timer_.cancel();
   }
   if (!ws_.got_text()) {
-    enqueue(proto::ErrorFrame{proto::ErrorCode::bad_json,
-                              "binary frames are not accepted: send JSON text frames", {}});
+    enqueue(proto::ErrorFrame{
+        proto::ErrorCode::bad_json, "binary frames are not accepted: send JSON text frames", {}});
   } else {
     const auto data = rbuf_.cdata();
     handle_text(std::string_view(static_cast<const char*>(data.data()), data.size()));
@@ -115,10 +115,9 @@ void WsSession::handle_text(std::string_view text) {
 }
 
 void WsSession::deliver(proto::ServerFrame frame) {
-  boost::asio::post(ws_.get_executor(),
-                    [self = shared_from_this(), f = std::move(frame)]() mutable {
-                      self->enqueue(std::move(f));
-                    });
+  boost::asio::post(
+      ws_.get_executor(),
+      [self = shared_from_this(), f = std::move(frame)]() mutable { self->enqueue(std::move(f)); });
 }
 
 void WsSession::enqueue(proto::ServerFrame frame) {

@@ -67,7 +67,7 @@ class WsSession : public engine::FrameSink,
   engine::Session session_;
   bool accepted_ = false;
   bool writing_ = false;
-  bool closing_ = false;     // shutdown: close once the queue is written
+  bool closing_ = false;  // shutdown: close once the queue is written
   bool close_sent_ = false;
   bool ended_ = false;
   bool slow_signalled_ = false;

@@ -17,14 +17,29 @@ int utf8_sequence(std::string_view s, std::size_t i) {
   if (c < 0x80) return 1;
   int trail = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) trail = 1;
-  else if (c == 0xE0) { trail = 2; lo = 0xA0; }
-  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) trail = 2;
-  else if (c == 0xED) { trail = 2; hi = 0x9F; }                   // no surrogates
-  else if (c == 0xF0) { trail = 3; lo = 0x90; }                   // no overlongs
-  else if (c >= 0xF1 && c <= 0xF3) trail = 3;
-  else if (c == 0xF4) { trail = 3; hi = 0x8F; }                   // nothing past U+10FFFF
-  else return -1;                                                  // 80..C1, F5..FF
+  if (c >= 0xC2 && c <= 0xDF)
+    trail = 1;
+  else if (c == 0xE0) {
+    trail = 2;
+    lo = 0xA0;
+  } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+    trail = 2;
+  else if (c == 0xED) {
+    trail = 2;
+    hi = 0x9F;
+  }  // no surrogates
+  else if (c == 0xF0) {
+    trail = 3;
+    lo = 0x90;
+  }  // no overlongs
+  else if (c >= 0xF1 && c <= 0xF3)
+    trail = 3;
+  else if (c == 0xF4) {
+    trail = 3;
+    hi = 0x8F;
+  }  // nothing past U+10FFFF
+  else
+    return -1;  // 80..C1, F5..FF
   int j = 1;
   for (; j <= trail; ++j) {
     if (i + j >= s.size()) break;
@@ -40,10 +55,16 @@ void append_escaped(std::string& out, std::string_view s) {
   auto flush = [&] { out.append(s.data() + run, i - run); };
   while (i < s.size()) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') { ++i; continue; }
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
     if (c >= 0x80) {
       int n = utf8_sequence(s, i);
-      if (n > 0) { i += n; continue; }
+      if (n > 0) {
+        i += n;
+        continue;
+      }
       flush();
       out.append(kReplacement);
       i += -n;
@@ -85,10 +106,16 @@ std::string json_escape(std::string_view s) {
 }
 
 void append_ms(std::string& out, double ms) {
-  if (!std::isfinite(ms)) { out.append("null"); return; }
+  if (!std::isfinite(ms)) {
+    out.append("null");
+    return;
+  }
   char buf[400];  // fixed notation of the largest double with 3 decimals fits
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 3);
-  if (ec != std::errc()) { out.append("null"); return; }
+  if (ec != std::errc()) {
+    out.append("null");
+    return;
+  }
   // Trim trailing zeros of the 3 decimals, keeping at least one: 12.300 -> 12.3, 250.000 -> 250.0
   while (end[-1] == '0' && end[-2] != '.') --end;
   std::string_view text(buf, end - buf);
@@ -109,7 +136,10 @@ void append_int(std::string& out, int64_t v) {
 }
 
 void append_float(std::string& out, float v) {
-  if (!std::isfinite(v)) { out.append("null"); return; }
+  if (!std::isfinite(v)) {
+    out.append("null");
+    return;
+  }
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip
   out.append(buf, end);

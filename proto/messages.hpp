@@ -33,13 +33,13 @@ inline constexpr int kDefaultMaxTokens = 256;
 // {"type":"generate", ...}. Exactly one of `prompt` / `messages` was given: `prompt` is raw text
 // (encoded as is), `messages` goes through the model's chat template.
 struct GenerateRequest {
-  std::string id;                          // non-empty, unique among the connection's live requests
-  std::optional<std::string> prompt;       // non-empty when present
-  std::vector<ChatMessage> messages;       // non-empty when prompt is absent
-  int max_tokens = kDefaultMaxTokens;      // [1, ProtocolLimits::max_tokens]
+  std::string id;                      // non-empty, unique among the connection's live requests
+  std::optional<std::string> prompt;   // non-empty when present
+  std::vector<ChatMessage> messages;   // non-empty when prompt is absent
+  int max_tokens = kDefaultMaxTokens;  // [1, ProtocolLimits::max_tokens]
   Sampling sampling;
-  std::vector<std::string> stop;           // stop strings; each non-empty
-  bool ignore_eos = false;                 // true: keep going past the end-of-sequence token
+  std::vector<std::string> stop;  // stop strings; each non-empty
+  bool ignore_eos = false;        // true: keep going past the end-of-sequence token
 
   bool is_chat() const { return !prompt.has_value(); }
 };
@@ -73,10 +73,12 @@ enum class ErrorCode {
 };
 
 inline constexpr ErrorCode kAllErrorCodes[] = {
-    ErrorCode::bad_json,      ErrorCode::unknown_type, ErrorCode::missing_field,
-    ErrorCode::bad_value,     ErrorCode::duplicate_id, ErrorCode::unknown_id,
+    ErrorCode::bad_json,      ErrorCode::unknown_type,
+    ErrorCode::missing_field, ErrorCode::bad_value,
+    ErrorCode::duplicate_id,  ErrorCode::unknown_id,
     ErrorCode::too_large,     ErrorCode::context_length_exceeded,
-    ErrorCode::overloaded,    ErrorCode::slow_consumer, ErrorCode::internal,
+    ErrorCode::overloaded,    ErrorCode::slow_consumer,
+    ErrorCode::internal,
 };
 
 constexpr std::string_view to_string(ErrorCode c) {

@@ -51,12 +51,27 @@ std::string_view type_name(element e) {
 
 // The keys this parser reads, so that each is looked up once and a repeated one is caught.
 enum Key : int {
-  kType, kId, kPrompt, kMessages, kMaxTokens, kTemperature, kTopK, kTopP, kMinP,
-  kRepetitionPenalty, kSeed, kStop, kIgnoreEos, kRole, kContent, kKeyCount
+  kType,
+  kId,
+  kPrompt,
+  kMessages,
+  kMaxTokens,
+  kTemperature,
+  kTopK,
+  kTopP,
+  kMinP,
+  kRepetitionPenalty,
+  kSeed,
+  kStop,
+  kIgnoreEos,
+  kRole,
+  kContent,
+  kKeyCount
 };
 constexpr std::array<std::string_view, kKeyCount> kKeyNames = {
-    "type", "id", "prompt", "messages", "max_tokens", "temperature", "top_k", "top_p", "min_p",
-    "repetition_penalty", "seed", "stop", "ignore_eos", "role", "content"};
+    "type",        "id",    "prompt",     "messages", "max_tokens",
+    "temperature", "top_k", "top_p",      "min_p",    "repetition_penalty",
+    "seed",        "stop",  "ignore_eos", "role",     "content"};
 
 // The known keys of one JSON object: the first value of each, and whether it was repeated.
 // A repeat is an error only for a key that is read (unknown keys are ignored, repeated or not).
@@ -66,8 +81,12 @@ class Fields {
     for (auto kv : obj) {
       for (int k = 0; k < kKeyCount; ++k) {
         if (kv.key != kKeyNames[k]) continue;
-        if (present_[k]) repeated_[k] = true;
-        else { present_[k] = true; value_[k] = kv.value; }
+        if (present_[k])
+          repeated_[k] = true;
+        else {
+          present_[k] = true;
+          value_[k] = kv.value;
+        }
         break;
       }
     }
@@ -125,10 +144,10 @@ int64_t get_int(element e, const std::string& field, int64_t lo, int64_t hi) {
     case element_type::UINT64:  // only values above INT64_MAX are stored as UINT64
       out_of_range(field, lo, hi);
     case element_type::DOUBLE:
-      fail(ErrorCode::bad_value, field + ": expected an integer, got a number with a fraction "
-                                         "or an exponent");
-    default:
-      wrong_type(field, "an integer", e);
+      fail(ErrorCode::bad_value, field +
+                                     ": expected an integer, got a number with a fraction "
+                                     "or an exponent");
+    default: wrong_type(field, "an integer", e);
   }
 }
 
@@ -136,8 +155,7 @@ std::string checked_id(element e, const ProtocolLimits& limits) {
   std::string_view id = get_string(e, "id");
   if (id.empty()) fail(ErrorCode::bad_value, "id: must not be empty");
   if (id.size() > limits.max_id_bytes)
-    fail(ErrorCode::bad_value,
-         "id: longer than " + std::to_string(limits.max_id_bytes) + " bytes");
+    fail(ErrorCode::bad_value, "id: longer than " + std::to_string(limits.max_id_bytes) + " bytes");
   return std::string(id);
 }
 
@@ -145,8 +163,7 @@ std::optional<std::string> recover_id(const Fields& f, const ProtocolLimits& lim
   std::optional<element> e = f.peek(kId);
   if (!e) return std::nullopt;
   std::string_view id;
-  if (e->get_string().get(id) || id.empty() || id.size() > limits.max_id_bytes)
-    return std::nullopt;
+  if (e->get_string().get(id) || id.empty() || id.size() > limits.max_id_bytes) return std::nullopt;
   return std::string(id);
 }
 
@@ -287,8 +304,8 @@ ParseResult parse_object(simdjson::dom::object obj, const ProtocolLimits& limits
   if (t == "cancel") return CancelRequest{required_id(f, limits)};
   if (t == "ping") return PingRequest{};
   std::string shown(t.substr(0, 64));
-  fail(ErrorCode::unknown_type, "type: unknown message type \"" + shown +
-                                    "\" (expected generate, cancel or ping)");
+  fail(ErrorCode::unknown_type,
+       "type: unknown message type \"" + shown + "\" (expected generate, cancel or ping)");
 }
 
 }  // namespace
@@ -296,7 +313,8 @@ ParseResult parse_object(simdjson::dom::object obj, const ProtocolLimits& limits
 ParseResult parse_client_message(std::string_view frame, const ProtocolLimits& limits) {
   if (frame.size() > limits.max_frame_bytes)
     return ProtocolError{ErrorCode::too_large,
-                         "frame of " + std::to_string(frame.size()) + " bytes exceeds the limit of " +
+                         "frame of " + std::to_string(frame.size()) +
+                             " bytes exceeds the limit of " +
                              std::to_string(limits.max_frame_bytes) + " bytes",
                          std::nullopt};
   // One parser per thread, reused: it keeps its buffers between frames.

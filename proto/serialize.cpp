@@ -48,8 +48,10 @@ void append_json(std::string& out, const DoneFrame& f) {
   out.push_back('}');
   key(out, "timings");
   out.append("{\"ttft_ms\":");
-  if (f.timings.ttft_ms) append_ms(out, *f.timings.ttft_ms);
-  else out.append("null");
+  if (f.timings.ttft_ms)
+    append_ms(out, *f.timings.ttft_ms);
+  else
+    out.append("null");
   out.append(",\"total_ms\":");
   append_ms(out, f.timings.total_ms);
   out.append("}}");

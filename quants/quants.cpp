@@ -47,8 +47,8 @@ std::string type_label(GgmlType t) {
 void check_length(GgmlType t, int64_t n, const char* what) {
   const int bs = type_traits(t).block_size;
   if (n < 0 || bs <= 0 || n % bs != 0) {
-    throw Error(std::string(what) + ": row of " + std::to_string(n) + " elements is not a whole number of " +
-                type_label(t) + " blocks");
+    throw Error(std::string(what) + ": row of " + std::to_string(n) +
+                " elements is not a whole number of " + type_label(t) + " blocks");
   }
 }
 

@@ -15,8 +15,8 @@ bool can_quantize(GgmlType t);
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 
 float fp16_to_fp32(uint16_t h);
-uint16_t fp32_to_fp16(float f);    // round to nearest even, as numpy's astype(float16)
+uint16_t fp32_to_fp16(float f);  // round to nearest even, as numpy's astype(float16)
 float bf16_to_fp32(uint16_t h);
-uint16_t fp32_to_bf16(float f);    // round to nearest even, as gguf.quants does it
+uint16_t fp32_to_bf16(float f);  // round to nearest even, as gguf.quants does it
 
 }  // namespace rz

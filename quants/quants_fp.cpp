@@ -29,10 +29,10 @@ uint32_t half_to_float_bits(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return sign | 0x7f800000u | (man << 13);      // inf, NaN
+  if (exp == 0x1f) return sign | 0x7f800000u | (man << 13);       // inf, NaN
   if (exp != 0) return sign | ((exp + 112) << 23) | (man << 13);  // normal: bias 15 -> 127
-  if (man == 0) return sign;                                     // +-0
-  int e = 113;                                                   // subnormal: normalise
+  if (man == 0) return sign;                                      // +-0
+  int e = 113;                                                    // subnormal: normalise
   while ((man & 0x400u) == 0) {
     man <<= 1;
     --e;
@@ -44,7 +44,8 @@ uint32_t half_to_float_bits(uint16_t h) {
 struct HalfTable {
   float v[65536];
   HalfTable() {
-    for (uint32_t h = 0; h < 65536; ++h) v[h] = bits_float(half_to_float_bits(static_cast<uint16_t>(h)));
+    for (uint32_t h = 0; h < 65536; ++h)
+      v[h] = bits_float(half_to_float_bits(static_cast<uint16_t>(h)));
   }
 };
 

@@ -1,5 +1,6 @@
 // Dequantization of the 256-element super-block formats Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, each
-// product rounded as gguf.quants (numpy, float32) rounds it: (d * sub_scale) * q - (dmin * sub_min).
+// product rounded as gguf.quants (numpy, float32) rounds it: (d * sub_scale) * q - (dmin *
+// sub_min).
 #include "quants/quants.hpp"
 #include "quants/quants_impl.hpp"
 

@@ -157,7 +157,8 @@ void quantize_q4_k(const float* src, void* dst, int64_t n) {
       for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
       const float av_x = std::sqrt(sum_x2 / 32);
       for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-      scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20);
+      scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.0f,
+                                   0.1f, 20);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
@@ -194,7 +195,8 @@ void quantize_q4_k(const float* src, void* dst, int64_t n) {
       if (d == 0) continue;  // keeps the levels make_qkx2_quants chose
       const float dm = dmin_all * static_cast<float>(m);
       for (int ii = 0; ii < 32; ++ii) {
-        L[32 * j + ii] = static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + ii] + dm) / d), 0, 15));
+        L[32 * j + ii] =
+            static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + ii] + dm) / d), 0, 15));
       }
     }
     uint8_t* q = y->qs;
@@ -235,7 +237,8 @@ void quantize_q6_k(const float* src, void* dst, int64_t n) {
       const float d = d_all * static_cast<float>(y->scales[j]);
       if (d == 0) continue;  // keeps the levels make_qx_quants chose
       for (int ii = 0; ii < 16; ++ii) {
-        L[16 * j + ii] = static_cast<int8_t>(clamp_int(nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
+        L[16 * j + ii] =
+            static_cast<int8_t>(clamp_int(nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
       }
     }
     uint8_t* ql = y->ql;

@@ -71,7 +71,8 @@ void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK4_0; ++i, ++b, dst += QK4_0) {
     const float d = fp16_to_fp32(b->d);
     for (int j = 0; j < QK4_0 / 2; ++j) dst[j] = d * static_cast<float>((b->qs[j] & 0x0f) - 8);
-    for (int j = 0; j < QK4_0 / 2; ++j) dst[j + QK4_0 / 2] = d * static_cast<float>((b->qs[j] >> 4) - 8);
+    for (int j = 0; j < QK4_0 / 2; ++j)
+      dst[j + QK4_0 / 2] = d * static_cast<float>((b->qs[j] >> 4) - 8);
   }
 }
 
@@ -80,7 +81,8 @@ void dequantize_q4_1(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK4_1; ++i, ++b, dst += QK4_1) {
     const float d = fp16_to_fp32(b->d), m = fp16_to_fp32(b->m);
     for (int j = 0; j < QK4_1 / 2; ++j) dst[j] = d * static_cast<float>(b->qs[j] & 0x0f) + m;
-    for (int j = 0; j < QK4_1 / 2; ++j) dst[j + QK4_1 / 2] = d * static_cast<float>(b->qs[j] >> 4) + m;
+    for (int j = 0; j < QK4_1 / 2; ++j)
+      dst[j + QK4_1 / 2] = d * static_cast<float>(b->qs[j] >> 4) + m;
   }
 }
 
@@ -163,7 +165,8 @@ void quantize_q5_0(const float* src, void* dst, int64_t n) {
       q[j] = trunc_clip(src[j] * id + 16.5f, 31);
       qh |= static_cast<uint32_t>(q[j] >> 4) << j;
     }
-    for (int j = 0; j < QK5_0 / 2; ++j) b->qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | q[j + QK5_0 / 2] << 4);
+    for (int j = 0; j < QK5_0 / 2; ++j)
+      b->qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | q[j + QK5_0 / 2] << 4);
     store_qh(b->qh, qh);
   }
 }
@@ -183,7 +186,8 @@ void quantize_q5_1(const float* src, void* dst, int64_t n) {
       q[j] = trunc_clip((src[j] - mn) * id + 0.5f, 31);
       qh |= static_cast<uint32_t>(q[j] >> 4) << j;
     }
-    for (int j = 0; j < QK5_1 / 2; ++j) b->qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | q[j + QK5_1 / 2] << 4);
+    for (int j = 0; j < QK5_1 / 2; ++j)
+      b->qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | q[j + QK5_1 / 2] << 4);
     store_qh(b->qh, qh);
   }
 }

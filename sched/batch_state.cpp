@@ -20,8 +20,8 @@ void BatchConfig::validate() const {
        "max_prefill_batch must be at least 1, got " + std::to_string(max_prefill_batch));
   need(max_prefill_tokens >= 1,
        "max_prefill_tokens must be at least 1, got " + std::to_string(max_prefill_tokens));
-  need(max_consecutive_prefills >= 1,
-       "max_consecutive_prefills must be at least 1, got " + std::to_string(max_consecutive_prefills));
+  need(max_consecutive_prefills >= 1, "max_consecutive_prefills must be at least 1, got " +
+                                          std::to_string(max_consecutive_prefills));
   need(n_vocab >= 0, "n_vocab must not be negative, got " + std::to_string(n_vocab));
   need(kv_block_size >= 0,
        "kv_block_size must not be negative, got " + std::to_string(kv_block_size));
@@ -65,31 +65,32 @@ SubmitResult BatchedDecodeState::submit(BatchRequest req) {
   if (cfg_.n_vocab > 0) {
     for (int32_t t : req.prompt)
       if (t < 0 || t >= cfg_.n_vocab)
-        return refuse(SubmitStatus::invalid_request,
-                      "prompt token " + std::to_string(t) + " is outside the vocabulary of " +
-                          std::to_string(cfg_.n_vocab));
+        return refuse(SubmitStatus::invalid_request, "prompt token " + std::to_string(t) +
+                                                         " is outside the vocabulary of " +
+                                                         std::to_string(cfg_.n_vocab));
   }
   if (live_.count(req.ref.id))
     return refuse(SubmitStatus::invalid_request,
                   "request id " + std::to_string(req.ref.id) + " is already in use");
   if (n + 1 > cfg_.max_context)
-    return refuse(SubmitStatus::context_length_exceeded,
-                  "the prompt has " + std::to_string(n) + " tokens; with one generated token it "
-                  "exceeds the context of " + std::to_string(cfg_.max_context) + " tokens");
+    return refuse(SubmitStatus::context_length_exceeded, "the prompt has " + std::to_string(n) +
+                                                             " tokens; with one generated token it "
+                                                             "exceeds the context of " +
+                                                             std::to_string(cfg_.max_context) +
+                                                             " tokens");
   if (cfg_.kv_limited()) {
     const int64_t reserve = cfg_.kv_reserve_tokens(n, req.max_tokens);
     const int64_t blocks = cfg_.kv_blocks_for(reserve);
     if (blocks > cfg_.kv_blocks) {
-      const std::string gen = req.max_tokens > 0
-                                  ? "max_tokens " + std::to_string(req.max_tokens)
-                                  : "generation up to the context of " +
-                                        std::to_string(cfg_.max_context) + " tokens";
+      const std::string gen = req.max_tokens > 0 ? "max_tokens " + std::to_string(req.max_tokens)
+                                                 : "generation up to the context of " +
+                                                       std::to_string(cfg_.max_context) + " tokens";
       return refuse(SubmitStatus::context_length_exceeded,
                     "the prompt has " + std::to_string(n) + " tokens; with " + gen + " it needs " +
-                        std::to_string(reserve) + " tokens of KV cache (" +
-                        std::to_string(blocks) + " blocks of " +
-                        std::to_string(cfg_.kv_block_size) + "), more than the whole cache of " +
-                        std::to_string(cfg_.kv_blocks) + " blocks");
+                        std::to_string(reserve) + " tokens of KV cache (" + std::to_string(blocks) +
+                        " blocks of " + std::to_string(cfg_.kv_block_size) +
+                        "), more than the whole cache of " + std::to_string(cfg_.kv_blocks) +
+                        " blocks");
     }
   }
   if (static_cast<int>(queue_.size()) >= cfg_.max_queue)
@@ -276,8 +277,8 @@ void BatchedDecodeState::check_in_flight(const StepPlan& p, const char* what) co
   if (p.idle() || p.step != step_) fail("the plan is not the step in flight");
   const size_t n = p.kind == StepKind::prefill ? p.prefill.size() : p.decode.size();
   if (n != p.requests.size()) fail("the plan's entries and requests differ in number");
-  const auto want = p.kind == StepKind::prefill ? BatchSlot::Phase::prefilling
-                                                      : BatchSlot::Phase::decoding;
+  const auto want =
+      p.kind == StepKind::prefill ? BatchSlot::Phase::prefilling : BatchSlot::Phase::decoding;
   for (size_t i = 0; i < n; ++i) {
     const int slot = p.kind == StepKind::prefill ? p.prefill[i].slot : p.decode[i].slot;
     if (slot < 0 || slot >= cfg_.max_slots) fail("a slot of the plan is out of range");
@@ -299,8 +300,7 @@ std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
   check_in_flight(p, "apply");
   if (tokens.size() != p.size())
     throw std::invalid_argument("BatchedDecodeState::apply: " + std::to_string(tokens.size()) +
-                                " tokens for a step of " + std::to_string(p.size()) +
-                                " requests");
+                                " tokens for a step of " + std::to_string(p.size()) + " requests");
   const bool prefill = p.kind == StepKind::prefill;
   ++(prefill ? counters_.prefill_steps : counters_.decode_steps);
   std::vector<SchedEvent> out = end_step();

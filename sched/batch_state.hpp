@@ -15,7 +15,8 @@
 //   for (int slot : p.release) ex.release(slot);   // ALWAYS, whatever p.kind (idle included)
 //   if (p.idle()) wait for submit/cancel;
 //   tokens = p.kind == prefill ? ex.prefill(p.prefill) : ex.decode(p.decode);
-//   deliver(s.apply(p, tokens));           // or, if the executor threw: deliver(s.fail_step(p, msg))
+//   deliver(s.apply(p, tokens));           // or, if the executor threw: deliver(s.fail_step(p,
+//   msg))
 //
 // Executor-release responsibility: the state never touches the executor. Whenever it frees a
 // slot whose executor slot may be active (a request finished, was cancelled after admission, or
@@ -62,8 +63,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sched/types.hpp"
 #include "model/executor.hpp"
+#include "sched/types.hpp"
 
 namespace rz {
 
@@ -80,8 +81,8 @@ struct BatchConfig {
   // accounting; kv_blocks > 0 needs kv_block_size >= 1.
   int kv_block_size = 0;
   int64_t kv_blocks = 0;
-  std::function<bool(int32_t)> is_eog;              // end-of-generation ids; empty: none
-  std::function<SchedClock::time_point()> now;      // empty: SchedClock::now (tests inject)
+  std::function<bool(int32_t)> is_eog;          // end-of-generation ids; empty: none
+  std::function<SchedClock::time_point()> now;  // empty: SchedClock::now (tests inject)
 
   void validate() const;  // throws rz::Error("batch config: cause")
 
@@ -111,7 +112,7 @@ struct BatchSlot {
   int max_tokens = 0;       // 0: until the context is full
   bool ignore_eos = false;
   bool cancel_requested = false;
-  int64_t kv_blocks = 0;    // KV blocks reserved for this request (0 when not kv_limited)
+  int64_t kv_blocks = 0;  // KV blocks reserved for this request (0 when not kv_limited)
   RequestTimings timings;
   bool busy() const { return phase != Phase::free; }
 };
@@ -119,23 +120,23 @@ struct BatchSlot {
 // One step, as plain data: the executor step (kind, step number, release list, the requests ready
 // to pass to Executor::prefill/decode; sched/types.hpp) and what the state needs back.
 struct StepPlan : ExecutorStep {
-  std::vector<RequestRef> requests;    // the request of each prefill/decode entry, same order
-  std::vector<SchedEvent> events;      // final events decided at this boundary: deliver them
+  std::vector<RequestRef> requests;  // the request of each prefill/decode entry, same order
+  std::vector<SchedEvent> events;    // final events decided at this boundary: deliver them
   size_t size() const { return requests.size(); }
 };
 
 // Totals since construction, for metrics.
 struct BatchCounters {
-  uint64_t submitted = 0;            // accepted by submit()
+  uint64_t submitted = 0;  // accepted by submit()
   uint64_t rejected_overloaded = 0;
-  uint64_t rejected_invalid = 0;     // context_length_exceeded and invalid_request
-  uint64_t admitted = 0;             // put into a prefill step
-  uint64_t finished = 0;             // FinishedEvent with stop or length
-  uint64_t cancelled = 0;            // FinishedEvent with cancelled
-  uint64_t failed = 0;               // FailedEvent
-  uint64_t prompt_tokens = 0;        // prompt tokens of admitted requests
-  uint64_t tokens_generated = 0;     // TokenEvents
-  uint64_t prefill_steps = 0;        // applied or failed, by kind
+  uint64_t rejected_invalid = 0;  // context_length_exceeded and invalid_request
+  uint64_t admitted = 0;          // put into a prefill step
+  uint64_t finished = 0;          // FinishedEvent with stop or length
+  uint64_t cancelled = 0;         // FinishedEvent with cancelled
+  uint64_t failed = 0;            // FailedEvent
+  uint64_t prompt_tokens = 0;     // prompt tokens of admitted requests
+  uint64_t tokens_generated = 0;  // TokenEvents
+  uint64_t prefill_steps = 0;     // applied or failed, by kind
   uint64_t decode_steps = 0;
   uint64_t failed_steps = 0;
 };
@@ -198,8 +199,8 @@ class BatchedDecodeState {
   };
   SchedClock::time_point now() const;
   void check_in_flight(const StepPlan& p, const char* what) const;
-  void take_cancellations();                   // running, not in flight, cancel requested
-  bool head_admissible() const;                // a slot and the head's KV blocks are free
+  void take_cancellations();     // running, not in flight, cancel requested
+  bool head_admissible() const;  // a slot and the head's KV blocks are free
   void plan_prefill(StepPlan& p);
   void plan_decode(StepPlan& p);
   // Free a slot (onto the release list) and make its final event.
@@ -216,7 +217,7 @@ class BatchedDecodeState {
   std::vector<SchedEvent> pending_events_;
   int active_ = 0;
   bool in_flight_ = false;
-  uint64_t step_ = 0;              // sequence number of the last plan that was not idle
+  uint64_t step_ = 0;  // sequence number of the last plan that was not idle
   int prefills_in_row_ = 0;
   int64_t kv_used_ = 0;
   BatchCounters counters_;

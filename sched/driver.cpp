@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "sched/step.hpp"
 #include "formats/common.hpp"
+#include "sched/step.hpp"
 
 namespace rz {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "sched/batch_state.hpp"
 #include "model/executor.hpp"
+#include "sched/batch_state.hpp"
 
 namespace rz {
 

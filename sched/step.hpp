@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "model/executor.hpp"
 #include "sched/batch_state.hpp"
 #include "sched/types.hpp"
-#include "model/executor.hpp"
 
 namespace rz {
 

@@ -30,8 +30,8 @@ struct BatchRequest {
   RequestRef ref;
   std::vector<int32_t> prompt;  // at least one token; prompt.size() + 1 <= max_context
   SamplingParams sampling;
-  int max_tokens = 0;           // > 0: at most this many generated tokens; 0: until the context is full
-  bool ignore_eos = false;      // keep generating past end-of-generation tokens
+  int max_tokens = 0;       // > 0: at most this many generated tokens; 0: until the context is full
+  bool ignore_eos = false;  // keep generating past end-of-generation tokens
 };
 
 enum class SubmitStatus {

@@ -36,12 +36,18 @@ namespace {
 
 enum Variant : int {
   kChatml = 0,
-  kLlama3 = 10, kLlama31 = 11, kLlama32 = 12,
+  kLlama3 = 10,
+  kLlama31 = 11,
+  kLlama32 = 12,
   kLlama2 = 20,
-  kMistralV1 = 30,          // "... [/INST]" + content + eos + ' '  (Mistral-7B-Instruct-v0.1)
-  kMistralV1NoSpace = 31,   // same without the trailing space     (Mixtral-8x7B-Instruct-v0.1)
-  kMistralV3 = 32, kMistralV7 = 33,
-  kPhi3 = 40, kPhi35 = 41, kPhi3First = 42, kPhi3FirstNoBos = 43,
+  kMistralV1 = 30,         // "... [/INST]" + content + eos + ' '  (Mistral-7B-Instruct-v0.1)
+  kMistralV1NoSpace = 31,  // same without the trailing space     (Mixtral-8x7B-Instruct-v0.1)
+  kMistralV3 = 32,
+  kMistralV7 = 33,
+  kPhi3 = 40,
+  kPhi35 = 41,
+  kPhi3First = 42,
+  kPhi3FirstNoBos = 43,
 };
 
 const std::array<const char*, 5> kFamilies = {"chatml", "llama3", "llama2", "mistral", "phi3"};
@@ -55,11 +61,17 @@ size_t utf8_at(std::string_view s, size_t i, uint32_t& cp) {
   auto b = static_cast<unsigned char>(s[i]);
   size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
   if (i + n > s.size()) n = 1;
-  if (n == 1) { cp = b; return 1; }
+  if (n == 1) {
+    cp = b;
+    return 1;
+  }
   cp = b & (0x7f >> n);
   for (size_t k = 1; k < n; ++k) {
     auto c = static_cast<unsigned char>(s[i + k]);
-    if ((c & 0xc0) != 0x80) { cp = b; return 1; }
+    if ((c & 0xc0) != 0x80) {
+      cp = b;
+      return 1;
+    }
     cp = (cp << 6) | (c & 0x3f);
   }
   return n;
@@ -68,8 +80,8 @@ size_t utf8_at(std::string_view s, size_t i, uint32_t& cp) {
 // Python's str.isspace(), which str.strip() and Jinja's trim filter use.
 bool py_space(uint32_t c) {
   return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202f || c == 0x205f || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+         c == 0x205f || c == 0x3000;
 }
 
 // Python's str.strip() without arguments, on UTF-8 text.
@@ -88,7 +100,10 @@ std::string py_strip(std::string_view s) {
       --start;
     uint32_t cp;
     size_t n = utf8_at(s, start, cp);
-    if (start + n != e) { start = e - 1; cp = static_cast<unsigned char>(s[start]); }
+    if (start + n != e) {
+      start = e - 1;
+      cp = static_cast<unsigned char>(s[start]);
+    }
     if (!py_space(cp)) break;
     e = start;
   }
@@ -97,8 +112,7 @@ std::string py_strip(std::string_view s) {
 
 // Reads Jinja string-literal text from src[pos] until `end` appears; escapes (\n, \', ...) are
 // decoded. Returns false when the literal closes (an unescaped quote) or the text ends first.
-bool read_literal_until(std::string_view src, size_t pos, std::string_view end,
-                        std::string& out) {
+bool read_literal_until(std::string_view src, size_t pos, std::string_view end, std::string& out) {
   out.clear();
   while (pos < src.size()) {
     if (src.substr(pos).starts_with(end)) return true;
@@ -122,9 +136,12 @@ std::string chatml_default_system(std::string_view src) {
   const std::string_view head = "<|im_start|>system";
   for (size_t at = src.find(head); at != std::string_view::npos; at = src.find(head, at + 1)) {
     size_t p = at + head.size();
-    if (src.substr(p).starts_with("\\n")) p += 2;
-    else if (src.substr(p).starts_with("\n")) p += 1;
-    else continue;
+    if (src.substr(p).starts_with("\\n"))
+      p += 2;
+    else if (src.substr(p).starts_with("\n"))
+      p += 1;
+    else
+      continue;
     std::string text;
     if (read_literal_until(src, p, "<|im_end|>", text) && !text.empty()) return text;
   }
@@ -325,8 +342,10 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
         std::string content = m.content;
         if (i == first && first == 1)
           content = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + m.content;
-        if (m.role == "user") out += bos_ + "[INST] " + py_strip(content) + " [/INST]";
-        else if (m.role == "assistant") out += " " + py_strip(content) + " " + eos_;
+        if (m.role == "user")
+          out += bos_ + "[INST] " + py_strip(content) + " [/INST]";
+        else if (m.role == "assistant")
+          out += " " + py_strip(content) + " " + eos_;
       }
       break;  // this template has no generation prompt: "[/INST]" already ends the prompt
     }
@@ -336,10 +355,12 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
       for (size_t i = 0; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
         alternation(m, i);
-        if (m.role == "user") out += "[INST] " + m.content + " [/INST]";
+        if (m.role == "user")
+          out += "[INST] " + m.content + " [/INST]";
         else if (m.role == "assistant")
           out += m.content + eos_ + (variant_ == kMistralV1 ? " " : "");
-        else throw fail("only user and assistant roles are supported");
+        else
+          throw fail("only user and assistant roles are supported");
       }
       break;
     }
@@ -357,8 +378,9 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
         } else if (m.role == "assistant") {
           out += " " + py_strip(m.content) + eos_;
         } else {
-          throw fail("only user and assistant roles are supported, with the exception of an "
-                     "initial optional system message");
+          throw fail(
+              "only user and assistant roles are supported, with the exception of an "
+              "initial optional system message");
         }
       }
       break;
@@ -366,10 +388,14 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
     case kMistralV7: {
       out += bos_;
       for (const ChatMessage& m : messages) {
-        if (m.role == "user") out += "[INST]" + m.content + "[/INST]";
-        else if (m.role == "system") out += "[SYSTEM_PROMPT]" + m.content + "[/SYSTEM_PROMPT]";
-        else if (m.role == "assistant") out += m.content + eos_;
-        else throw fail("only user, system and assistant roles are supported");
+        if (m.role == "user")
+          out += "[INST]" + m.content + "[/INST]";
+        else if (m.role == "system")
+          out += "[SYSTEM_PROMPT]" + m.content + "[/SYSTEM_PROMPT]";
+        else if (m.role == "assistant")
+          out += m.content + eos_;
+        else
+          throw fail("only user, system and assistant roles are supported");
       }
       break;
     }
@@ -392,13 +418,14 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
     case kPhi3FirstNoBos: {
       if (variant_ == kPhi3First) out += bos_;
       for (const ChatMessage& m : messages) {
-        if (m.role == "user") out += "<|user|>\n" + m.content + "<|end|>\n<|assistant|>\n";
-        else if (m.role == "assistant") out += m.content + "<|end|>\n";
+        if (m.role == "user")
+          out += "<|user|>\n" + m.content + "<|end|>\n<|assistant|>\n";
+        else if (m.role == "assistant")
+          out += m.content + "<|end|>\n";
       }
       break;  // every user turn already ends with "<|assistant|>\n"
     }
-    default:
-      throw fail("internal: unknown variant");
+    default: throw fail("internal: unknown variant");
   }
   return out;
 }

@@ -61,9 +61,8 @@ std::string utf8_sanitize(std::string_view s) {
 
 namespace {
 
-const char* const kEogTexts[] = {"<|im_end|>",       "<|eot_id|>", "<|end|>", "<|endoftext|>",
-                                 "<|end_of_text|>",  "</s>",       "<end_of_turn>",
-                                 "<|eom_id|>"};
+const char* const kEogTexts[] = {"<|im_end|>",      "<|eot_id|>", "<|end|>",       "<|endoftext|>",
+                                 "<|end_of_text|>", "</s>",       "<end_of_turn>", "<|eom_id|>"};
 
 }  // namespace
 
@@ -78,9 +77,8 @@ VocabTokenizer::VocabTokenizer(VocabData d) : d_(std::move(d)) {
         !d_.tokens[i].empty())
       specials_.push_back(i);
   }
-  std::stable_sort(specials_.begin(), specials_.end(), [&](int32_t a, int32_t b) {
-    return d_.tokens[a].size() > d_.tokens[b].size();
-  });
+  std::stable_sort(specials_.begin(), specials_.end(),
+                   [&](int32_t a, int32_t b) { return d_.tokens[a].size() > d_.tokens[b].size(); });
 
   auto in_range = [&](int32_t id) { return id >= 0 && id < n; };
   for (int32_t id : {d_.eos, d_.eot, d_.eom})
@@ -214,8 +212,8 @@ VocabData vocab_from_gguf(const GgufFile& f) {
   if (!model) throw file_error(d.source, "no tokenizer (metadata key tokenizer.ggml.model)");
   d.model = *model;
   if (d.model != "gpt2" && d.model != "llama")
-    throw file_error(d.source, "unsupported tokenizer model '" + d.model +
-                                   "' (supported: gpt2, llama)");
+    throw file_error(d.source,
+                     "unsupported tokenizer model '" + d.model + "' (supported: gpt2, llama)");
   d.tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (d.tokens.empty()) throw file_error(d.source, "tokenizer.ggml.tokens is missing or empty");
   const size_t n = d.tokens.size();
@@ -226,8 +224,8 @@ VocabData vocab_from_gguf(const GgufFile& f) {
                                    " entries for " + std::to_string(n) + " tokens");
   d.types.assign(n, TokenType::Normal);
   for (size_t i = 0; i < types.size(); ++i)
-    d.types[i] = (types[i] >= 0 && types[i] <= 6) ? static_cast<TokenType>(types[i])
-                                                  : TokenType::Undefined;
+    d.types[i] =
+        (types[i] >= 0 && types[i] <= 6) ? static_cast<TokenType>(types[i]) : TokenType::Undefined;
 
   if (d.model == "llama") {
     d.scores = f.get_float_array("tokenizer.ggml.scores");

@@ -15,7 +15,13 @@ namespace rz {
 class GgufFile;
 
 enum class TokenType : int32_t {
-  Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
 };
 
 class Tokenizer {
@@ -46,7 +52,7 @@ class Tokenizer {
   virtual TokenType token_type(int32_t id) const = 0;
   virtual std::string_view model() const = 0;  // "gpt2" or "llama"
   virtual std::string_view pre() const = 0;    // pre-tokenizer name ("default" for llama)
-  virtual bool add_space_prefix() const = 0;    // SentencePiece's leading-space rule
+  virtual bool add_space_prefix() const = 0;   // SentencePiece's leading-space rule
   int32_t bos_id() const { return bos_; }
   int32_t eos_id() const { return eos_; }
   bool add_bos() const { return add_bos_; }

@@ -65,14 +65,10 @@ class BpeTokenizer final : public VocabTokenizer {
     check_id(id);
     switch (d_.types[id]) {
       case TokenType::Control:
-      case TokenType::Unknown:
-        return skip_special ? std::string() : d_.tokens[id];
-      case TokenType::UserDefined:
-        return d_.tokens[id];  // stored as plain text
-      case TokenType::Unused:
-        return {};
-      default:
-        break;
+      case TokenType::Unknown: return skip_special ? std::string() : d_.tokens[id];
+      case TokenType::UserDefined: return d_.tokens[id];  // stored as plain text
+      case TokenType::Unused: return {};
+      default: break;
     }
     const std::string& t = d_.tokens[id];
     const ByteMap& bm = byte_map();
@@ -113,8 +109,7 @@ class BpeTokenizer final : public VocabTokenizer {
       case 2: return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
       case 3: return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
       default:
-        return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) |
-               (b(3) & 0x3F);
+        return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
     }
   }
 

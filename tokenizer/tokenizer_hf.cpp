@@ -162,7 +162,8 @@ VocabData vocab_from_hf(const std::string& dir) {
     std::string_view s;
     if (!m.get_string().get(s)) {
       size_t sp = s.find(' ', 1);
-      if (sp == std::string_view::npos) throw file_error(path, "malformed merge '" + std::string(s) + "'");
+      if (sp == std::string_view::npos)
+        throw file_error(path, "malformed merge '" + std::string(s) + "'");
       d.merge_pairs.emplace_back(std::string(s.substr(0, sp)), std::string(s.substr(sp + 1)));
       continue;
     }

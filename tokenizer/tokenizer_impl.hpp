@@ -26,20 +26,20 @@ namespace rz::tok {
 
 // Everything a tokenizer is built from, independent of the file format it came from.
 struct VocabData {
-  std::string source;                // file or directory named in error messages
-  std::string model;                 // "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE)
-  std::string pre = "default";       // pre-tokenizer name (gpt2 only)
+  std::string source;                    // file or directory named in error messages
+  std::string model;                     // "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE)
+  std::string pre = "default";           // pre-tokenizer name (gpt2 only)
   std::vector<std::string> pre_regexes;  // explicit regex sequence; overrides `pre` when set
-  std::vector<std::string> tokens;   // [n_vocab] token text as stored
-  std::vector<TokenType> types;      // [n_vocab]
-  std::vector<float> scores;         // [n_vocab] SentencePiece merge scores (llama only)
-  std::vector<std::string> merges;   // "left right", rank = index (gpt2 only)
+  std::vector<std::string> tokens;       // [n_vocab] token text as stored
+  std::vector<TokenType> types;          // [n_vocab]
+  std::vector<float> scores;             // [n_vocab] SentencePiece merge scores (llama only)
+  std::vector<std::string> merges;       // "left right", rank = index (gpt2 only)
   // Merges given as pairs (tokenizer.json's array form, where a side may contain a space);
   // used instead of `merges` when not empty.
   std::vector<std::pair<std::string, std::string>> merge_pairs;
   int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
-  bool ignore_merges = false;        // a whole word found in the vocabulary skips the merges
+  bool ignore_merges = false;  // a whole word found in the vocabulary skips the merges
   // [n_vocab] or empty (no stripping): kStripLeft | kStripRight of added tokens.
   std::vector<uint8_t> strip;
 };
@@ -80,7 +80,7 @@ class VocabTokenizer : public Tokenizer {
   // Added tokens cut out of the input, longest text first: user-defined ones always, the others
   // (control, unknown) only when special parsing is on.
   std::vector<int32_t> specials_;
-  std::vector<int32_t> eog_;       // sorted
+  std::vector<int32_t> eog_;  // sorted
 };
 
 std::shared_ptr<Tokenizer> make_bpe_tokenizer(VocabData d);

@@ -22,9 +22,8 @@ constexpr const char* kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
     R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Qwen2: as Llama 3 but every digit on its own.
-constexpr const char* kQwen2 =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
-    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2 = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
+                               R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // DeepSeek LLM: explicit letter ranges (Latin, Greek, Cyrillic, ... scripts with case).
 constexpr const char* kDeepseekLetters =
     "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293"
@@ -55,14 +54,13 @@ const std::vector<Entry>& table() {
       {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"},
        {R"(\p{N})", kGpt2}},
       {{"deepseek-llm"},
-       {R"([\r\n])", kDeepseekLetters, "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
-        R"(\s+$)", kCjk, R"(\p{N}+)"}},
+       {R"([\r\n])", kDeepseekLetters,
+        "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+", R"(\s+$)", kCjk,
+        R"(\p{N}+)"}},
       {{"deepseek-coder"}, {R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"}},
-      {{"falcon"},
-       {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, R"([0-9][0-9][0-9])"}},
+      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, R"([0-9][0-9][0-9])"}},
       // llama.cpp's fallback for byte-level BPE files without a pre-tokenizer name.
-      {{"default"},
-       {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", R"([0-9][0-9][0-9])"}},
+      {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", R"([0-9][0-9][0-9])"}},
   };
   return t;
 }
@@ -104,17 +102,17 @@ void PreTokenizer::compile(const std::vector<std::string>& regexes, const std::s
     const std::string& pat = re;
     int err = 0;
     PCRE2_SIZE off = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(),
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off,
-                                     nullptr);
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, nullptr);
     if (!code) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
       for (void* c : codes_) pcre2_code_free(static_cast<pcre2_code*>(c));
       codes_.clear();
       throw file_error(source, "pre-tokenizer regex does not compile at offset " +
-                                   std::to_string(off) + ": " +
-                                   reinterpret_cast<const char*>(msg) + ": " + re);
+                                   std::to_string(off) + ": " + reinterpret_cast<const char*>(msg) +
+                                   ": " + re);
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // failure just means the interpreter runs
     codes_.push_back(code);

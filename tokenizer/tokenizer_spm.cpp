@@ -32,20 +32,17 @@ class SpmTokenizer final : public VocabTokenizer {
     const std::string& t = d_.tokens[id];
     switch (d_.types[id]) {
       case TokenType::Control:
-      case TokenType::Unknown:
-        return skip_special ? std::string() : t;
-      case TokenType::UserDefined:
-        return t;
-      case TokenType::Unused:
-        return {};
+      case TokenType::Unknown: return skip_special ? std::string() : t;
+      case TokenType::UserDefined: return t;
+      case TokenType::Unused: return {};
       case TokenType::Byte:
         if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
           unsigned v = 0;
-          if (std::sscanf(t.c_str() + 3, "%2x", &v) == 1) return std::string(1, static_cast<char>(v));
+          if (std::sscanf(t.c_str() + 3, "%2x", &v) == 1)
+            return std::string(1, static_cast<char>(v));
         }
         return t;
-      default:
-        break;
+      default: break;
     }
     std::string out;
     out.reserve(t.size());
@@ -104,7 +101,8 @@ class SpmTokenizer final : public VocabTokenizer {
       heap.push_back({d_.scores[id], l, r, len});
       std::push_heap(heap.begin(), heap.end(), worse);
     };
-    for (size_t i = 0; i + 1 < syms.size(); ++i) consider(static_cast<int>(i), static_cast<int>(i) + 1);
+    for (size_t i = 0; i + 1 < syms.size(); ++i)
+      consider(static_cast<int>(i), static_cast<int>(i) + 1);
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end(), worse);
       Cand c = heap.back();

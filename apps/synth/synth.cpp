@@ -10,18 +10,18 @@
 #include <memory>
 #include <thread>
 
+#include "apps/synth/synth.hpp"
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "formats/gguf_writer.hpp"
 #include "quants/quants.hpp"
-#include "apps/synth/synth.hpp"
 
 namespace rz {
 namespace {
 
 constexpr float kStd = 0.02f;
 constexpr size_t kChunkBytes = size_t{32} << 20;  // output bytes generated per parallel chunk
-constexpr int32_t kPadTokenType = 5;               // TokenType::Unused
+constexpr int32_t kPadTokenType = 5;              // TokenType::Unused
 
 uint64_t splitmix64(uint64_t& x) {
   uint64_t z = (x += 0x9E3779B97F4A7C15ull);
@@ -85,8 +85,10 @@ std::vector<float> llama3_rope_factors(const SynthShape& s) {
     const double freq = 1.0 / std::pow(double(s.rope_theta), double(i) / s.head_dim);
     const double wavelen = 6.283185307179586 / freq;
     double f = 1;
-    if (wavelen < high_wavelen) f = 1;
-    else if (wavelen > low_wavelen) f = factor;
+    if (wavelen < high_wavelen)
+      f = 1;
+    else if (wavelen > low_wavelen)
+      f = factor;
     else {
       const double smooth = (old_ctx / wavelen - low) / (high - low);
       f = 1 / ((1 - smooth) / factor + smooth);
@@ -143,14 +145,18 @@ GgufWriter::TensorProducer producer(const SynthTensor& t, uint64_t seed, int thr
 void copy_vocab(GgufWriter& w, const GgufFile& vocab, int n_vocab) {
   const GgufValue* toks = vocab.find("tokenizer.ggml.tokens");
   const int64_t n_src = toks && toks->type == GgufValueType::ARRAY
-                            ? static_cast<int64_t>(toks->as_array().items.size()) : 0;
+                            ? static_cast<int64_t>(toks->as_array().items.size())
+                            : 0;
   for (const std::string& key : vocab.metadata_keys()) {
     if (key.rfind("tokenizer.", 0) != 0) continue;
     const GgufValue& v = *vocab.find(key);
     GgufValue pad;
-    if (key == "tokenizer.ggml.tokens") pad = gguf_string("");
-    else if (key == "tokenizer.ggml.token_type") pad = gguf_int(GgufValueType::INT32, kPadTokenType);
-    else if (key == "tokenizer.ggml.scores") pad = gguf_float(GgufValueType::FLOAT32, 0.0);
+    if (key == "tokenizer.ggml.tokens")
+      pad = gguf_string("");
+    else if (key == "tokenizer.ggml.token_type")
+      pad = gguf_int(GgufValueType::INT32, kPadTokenType);
+    else if (key == "tokenizer.ggml.scores")
+      pad = gguf_float(GgufValueType::FLOAT32, 0.0);
     else {
       w.set(key, v);
       continue;
@@ -159,7 +165,8 @@ void copy_vocab(GgufWriter& w, const GgufFile& vocab, int n_vocab) {
       throw file_error(vocab.path(), "'" + key + "' is not an array of one entry per token");
     auto a = std::make_shared<GgufArray>(v.as_array());
     for (int64_t id = n_src; id < n_vocab; ++id) {
-      if (key == "tokenizer.ggml.tokens") a->items.push_back(gguf_string("[PAD" + std::to_string(id) + "]"));
+      if (key == "tokenizer.ggml.tokens")
+        a->items.push_back(gguf_string("[PAD" + std::to_string(id) + "]"));
       else {
         GgufValue p = pad;
         p.type = a->elem_type;  // keep the file's element type
@@ -207,9 +214,11 @@ SynthSummary synth_write(const SynthOptions& opt) {
     w.set_u32("general.quantization_version", 2);
   if (vocab) copy_vocab(w, *vocab, s.n_vocab);
 
-  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency());
+  int threads =
+      opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(threads, 1);
-  for (const SynthTensor& t : plan) w.add_tensor_streamed(t.name, t.type, t.ne, producer(t, opt.seed, threads, s));
+  for (const SynthTensor& t : plan)
+    w.add_tensor_streamed(t.name, t.type, t.ne, producer(t, opt.seed, threads, s));
   w.write(opt.out);
 
   SynthSummary sum;

@@ -38,7 +38,7 @@ uint32_t synth_file_type(SynthFormat f);  // general.file_type (llama_ftype: 1, 
 
 struct SynthShape {
   std::string name;
-  std::string arch;      // "llama" or "qwen2"
+  std::string arch;  // "llama" or "qwen2"
   int n_vocab = 0;
   int n_embd = 0;
   int n_layer = 0;
@@ -90,7 +90,7 @@ struct SynthOptions {
 
 struct SynthSummary {
   int tensors = 0;
-  uint64_t data_bytes = 0;   // tensor data (without alignment padding)
+  uint64_t data_bytes = 0;  // tensor data (without alignment padding)
   uint64_t file_bytes = 0;
   std::vector<std::pair<GgmlType, int>> type_counts;  // tensors per type, in type order
 };

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "formats/common.hpp"
 #include "apps/synth/synth.hpp"
+#include "formats/common.hpp"
 
 namespace rz {
 
@@ -93,8 +93,7 @@ SynthShape synth_shape(const std::string& name, int vocab_tokens) {
 }
 
 bool use_more_bits(int i_layer, int n_layers) {
-  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 ||
-         (i_layer - n_layers / 8) % 3 == 2;
+  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
 }
 
 GgmlType q4_k_m_type(const SynthShape& s, const std::string& name) {

@@ -27,8 +27,9 @@ namespace {
 constexpr int kCtx = 256;
 constexpr int kMaxTokens = 16;
 
-std::vector<int32_t> direct_greedy(std::shared_ptr<const rz::ModelFile> mf, const rz::Tokenizer& tok,
-                                   const std::vector<int32_t>& prompt, int n) {
+std::vector<int32_t> direct_greedy(std::shared_ptr<const rz::ModelFile> mf,
+                                   const rz::Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                   int n) {
   rz::CpuExecutor ex(mf, {.slots = 1, .max_context = kCtx, .threads = 0});
   rz::PrefillRequest p{0, prompt, rz::SamplingParams{}};  // temperature 0: greedy
   std::vector<int32_t> out;
@@ -65,9 +66,9 @@ TEST(EngineCpu, GreedyTokensAloneAndUnderLoadEqualTheExecutor) {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   EngineConfig ec;
-  auto engine = Engine::start(
-      sys, std::make_unique<rz::CpuExecutor>(mf, rz::CpuExecutorOptions{4, kCtx, 0}), tok,
-      std::nullopt, ec);
+  auto engine =
+      Engine::start(sys, std::make_unique<rz::CpuExecutor>(mf, rz::CpuExecutorOptions{4, kCtx, 0}),
+                    tok, std::nullopt, ec);
   auto sink = std::make_shared<RecordingSink>();
   Session s = engine->open_session(sink);
 

@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "tokenizer/chat_template.hpp"
 #include "formats/gguf.hpp"
 #include "tests/actors/engine_test_support.hpp"
 #include "tests/sched/fake_executor.hpp"
+#include "tokenizer/chat_template.hpp"
 
 using namespace std::chrono_literals;
 using rz::engine::Engine;
@@ -124,8 +124,8 @@ void expect_well_formed(const RecordingSink& sink, const std::string& id) {
 
 bool model_present() { return std::filesystem::exists(rz_test::default_model_path()); }
 
-#define REQUIRE_MODEL()                                                                   \
-  if (!model_present())                                                                   \
+#define REQUIRE_MODEL() \
+  if (!model_present()) \
   FAIL() << "missing " << rz_test::default_model_path() << ": run scripts/setup.sh"
 
 }  // namespace
@@ -136,12 +136,11 @@ TEST(Engine, StartRefusesWhatTheExecutorCannotHold) {
   EngineConfig ec;
   ec.max_slots = 3;
   try {
-    Engine::start(sys, std::make_unique<FakeExecutor>(2, 64, kVocab),
-                  rz_test::default_tokenizer(), std::nullopt, ec);
+    Engine::start(sys, std::make_unique<FakeExecutor>(2, 64, kVocab), rz_test::default_tokenizer(),
+                  std::nullopt, ec);
     FAIL() << "no throw";
   } catch (const rz::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("max_slots 3 exceeds the executor's 2"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("max_slots 3 exceeds the executor's 2"), std::string::npos)
         << e.what();
   }
 }
@@ -314,8 +313,8 @@ TEST(Engine, CancelMidStreamFreesTheSlotWithinOneStep) {
   auto sink = std::make_shared<RecordingSink>();
   Session s = h.engine->open_session(sink);
   s.generate(gen("a", "Hello", 100));
-  s.generate(gen("b", "Hello", 3, 2));  // waits for the only slot
-  h.gate->allow(3);                     // a: prefill + 2 decodes
+  s.generate(gen("b", "Hello", 3, 2));         // waits for the only slot
+  h.gate->allow(3);                            // a: prefill + 2 decodes
   ASSERT_TRUE(h.gate->wait_blocked_after(3));  // a's 4th step waits at the gate
   s.cancel("a");
   s.ping();  // once the pong is here, the cancel is in the batcher's mailbox
@@ -352,7 +351,8 @@ TEST(Engine, SinkDestroyedMidStreamCancels) {
   ASSERT_TRUE(h.gate->wait_blocked_after(2));
   gone.reset();      // the connection's sink is gone
   h.gate->allow(1);  // step 3's events find no sink: the session cancels and stops
-  for (int i = 0; i < 2000 && h.engine->metrics().sessions != 0; ++i) std::this_thread::sleep_for(5ms);
+  for (int i = 0; i < 2000 && h.engine->metrics().sessions != 0; ++i)
+    std::this_thread::sleep_for(5ms);
   EXPECT_EQ(h.engine->metrics().sessions, 0);
   auto sink = std::make_shared<RecordingSink>();
   Session s2 = h.engine->open_session(sink);
@@ -599,7 +599,8 @@ TEST(Engine, DroppedSessionHandleFinishesItsRequestsThenStops) {
   ASSERT_TRUE(sink->wait_final("a"));
   expect_well_formed(*sink, "a");
   EXPECT_EQ(sink->done_of("a")->finish_reason, FinishReason::length);
-  for (int i = 0; i < 2000 && h.engine->metrics().sessions != 0; ++i) std::this_thread::sleep_for(5ms);
+  for (int i = 0; i < 2000 && h.engine->metrics().sessions != 0; ++i)
+    std::this_thread::sleep_for(5ms);
   EXPECT_EQ(h.engine->metrics().sessions, 0);
 }
 

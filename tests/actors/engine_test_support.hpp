@@ -17,8 +17,8 @@
 
 #include "actors/engine.hpp"
 #include "formats/common.hpp"
-#include "model/executor.hpp"
 #include "formats/gguf.hpp"
+#include "model/executor.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz_test {
@@ -64,9 +64,11 @@ class RecordingSink : public rz::engine::FrameSink {
   Frames of(const std::string& id) const {
     Frames out;
     for (const auto& f : frames()) {
-      if (const auto* t = std::get_if<rz::proto::TokenFrame>(&f); t && t->id == id) out.push_back(f);
+      if (const auto* t = std::get_if<rz::proto::TokenFrame>(&f); t && t->id == id)
+        out.push_back(f);
       if (const auto* d = std::get_if<rz::proto::DoneFrame>(&f); d && d->id == id) out.push_back(f);
-      if (const auto* e = std::get_if<rz::proto::ErrorFrame>(&f); e && e->id == id) out.push_back(f);
+      if (const auto* e = std::get_if<rz::proto::ErrorFrame>(&f); e && e->id == id)
+        out.push_back(f);
     }
     return out;
   }
@@ -239,7 +241,9 @@ class GatedExecutor : public rz::Executor {
 class ScriptedExecutor : public rz::Executor {
  public:
   ScriptedExecutor(int max_slots, int max_context, int n_vocab, std::vector<int32_t> script)
-      : max_slots_(max_slots), max_context_(max_context), script_(std::move(script)),
+      : max_slots_(max_slots),
+        max_context_(max_context),
+        script_(std::move(script)),
         slots_(static_cast<size_t>(max_slots)) {
     cfg_.n_vocab = n_vocab;
   }

@@ -49,8 +49,7 @@ TEST(GpuActor, AnswersStepsAndStops) {
   caf::scoped_actor self{sys};
   StepResult got;
   self->request(gpu, caf::infinite, rz::engine::step_atom::value, prefill_step(7, 0, {5, 6}))
-      .receive([&](StepResult& r) { got = r; },
-               [&](caf::error& e) { FAIL() << sys.render(e); });
+      .receive([&](StepResult& r) { got = r; }, [&](caf::error& e) { FAIL() << sys.render(e); });
   EXPECT_EQ(got.step, 7u);
   ASSERT_EQ(got.tokens.size(), 1u);
   EXPECT_EQ(got.tokens[0], FakeExecutor::next_token(3, std::vector<int32_t>{5, 6}, 100));
@@ -69,8 +68,7 @@ TEST(GpuActor, ReleaseMessageFreesSlots) {
   auto step = [&](uint64_t n) {
     StepResult got;
     self->request(gpu, caf::infinite, rz::engine::step_atom::value, prefill_step(n, 0, {5}))
-        .receive([&](StepResult& r) { got = r; },
-                 [&](caf::error& e) { FAIL() << sys.render(e); });
+        .receive([&](StepResult& r) { got = r; }, [&](caf::error& e) { FAIL() << sys.render(e); });
     return got;
   };
   EXPECT_TRUE(step(1).ok());

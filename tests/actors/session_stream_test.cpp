@@ -55,8 +55,9 @@ class TokenStreamTest : public ::testing::Test {
 }  // namespace
 
 TEST_F(TokenStreamTest, TextIsTheTokenizersDecode) {
-  for (const std::string text : {"Hello world, this is a test.", "caf\xC3\xA9 \xF0\x9F\x98\x80 na\xC3\xAFve",
-                                 "line one\n\nline two\n"}) {
+  for (const std::string text :
+       {"Hello world, this is a test.", "caf\xC3\xA9 \xF0\x9F\x98\x80 na\xC3\xAFve",
+        "line one\n\nline two\n"}) {
     const auto ids = tok_->encode(text, false, false);
     const Streamed s = stream(*tok_, ids, {});
     EXPECT_EQ(s.text, tok_->decode(ids, true)) << text;

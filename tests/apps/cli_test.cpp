@@ -22,7 +22,9 @@ struct Argv {
 
 rz::cli::Flags make() {
   rz::cli::Flags f("demo", "a demo command");
-  f.opt("model", "FILE", "model file").opt("max-tokens", "N", "how many", "16").sw("chat", "chat mode");
+  f.opt("model", "FILE", "model file")
+      .opt("max-tokens", "N", "how many", "16")
+      .sw("chat", "chat mode");
   return f;
 }
 

@@ -90,8 +90,9 @@ TEST_F(GenerateTest, GreedyOutputIsTransformersText) {
 }
 
 TEST_F(GenerateTest, SeedMakesSamplingRepeatable) {
-  std::vector<std::string> args = {"generate", "--model", kModel, "--prompt", "Once upon a time",
-                                   "--max-tokens", "12", "--seed", "42", "--ignore-eos"};
+  std::vector<std::string> args = {
+      "generate",     "--model", kModel,   "--prompt", "Once upon a time",
+      "--max-tokens", "12",      "--seed", "42",       "--ignore-eos"};
   Result a = run_rz(args), b = run_rz(args);
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
@@ -123,8 +124,8 @@ TEST_F(GenerateTest, ChatTemplateRuns) {
 }
 
 TEST_F(GenerateTest, PromptLongerThanContextIsAnError) {
-  Result r = run_rz({"generate", "--model", kModel, "--prompt", "The capital of France is",
-                     "--ctx", "3"});
+  Result r =
+      run_rz({"generate", "--model", kModel, "--prompt", "The capital of France is", "--ctx", "3"});
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_NE(r.err.find("5 tokens"), std::string::npos) << r.err;

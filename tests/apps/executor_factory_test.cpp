@@ -85,7 +85,10 @@ TEST_F(ExecutorFactoryTest, CudaTakesTheOptionsOrSaysThereIsNoDevice) {
       make_executor("cuda", model_, {.slots = 2});
       FAIL() << "no throw without a GPU";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(RZ_HAVE_CUDA ? "no CUDA device" : "this build of rz has no CUDA"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(RZ_HAVE_CUDA ? "no CUDA device"
+                                                        : "this build of rz has no CUDA"),
+                std::string::npos)
+          << e.what();
     }
     return;
   }
@@ -99,7 +102,7 @@ TEST_F(ExecutorFactoryTest, CudaTakesTheOptionsOrSaysThereIsNoDevice) {
   EXPECT_EQ(b.description.rfind("cuda: ", 0), 0u) << b.description;
   EXPECT_NE(b.memory_plan.find("10 blocks x 8 tokens"), std::string::npos) << b.memory_plan;
   BuiltExecutor d = make_executor("cuda", model_, {.slots = 1});
-  EXPECT_EQ(d.executor->max_context(), 256);  // the default context rule
+  EXPECT_EQ(d.executor->max_context(), 256);   // the default context rule
   EXPECT_EQ(d.executor->kv_block_size(), 16);  // the executor's default
 }
 

@@ -50,13 +50,14 @@ TEST_F(InfoTest, DefaultModel) {
   EXPECT_EQ(r.err, "");
   const std::string& o = r.out;
   // SmolLM2-135M-Instruct Q4_1 as its model card and the project brief describe it.
-  for (const char* want : {"format gguf v3", "architecture: llama", "n_vocab         49152",
-                           "n_embd          576", "n_layer         30", "n_head          9",
-                           "n_head_kv       3", "head_dim        64", "n_ff            1536",
-                           "rope_theta      100000", "tied_embeddings true", "qkv_bias        false",
-                           "rope_neox       false", "tensors: 272 ", "Q8_0          1 tensors",
-                           "model           gpt2", "pre             smollm", "vocab size      49152",
-                           "add_bos         false", "chat template: chatml", "<|im_start|>"})
+  for (const char* want :
+       {"format gguf v3",         "architecture: llama",    "n_vocab         49152",
+        "n_embd          576",    "n_layer         30",     "n_head          9",
+        "n_head_kv       3",      "head_dim        64",     "n_ff            1536",
+        "rope_theta      100000", "tied_embeddings true",   "qkv_bias        false",
+        "rope_neox       false",  "tensors: 272 ",          "Q8_0          1 tensors",
+        "model           gpt2",   "pre             smollm", "vocab size      49152",
+        "add_bos         false",  "chat template: chatml",  "<|im_start|>"})
     EXPECT_NE(o.find(want), std::string::npos) << "missing '" << want << "' in:\n" << o;
   EXPECT_NE(o.find(std::to_string(fs::file_size(kModel)) + " bytes"), std::string::npos) << o;
   EXPECT_EQ(o.find("blk.0.attn_q.weight"), std::string::npos) << "listed without --tensors";
@@ -88,8 +89,10 @@ TEST_F(InfoTest, TinyModels) {
   EXPECT_NE(r.out.find("rope_neox       true"), std::string::npos) << r.out;
   const size_t f32 = r.out.find("  F32 ");
   ASSERT_NE(f32, std::string::npos) << r.out;
-  const std::string count = " " + std::to_string(test::tiny_weights(dm, false, false).size()) + " tensors";
-  EXPECT_EQ(r.out.find(count, f32), r.out.find_first_not_of(' ', f32 + 5) - 1) << count << " in:\n" << r.out;
+  const std::string count =
+      " " + std::to_string(test::tiny_weights(dm, false, false).size()) + " tensors";
+  EXPECT_EQ(r.out.find(count, f32), r.out.find_first_not_of(' ', f32 + 5) - 1) << count << " in:\n"
+                                                                               << r.out;
 }
 
 TEST_F(InfoTest, BadFiles) {

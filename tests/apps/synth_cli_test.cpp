@@ -39,7 +39,8 @@ TEST(SynthCli, TinyModelLoadsAndGenerates) {
   ASSERT_EQ(info.exit_code, 0) << info.err;
   for (const char* want : {"architecture: llama", "n_layer         2", "n_embd          256",
                            "Q4_K", "Q6_K", "model           gpt2"})
-    EXPECT_NE(info.out.find(want), std::string::npos) << "missing '" << want << "' in:\n" << info.out;
+    EXPECT_NE(info.out.find(want), std::string::npos) << "missing '" << want << "' in:\n"
+                                                      << info.out;
 
   CommandResult gen = rz("generate --model " + test::shell_quote(out) +
                          " --prompt 'Hello world' --temperature 0 --max-tokens 4 --ignore-eos");

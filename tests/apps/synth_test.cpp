@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "formats/common.hpp"
+#include "apps/synth/synth.hpp"
 #include "cpu/cpu_executor.hpp"
+#include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "formats/gguf_writer.hpp"
 #include "formats/model_file.hpp"
 #include "quants/quants.hpp"
-#include "apps/synth/synth.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "tests/tokenizer/tokenizer_test_util.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz {
 namespace {
@@ -63,7 +63,7 @@ class TmpCleanup : public ::testing::Environment {
 
 #define REQUIRE_VOCAB() RZ_REQUIRE_TEST_DATA(kVocab)
 
-const SynthFormat kFormats[] = {SynthFormat::F16, SynthFormat::BF16, SynthFormat::Q8_0,
+const SynthFormat kFormats[] = {SynthFormat::F16,  SynthFormat::BF16, SynthFormat::Q8_0,
                                 SynthFormat::Q4_0, SynthFormat::Q4_1, SynthFormat::Q4_K_M};
 
 GgmlType pure(SynthFormat f) {
@@ -88,7 +88,8 @@ std::vector<int> more_bits_layers(int n) {
 
 TEST(SynthQ4KM, UseMoreBitsMatchesHandComputedLists) {
   // 28 layers: n/8 = 3, 7n/8 = 24: {0,1,2} + {24..27} + every third from 5.
-  EXPECT_EQ(more_bits_layers(28), (std::vector<int>{0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 24, 25, 26, 27}));
+  EXPECT_EQ(more_bits_layers(28),
+            (std::vector<int>{0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 24, 25, 26, 27}));
   // 32 layers: n/8 = 4, 7n/8 = 28: {0..3} + {28..31} + every third from 6.
   EXPECT_EQ(more_bits_layers(32),
             (std::vector<int>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
@@ -132,11 +133,11 @@ int count_type(const std::vector<SynthTensor>& plan, GgmlType t) {
 TEST(SynthPlan, Qwen25_1_5B) {
   const SynthShape s = synth_shape("qwen2.5-1.5b", 0);
   const auto f16 = synth_plan(s, SynthFormat::F16);
-  EXPECT_EQ(n_params(f16), 1543714304u);  // Hugging Face Qwen/Qwen2.5-1.5B
+  EXPECT_EQ(n_params(f16), 1543714304u);    // Hugging Face Qwen/Qwen2.5-1.5B
   EXPECT_EQ(f16.size(), 1u + 1 + 28 * 12);  // embd, output_norm, 12 per layer (3 biases)
   const auto q = synth_plan(s, SynthFormat::Q4_K_M);
   const double gb = synth_plan_bytes(q) / 1e9;
-  EXPECT_NEAR(gb, 0.98, 0.98 * 0.05);                              // PERFORMANCE.md
+  EXPECT_NEAR(gb, 0.98, 0.98 * 0.05);                                   // PERFORMANCE.md
   EXPECT_NEAR(synth_plan_bytes(q) / double(1 << 20), 935, 935 * 0.05);  // "935 MiB"
   EXPECT_EQ(count_type(q, GgmlType::Q6_K), 1 + 2 * 14);
   EXPECT_EQ(count_type(q, GgmlType::Q4_K), 28 * 7 - 2 * 14);
@@ -200,10 +201,12 @@ TEST_P(SynthTiny, ReadsBackAndRuns) {
   // tensor types
   for (const auto& t : m->tensors()) {
     GgmlType want = pure(f);
-    if (t.n_dims == 1) want = GgmlType::F32;
+    if (t.n_dims == 1)
+      want = GgmlType::F32;
     else if (f == SynthFormat::Q4_K_M) {
       want = GgmlType::Q4_K;
-      if (t.name == "output.weight" || t.name == "blk.1.attn_v.weight" || t.name == "blk.1.ffn_down.weight")
+      if (t.name == "output.weight" || t.name == "blk.1.attn_v.weight" ||
+          t.name == "blk.1.ffn_down.weight")
         want = GgmlType::Q6_K;
     }
     EXPECT_EQ(t.type, want) << t.name;
@@ -266,8 +269,9 @@ TEST_P(SynthTiny, ReadsBackAndRuns) {
   EXPECT_EQ(ex.slot_length(0), int(pr.tokens.size()) + 4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, SynthTiny, ::testing::ValuesIn(kFormats),
-                         [](const auto& info) { return std::string(synth_format_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Formats, SynthTiny, ::testing::ValuesIn(kFormats), [](const auto& info) {
+  return std::string(synth_format_name(info.param));
+});
 
 TEST(SynthTinyFiles, SameSeedSameBytesAnyThreads) {
   REQUIRE_VOCAB();
@@ -308,12 +312,10 @@ TEST(GgufWriterStreamed, SameBytesAsInMemoryAndChecksTheCount) {
   EXPECT_EQ(std::vector<uint8_t>(on_disk.begin(), on_disk.end()), mem);
 
   GgufWriter shortw, longw;
-  shortw.add_tensor_streamed("s", GgmlType::F32, {64}, [&](const GgufWriter::ByteSink& sink) {
-    sink(bytes(0), 64 * 4 - 1);
-  });
-  longw.add_tensor_streamed("l", GgmlType::F32, {64}, [&](const GgufWriter::ByteSink& sink) {
-    sink(bytes(0), 64 * 4 + 4);
-  });
+  shortw.add_tensor_streamed("s", GgmlType::F32, {64},
+                             [&](const GgufWriter::ByteSink& sink) { sink(bytes(0), 64 * 4 - 1); });
+  longw.add_tensor_streamed("l", GgmlType::F32, {64},
+                            [&](const GgufWriter::ByteSink& sink) { sink(bytes(0), 64 * 4 + 4); });
   EXPECT_THROW(shortw.bytes(), Error);
   EXPECT_THROW(longw.bytes(), Error);
   EXPECT_THROW(longw.write((tmp_dir() / "bad.gguf").string()), Error);

@@ -32,8 +32,8 @@ constexpr float kLogitTol = 1e-3f;
 
 struct GoldenPrompt {
   std::vector<int32_t> prompt, greedy;
-  std::vector<std::vector<int32_t>> top_ids;    // [step][50]
-  std::vector<std::vector<float>> top_logits;   // [step][50]
+  std::vector<std::vector<int32_t>> top_ids;   // [step][50]
+  std::vector<std::vector<float>> top_logits;  // [step][50]
 };
 
 struct Golden {
@@ -60,7 +60,8 @@ const Golden& golden() {
       }
       g.prompts.push_back(std::move(gp));
     }
-    for (double v : doc["full_logits_prompt0_step0"].get_array()) g.full_logits0.push_back(float(v));
+    for (double v : doc["full_logits_prompt0_step0"].get_array())
+      g.full_logits0.push_back(float(v));
     return g;
   }();
   return g;

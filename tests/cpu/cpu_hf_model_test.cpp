@@ -183,8 +183,10 @@ TEST_P(CpuHfModel, GreedyOneSlotMatchesTransformers) {
     ASSERT_LE(worst, kTol) << "prompt " << p << ": last step";
     ex.release(0);
   }
-  std::printf("%s, one slot: max |logit diff| vs transformers %.2e (tol %.0e), golden min "
-              "margin %.2e\n", GetParam(), worst, kTol, g_.min_margin);
+  std::printf(
+      "%s, one slot: max |logit diff| vs transformers %.2e (tol %.0e), golden min "
+      "margin %.2e\n",
+      GetParam(), worst, kTol, g_.min_margin);
 }
 
 // All 8 prompts (lengths 1..40) in one prefill, then 8 slots decoding together.
@@ -213,12 +215,13 @@ TEST_P(CpuHfModel, GreedyBatchedMatchesTransformers) {
     for (int s = 0; s < n; ++s) got[s].push_back(next[s]);
   }
   for (int s = 0; s < n; ++s) {
-    EXPECT_EQ(got[s], g_.prompts[s].greedy) << "slot " << s << " [" << join(g_.prompts[s].ids) << "]";
+    EXPECT_EQ(got[s], g_.prompts[s].greedy)
+        << "slot " << s << " [" << join(g_.prompts[s].ids) << "]";
     worst = std::max(worst, max_diff(ex.last_logits(s), g_.prompts[s].logits_last));
   }
   EXPECT_LE(worst, kTol);
-  std::printf("%s, 8 slots batched: max |logit diff| vs transformers %.2e (tol %.0e)\n",
-              GetParam(), worst, kTol);
+  std::printf("%s, 8 slots batched: max |logit diff| vs transformers %.2e (tol %.0e)\n", GetParam(),
+              worst, kTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(HfTiny, CpuHfModel,
@@ -254,8 +257,10 @@ TEST(CpuHfModelLlama3Gguf, RopeFrequenciesMatchTheSafetensorsConfig) {
     }
   }
   EXPECT_GE(blended, 1) << "no frequency in the smooth band: the test covers less than meant";
-  std::printf("llama3_tied: %d blended frequencies, max relative inv_freq difference GGUF vs "
-              "safetensors %.2e\n", blended, worst);
+  std::printf(
+      "llama3_tied: %d blended frequencies, max relative inv_freq difference GGUF vs "
+      "safetensors %.2e\n",
+      blended, worst);
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "cpu/thread_pool.hpp"
 #include "quants/quant_blocks.hpp"
 #include "quants/quants.hpp"
-#include "cpu/thread_pool.hpp"
 
 namespace rz {
 namespace {
@@ -20,9 +20,13 @@ namespace {
 // Offsets of the fp16 scale fields inside one block, per type.
 std::vector<int> scale_offsets(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return {0};
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K:
-      return {0, 2};
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0: return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
     case GgmlType::Q6_K: return {208};
     case GgmlType::Q2_K: return {80, 82};
     case GgmlType::Q3_K: return {108};

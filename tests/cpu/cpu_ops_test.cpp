@@ -109,8 +109,10 @@ std::vector<float> converter_llama3_divisors(int dim, float base, float factor, 
   for (int i = 0; i < dim; i += 2) {
     const float freq = 1.0f / std::pow(base, float(i) / float(dim));
     const float wavelen = float(2 * M_PI) / freq;
-    if (wavelen < old_ctx / high) out.push_back(1.0f);
-    else if (wavelen > old_ctx / low) out.push_back(factor);
+    if (wavelen < old_ctx / high)
+      out.push_back(1.0f);
+    else if (wavelen > old_ctx / low)
+      out.push_back(factor);
     else {
       const float smooth = (old_ctx / wavelen - low) / (high - low);
       out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
@@ -131,9 +133,9 @@ TEST(CpuOps, RopeFreqFactorsGiveTransformersLlama3) {
     ModelConfig cfg = scaled;
     cfg.rope_scaling = RopeScaling{};
     const RopeScaling& s = scaled.rope_scaling;
-    cfg.rope_freq_factors = converter_llama3_divisors(cfg.n_rot, cfg.rope_theta, s.factor,
-                                                      s.low_freq_factor, s.high_freq_factor,
-                                                      float(s.original_context));
+    cfg.rope_freq_factors =
+        converter_llama3_divisors(cfg.n_rot, cfg.rope_theta, s.factor, s.low_freq_factor,
+                                  s.high_freq_factor, float(s.original_context));
     const RopeFreqs f = RopeFreqs::make(cfg);
     const auto inv = floats(c["inv_freq"]);
     ASSERT_EQ(f.inv_freq.size(), inv.size());
@@ -178,7 +180,8 @@ TEST(CpuOps, RmsNormAttentionSwigluMatchFloat64) {
     double ss = 0;
     for (float v : x) ss += double(v) * v;
     const double inv = 1 / std::sqrt(ss / n + 1e-5);
-    for (int i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i] * inv * w[i], 1e-5 * std::fabs(x[i] * inv * w[i]) + 1e-7);
+    for (int i = 0; i < n; ++i)
+      ASSERT_NEAR(y[i], x[i] * inv * w[i], 1e-5 * std::fabs(x[i] * inv * w[i]) + 1e-7);
   }
   // Attention of one head over a strided cache.
   for (int n_pos : {1, 2, 33, 300}) {

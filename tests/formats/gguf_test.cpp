@@ -104,21 +104,26 @@ std::string run_dump(const std::vector<std::string>& paths) {
 void expect_value_eq(const GgufValue& v, simdjson::dom::element j, const std::string& key) {
   SCOPED_TRACE(key);
   switch (v.type) {
-    case GgufValueType::UINT8: case GgufValueType::UINT16: case GgufValueType::UINT32:
+    case GgufValueType::UINT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::UINT32:
     case GgufValueType::UINT64: {
       uint64_t x;
       ASSERT_EQ(j.get_uint64().get(x), simdjson::SUCCESS);
       EXPECT_EQ(std::get<uint64_t>(v.v), x);
       break;
     }
-    case GgufValueType::INT8: case GgufValueType::INT16: case GgufValueType::INT32:
+    case GgufValueType::INT8:
+    case GgufValueType::INT16:
+    case GgufValueType::INT32:
     case GgufValueType::INT64: {
       int64_t x;
       ASSERT_EQ(j.get_int64().get(x), simdjson::SUCCESS);
       EXPECT_EQ(std::get<int64_t>(v.v), x);
       break;
     }
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: {
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64: {
       double x;
       ASSERT_EQ(j.get_double().get(x), simdjson::SUCCESS);
       EXPECT_EQ(std::get<double>(v.v), x);  // exact: both sides widen the stored value
@@ -200,8 +205,9 @@ void expect_matches_reference(const GgufFile& f, simdjson::dom::element ref) {
     }
     EXPECT_EQ(t.data - t0->data, off - off0) << "relative placement";
     EXPECT_EQ(hex(t.data, std::min<size_t>(16, t.nbytes)), std::string_view(rt["head"]));
-    EXPECT_EQ(hex(t.data + t.nbytes - std::min<size_t>(16, t.nbytes), std::min<size_t>(16, t.nbytes)),
-              std::string_view(rt["tail"]));
+    EXPECT_EQ(
+        hex(t.data + t.nbytes - std::min<size_t>(16, t.nbytes), std::min<size_t>(16, t.nbytes)),
+        std::string_view(rt["tail"]));
     EXPECT_EQ(std::to_string(checksum(t.data, t.nbytes)), std::string_view(rt["checksum"]));
   }
 }
@@ -228,21 +234,28 @@ TEST(GgufRoundTrip, EveryMetadataType) {
   GgufWriter w;
   w.set_u8("t.u8", 250).set_i8("t.i8", -120).set_u16("t.u16", 65000).set_i16("t.i16", -32000);
   w.set_u32("t.u32", 4000000000u).set_i32("t.i32", -2000000000);
-  w.set_u64("t.u64", std::numeric_limits<uint64_t>::max()).set_i64("t.i64", std::numeric_limits<int64_t>::min());
-  w.set_f32("t.f32", 0.1f).set_f64("t.f64", -1e300).set_bool("t.true", true).set_bool("t.false", false);
+  w.set_u64("t.u64", std::numeric_limits<uint64_t>::max())
+      .set_i64("t.i64", std::numeric_limits<int64_t>::min());
+  w.set_f32("t.f32", 0.1f)
+      .set_f64("t.f64", -1e300)
+      .set_bool("t.true", true)
+      .set_bool("t.false", false);
   w.set_string("t.str", "héllo \"world\"\n\t✓").set_string("t.empty", "");
   w.set_string(std::string("t.nul"), std::string("a\0b", 3));
   w.set_string_array("t.strs", {"<s>", "", "Ġthe", "日本"});
   w.set_i32_array("t.i32s", {1, -2, 3});
   w.set_f32_array("t.f32s", {0.5f, -1.25f, 3e-8f});
-  w.set("t.u8s", gguf_array(GgufValueType::UINT8, {gguf_uint(GgufValueType::UINT8, 0), gguf_uint(GgufValueType::UINT8, 255)}));
+  w.set("t.u8s", gguf_array(GgufValueType::UINT8, {gguf_uint(GgufValueType::UINT8, 0),
+                                                   gguf_uint(GgufValueType::UINT8, 255)}));
   w.set("t.i64s", gguf_array(GgufValueType::INT64, {gguf_int(GgufValueType::INT64, -5)}));
-  w.set("t.f64s", gguf_array(GgufValueType::FLOAT64, {gguf_float(GgufValueType::FLOAT64, 1.0 / 3)}));
+  w.set("t.f64s",
+        gguf_array(GgufValueType::FLOAT64, {gguf_float(GgufValueType::FLOAT64, 1.0 / 3)}));
   w.set("t.bools", gguf_array(GgufValueType::BOOL, {gguf_bool(true), gguf_bool(false)}));
   w.set("t.emptyarr", gguf_array(GgufValueType::UINT32, {}));
-  w.set("t.nested", gguf_array(GgufValueType::ARRAY,
-                               {gguf_array(GgufValueType::INT16, {gguf_int(GgufValueType::INT16, -7)}),
-                                gguf_array(GgufValueType::STRING, {gguf_string("x"), gguf_string("yz")})}));
+  w.set("t.nested",
+        gguf_array(GgufValueType::ARRAY,
+                   {gguf_array(GgufValueType::INT16, {gguf_int(GgufValueType::INT16, -7)}),
+                    gguf_array(GgufValueType::STRING, {gguf_string("x"), gguf_string("yz")})}));
   const std::string path = d.file("meta.gguf");
   w.write(path);
 
@@ -339,9 +352,19 @@ TEST(GgufRoundTrip, TensorsAndAlignment) {
     EXPECT_EQ(f->data_offset() % al, 0u);
     ASSERT_EQ(f->tensors().size(), 5u);
     const uint8_t* base = f->tensors()[0].data - (w.tensor_data_offset("f32"));
-    struct Want { const char* name; GgmlType type; std::vector<int64_t> ne; const uint8_t* bytes; size_t n; };
+    struct Want {
+      const char* name;
+      GgmlType type;
+      std::vector<int64_t> ne;
+      const uint8_t* bytes;
+      size_t n;
+    };
     const Want want[] = {
-        {"f32", GgmlType::F32, {5, 3}, reinterpret_cast<const uint8_t*>(f32.data()), f32.size() * 4},
+        {"f32",
+         GgmlType::F32,
+         {5, 3},
+         reinterpret_cast<const uint8_t*>(f32.data()),
+         f32.size() * 4},
         {"f16", GgmlType::F16, {7, 3}, f16.data(), f16.size()},
         {"q8_0", GgmlType::Q8_0, {32, 1, 3}, q8.data(), q8.size()},
         {"q4_k", GgmlType::Q4_K, {512}, q4k.data(), q4k.size()},
@@ -405,13 +428,16 @@ TEST(GgufReference, WriterOutputReadsTheSameInPython) {
   EXPECT_EQ(uint64_t(by_key.at("x.u64")), 1ull << 62);
   EXPECT_EQ(double(by_key.at("x.f32")), double(1.5e-7f));
   EXPECT_EQ(std::string_view(by_key.at("x.str")), "ünïcode ✓ \"quoted\"");
-  EXPECT_EQ(std::string_view(root[path]["tensors"].at(2)["head"]), "07070707070707070707070707070707");
+  EXPECT_EQ(std::string_view(root[path]["tensors"].at(2)["head"]),
+            "07070707070707070707070707070707");
 }
 
 TEST(GgufReference, RealFilesMatchPython) {
   std::vector<std::string> paths;
-  if (fs::exists(kModel)) paths.push_back(kModel);
-  else ADD_FAILURE() << "missing " << kModel << ": run scripts/setup.sh";
+  if (fs::exists(kModel))
+    paths.push_back(kModel);
+  else
+    ADD_FAILURE() << "missing " << kModel << ": run scripts/setup.sh";
   if (fs::exists(kVocabDir)) {
     for (const char* n : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-starcoder.gguf",
                           "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"})
@@ -441,7 +467,8 @@ TEST(GgufBadInput, MissingEmptyDirectoryText) {
   expect_open_error(d.file("nope.gguf"), "no such file");
   expect_open_error(d.write("empty.gguf", ""), "empty");
   expect_open_error(d.path(), "directory");
-  expect_open_error(d.write("text.gguf", "hello, this is a text file and not a model\n"), "not a GGUF file");
+  expect_open_error(d.write("text.gguf", "hello, this is a text file and not a model\n"),
+                    "not a GGUF file");
   expect_open_error(d.write("short.gguf", "GG"), "not a GGUF file");
   EXPECT_FALSE(GgufFile::looks_like_gguf(d.file("text.gguf")));
   EXPECT_FALSE(GgufFile::looks_like_gguf(d.file("nope.gguf")));
@@ -486,7 +513,7 @@ TEST(GgufBadInput, EveryTruncationIsAnError) {
   w.write(path, w.data_offset() - 8);
   expect_open_error(path, "truncated");  // in the tensor infos / padding
   w.write(path, w.tensor_data_offset("c.weight") + 10);
-  expect_open_error(path, "c.weight");    // in the last tensor's data
+  expect_open_error(path, "c.weight");  // in the last tensor's data
   w.write(path, w.tensor_data_offset("c.weight") + 10);
   expect_open_error(path, "past the end");
 }
@@ -598,7 +625,13 @@ TEST(GgufBadInput, BadMetadata) {
   badbool.header(0, 1).str("k").put<uint32_t>(7).put<uint8_t>(2);
   expect_open_error(badbool.write(d, "bool.gguf"), "boolean");
   Bytes dup;
-  dup.header(0, 2).str("k").put<uint32_t>(4).put<uint32_t>(1).str("k").put<uint32_t>(4).put<uint32_t>(2);
+  dup.header(0, 2)
+      .str("k")
+      .put<uint32_t>(4)
+      .put<uint32_t>(1)
+      .str("k")
+      .put<uint32_t>(4)
+      .put<uint32_t>(2);
   expect_open_error(dup.write(d, "dup.gguf"), "duplicate metadata key 'k'");
   Bytes deep;  // arrays nested deeper than any real file
   deep.header(0, 1).str("k").put<uint32_t>(9);

@@ -54,8 +54,11 @@ TEST(HfConfig, MatchesTransformersGolden) {
     EXPECT_TRUE(m.rope_neox);  // Hugging Face layout
     const std::string_view rt = ex["rope_type"];
     using T = RopeScaling::Type;
-    const T want = rt == "default" ? T::None : rt == "linear" ? T::Linear : rt == "yarn" ? T::Yarn
-                 : rt == "llama3" ? T::Llama3 : T(-1);
+    const T want = rt == "default"  ? T::None
+                   : rt == "linear" ? T::Linear
+                   : rt == "yarn"   ? T::Yarn
+                   : rt == "llama3" ? T::Llama3
+                                    : T(-1);
     EXPECT_EQ(int(m.rope_scaling.type), int(want)) << rt;
     if (want != T::None) {
       EXPECT_EQ(m.rope_scaling.factor, float(double(ex["rope_factor"])));
@@ -73,32 +76,51 @@ TEST(HfConfig, MatchesTransformersGolden) {
 TEST(HfConfig, ArchitecturesAndNulls) {
   const char* base = R"("hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                         "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100)";
-  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"llama\", ") + base + "}", "x").arch, Arch::Llama);
-  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"qwen2\", ") + base + "}", "x").arch, Arch::Qwen2);
-  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"mistral\", ") + base + "}", "x").arch, Arch::Mistral);
+  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"llama\", ") + base + "}", "x").arch,
+            Arch::Llama);
+  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"qwen2\", ") + base + "}", "x").arch,
+            Arch::Qwen2);
+  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"mistral\", ") + base + "}", "x").arch,
+            Arch::Mistral);
   // null counts as absent; sliding_window is ignored.
-  ModelConfig m = parse_hf_config(std::string("{\"model_type\": \"llama\", \"head_dim\": null, "
-                                              "\"rope_scaling\": null, \"sliding_window\": 4096, ") + base + "}", "x");
+  ModelConfig m =
+      parse_hf_config(std::string("{\"model_type\": \"llama\", \"head_dim\": null, "
+                                  "\"rope_scaling\": null, \"sliding_window\": 4096, ") +
+                          base + "}",
+                      "x");
   EXPECT_EQ(m.head_dim, 16);
   EXPECT_EQ(m.rope_scaling.type, RopeScaling::Type::None);
   // "rope_type": "default" is no scaling.
-  m = parse_hf_config(std::string("{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"default\"}, ") + base + "}", "x");
+  m = parse_hf_config(
+      std::string("{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"default\"}, ") +
+          base + "}",
+      "x");
   EXPECT_EQ(m.rope_scaling.type, RopeScaling::Type::None);
   // transformers reads a rope_scaling dict without a type as "default" (the factor is unused).
-  m = parse_hf_config(std::string("{\"model_type\": \"llama\", \"rope_scaling\": {\"factor\": 2.0}, ") + base + "}", "x");
+  m = parse_hf_config(
+      std::string("{\"model_type\": \"llama\", \"rope_scaling\": {\"factor\": 2.0}, ") + base + "}",
+      "x");
   EXPECT_EQ(m.rope_scaling.type, RopeScaling::Type::None);
   // qwen2 without num_key_value_heads gets Qwen2Config's default of 32 (as transformers does).
   const char* no_kv = R"("hidden_size": 512, "num_hidden_layers": 1, "num_attention_heads": 64,
                          "intermediate_size": 128, "vocab_size": 100)";
-  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"qwen2\", ") + no_kv + "}", "x").n_head_kv, 32);
-  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"mistral\", ") + no_kv + "}", "x").n_head_kv, 8);
-  EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"llama\", ") + no_kv + "}", "x").n_head_kv, 64);
+  EXPECT_EQ(
+      parse_hf_config(std::string("{\"model_type\": \"qwen2\", ") + no_kv + "}", "x").n_head_kv,
+      32);
+  EXPECT_EQ(
+      parse_hf_config(std::string("{\"model_type\": \"mistral\", ") + no_kv + "}", "x").n_head_kv,
+      8);
+  EXPECT_EQ(
+      parse_hf_config(std::string("{\"model_type\": \"llama\", ") + no_kv + "}", "x").n_head_kv,
+      64);
 }
 
 TEST(HfConfig, Errors) {
   const std::string base = R"("hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                                "intermediate_size": 128, "vocab_size": 100)";
-  auto llama = [&](const std::string& extra) { return "{\"model_type\": \"llama\", " + extra + base + "}"; };
+  auto llama = [&](const std::string& extra) {
+    return "{\"model_type\": \"llama\", " + extra + base + "}";
+  };
   expect_error("{\"model_type\": \"gpt2\", " + base + "}", "unsupported model_type \"gpt2\"");
   expect_error("{\"model_type\": \"qwen3\", " + base + "}", "unsupported model_type");
   expect_error("{" + base + "}", "model_type");
@@ -109,14 +131,24 @@ TEST(HfConfig, Errors) {
   expect_error("", "invalid JSON");
   expect_error(llama("\"num_key_value_heads\": 3, "), "not a multiple");
   expect_error(llama("\"num_key_value_heads\": \"two\", "), "num_key_value_heads");
-  expect_error("{\"model_type\": \"llama\", \"hidden_size\": -64, " + base.substr(base.find("\"num_hidden"))  + "}", "hidden_size");
-  expect_error(llama("\"hidden_size\": 1.5, "), "");  // duplicate key or non-integer: rejected either way
-  expect_error(llama("\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}, "), "\"dynamic\" is not supported");
-  expect_error(llama("\"rope_scaling\": {\"type\": \"longrope\", \"factor\": 2.0}, "), "not supported");
+  expect_error("{\"model_type\": \"llama\", \"hidden_size\": -64, " +
+                   base.substr(base.find("\"num_hidden")) + "}",
+               "hidden_size");
+  expect_error(llama("\"hidden_size\": 1.5, "),
+               "");  // duplicate key or non-integer: rejected either way
+  expect_error(llama("\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}, "),
+               "\"dynamic\" is not supported");
+  expect_error(llama("\"rope_scaling\": {\"type\": \"longrope\", \"factor\": 2.0}, "),
+               "not supported");
   expect_error(llama("\"rope_scaling\": {\"type\": \"linear\"}, "), "rope_scaling.factor");
-  expect_error(llama("\"rope_scaling\": {\"type\": \"llama3\", \"factor\": 8.0}, "), "low_freq_factor");
-  expect_error(llama("\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": 16}, "), "beta_fast");
-  expect_error(llama("\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": 0.5}, "), "attention_factor");
+  expect_error(llama("\"rope_scaling\": {\"type\": \"llama3\", \"factor\": 8.0}, "),
+               "low_freq_factor");
+  expect_error(
+      llama("\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": 16}, "),
+      "beta_fast");
+  expect_error(
+      llama("\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": 0.5}, "),
+      "attention_factor");
   expect_error(llama("\"rope_scaling\": 2, "), "rope_scaling");
   expect_error(llama("\"mlp_bias\": true, "), "mlp_bias");
   expect_error(llama("\"hidden_act\": \"gelu\", "), "hidden_act");
@@ -142,7 +174,8 @@ TEST(HfConfig, ReadsFilesAndNamesThem) {
     read_hf_config(bad);
     ADD_FAILURE() << "bert accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(bad + ": unsupported model_type \"bert\"", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind(bad + ": unsupported model_type \"bert\"", 0), 0u)
+        << e.what();
   }
 }
 

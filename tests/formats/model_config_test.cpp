@@ -106,9 +106,12 @@ TEST(ModelConfigGguf, ArchitecturesAndDerivedFlags) {
 
   GgufWriter tied;  // no output.weight
   tied.set_string("general.architecture", "llama");
-  for (const auto& [k, v] : std::vector<std::pair<std::string, uint32_t>>{
-           {"llama.context_length", 128}, {"llama.embedding_length", 64}, {"llama.block_count", 1},
-           {"llama.feed_forward_length", 96}, {"llama.attention.head_count", 4}})
+  for (const auto& [k, v] :
+       std::vector<std::pair<std::string, uint32_t>>{{"llama.context_length", 128},
+                                                     {"llama.embedding_length", 64},
+                                                     {"llama.block_count", 1},
+                                                     {"llama.feed_forward_length", 96},
+                                                     {"llama.attention.head_count", 4}})
     tied.set_u32(k, v);
   tied.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   tied.set_string_array("tokenizer.ggml.tokens", {"a", "b", "c"});  // vocab from tokens
@@ -207,14 +210,19 @@ TEST(ModelConfigGguf, Errors) {
   GgufWriter none;
   none.set_u32("llama.block_count", 1);
   expect_config_error(none, d, "general.architecture");
-  for (const char* key : {"context_length", "embedding_length", "block_count", "feed_forward_length",
-                          "attention.head_count", "attention.layer_norm_rms_epsilon"}) {
+  for (const char* key :
+       {"context_length", "embedding_length", "block_count", "feed_forward_length",
+        "attention.head_count", "attention.layer_norm_rms_epsilon"}) {
     SCOPED_TRACE(key);
     GgufWriter w2;  // the same metadata without `key`
     w2.set_string("general.architecture", "llama");
-    for (const auto& [k, v] : std::vector<std::pair<std::string, uint32_t>>{
-             {"context_length", 4096}, {"embedding_length", 256}, {"block_count", 3},
-             {"feed_forward_length", 512}, {"attention.head_count", 8}, {"vocab_size", 1000}})
+    for (const auto& [k, v] :
+         std::vector<std::pair<std::string, uint32_t>>{{"context_length", 4096},
+                                                       {"embedding_length", 256},
+                                                       {"block_count", 3},
+                                                       {"feed_forward_length", 512},
+                                                       {"attention.head_count", 8},
+                                                       {"vocab_size", 1000}})
       if (k != key) w2.set_u32("llama." + k, v);
     if (std::string(key) != "attention.layer_norm_rms_epsilon")
       w2.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
@@ -237,9 +245,12 @@ TEST(ModelConfigGguf, Errors) {
   expect_config_error(w, d, "value_length");
   GgufWriter nv;
   nv.set_string("general.architecture", "llama");
-  for (const auto& [k, v] : std::vector<std::pair<std::string, uint32_t>>{
-           {"context_length", 4096}, {"embedding_length", 256}, {"block_count", 3},
-           {"feed_forward_length", 512}, {"attention.head_count", 8}})
+  for (const auto& [k, v] :
+       std::vector<std::pair<std::string, uint32_t>>{{"context_length", 4096},
+                                                     {"embedding_length", 256},
+                                                     {"block_count", 3},
+                                                     {"feed_forward_length", 512},
+                                                     {"attention.head_count", 8}})
     nv.set_u32("llama." + k, v);
   nv.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
   expect_config_error(nv, d, "tokenizer.ggml.tokens");
@@ -247,8 +258,15 @@ TEST(ModelConfigGguf, Errors) {
 
 ModelConfig valid() {
   ModelConfig c;
-  c.n_vocab = 100; c.n_embd = 64; c.n_layer = 2; c.n_head = 4; c.n_head_kv = 2;
-  c.head_dim = 16; c.n_rot = 16; c.n_ff = 128; c.n_ctx_train = 256;
+  c.n_vocab = 100;
+  c.n_embd = 64;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 16;
+  c.n_rot = 16;
+  c.n_ff = 128;
+  c.n_ctx_train = 256;
   return c;
 }
 
@@ -265,36 +283,78 @@ TEST(ModelConfig, Validate) {
     }
   };
   ModelConfig c;
-  c = valid(); c.n_vocab = 0; expect_invalid(c, "n_vocab");
-  c = valid(); c.n_embd = -1; expect_invalid(c, "n_embd");
-  c = valid(); c.n_layer = 0; expect_invalid(c, "n_layer");
-  c = valid(); c.n_head = 0; expect_invalid(c, "n_head");
-  c = valid(); c.n_head_kv = 0; expect_invalid(c, "n_head_kv");
-  c = valid(); c.n_head_kv = 3; expect_invalid(c, "not a multiple");
-  c = valid(); c.head_dim = 0; expect_invalid(c, "head_dim");
-  c = valid(); c.n_rot = 18; expect_invalid(c, "n_rot");
-  c = valid(); c.n_rot = 7; expect_invalid(c, "n_rot");
-  c = valid(); c.n_ff = 0; expect_invalid(c, "n_ff");
-  c = valid(); c.n_ctx_train = 0; expect_invalid(c, "n_ctx_train");
-  c = valid(); c.rope_theta = 0; expect_invalid(c, "rope_theta");
-  c = valid(); c.rope_theta = NAN; expect_invalid(c, "rope_theta");
-  c = valid(); c.norm_eps = 0; expect_invalid(c, "norm_eps");
-  c = valid(); c.norm_eps = NAN; expect_invalid(c, "norm_eps");
-  c = valid(); c.rope_scaling.type = RopeScaling::Type::Linear; c.rope_scaling.factor = 0;
+  c = valid();
+  c.n_vocab = 0;
+  expect_invalid(c, "n_vocab");
+  c = valid();
+  c.n_embd = -1;
+  expect_invalid(c, "n_embd");
+  c = valid();
+  c.n_layer = 0;
+  expect_invalid(c, "n_layer");
+  c = valid();
+  c.n_head = 0;
+  expect_invalid(c, "n_head");
+  c = valid();
+  c.n_head_kv = 0;
+  expect_invalid(c, "n_head_kv");
+  c = valid();
+  c.n_head_kv = 3;
+  expect_invalid(c, "not a multiple");
+  c = valid();
+  c.head_dim = 0;
+  expect_invalid(c, "head_dim");
+  c = valid();
+  c.n_rot = 18;
+  expect_invalid(c, "n_rot");
+  c = valid();
+  c.n_rot = 7;
+  expect_invalid(c, "n_rot");
+  c = valid();
+  c.n_ff = 0;
+  expect_invalid(c, "n_ff");
+  c = valid();
+  c.n_ctx_train = 0;
+  expect_invalid(c, "n_ctx_train");
+  c = valid();
+  c.rope_theta = 0;
+  expect_invalid(c, "rope_theta");
+  c = valid();
+  c.rope_theta = NAN;
+  expect_invalid(c, "rope_theta");
+  c = valid();
+  c.norm_eps = 0;
+  expect_invalid(c, "norm_eps");
+  c = valid();
+  c.norm_eps = NAN;
+  expect_invalid(c, "norm_eps");
+  c = valid();
+  c.rope_scaling.type = RopeScaling::Type::Linear;
+  c.rope_scaling.factor = 0;
   expect_invalid(c, "factor");
-  c = valid(); c.rope_scaling.type = RopeScaling::Type::Yarn; c.rope_scaling.factor = 2;
+  c = valid();
+  c.rope_scaling.type = RopeScaling::Type::Yarn;
+  c.rope_scaling.factor = 2;
   expect_invalid(c, "original context");
-  c = valid(); c.rope_scaling.type = RopeScaling::Type::Llama3; c.rope_scaling.factor = 8;
-  c.rope_scaling.original_context = 8192; c.rope_scaling.low_freq_factor = 4;
+  c = valid();
+  c.rope_scaling.type = RopeScaling::Type::Llama3;
+  c.rope_scaling.factor = 8;
+  c.rope_scaling.original_context = 8192;
+  c.rope_scaling.low_freq_factor = 4;
   c.rope_scaling.high_freq_factor = 1;
   expect_invalid(c, "high_freq_factor");
-  c = valid(); c.rope_freq_factors.assign(c.n_rot / 2 + 1, 1.0f);
+  c = valid();
+  c.rope_freq_factors.assign(c.n_rot / 2 + 1, 1.0f);
   expect_invalid(c, "rope frequency factors");
-  c = valid(); c.rope_freq_factors.assign(c.n_rot / 2, 1.0f); c.rope_freq_factors[1] = -2;
+  c = valid();
+  c.rope_freq_factors.assign(c.n_rot / 2, 1.0f);
+  c.rope_freq_factors[1] = -2;
   expect_invalid(c, "rope frequency factor 1");
-  c = valid(); c.rope_freq_factors.assign(c.n_rot / 2, 1.0f);
+  c = valid();
+  c.rope_freq_factors.assign(c.n_rot / 2, 1.0f);
   EXPECT_NO_THROW(c.validate("m"));
-  c.rope_scaling.type = RopeScaling::Type::Llama3; c.rope_scaling.factor = 8;
+  c.rope_scaling.type = RopeScaling::Type::Llama3;
+  c.rope_scaling.factor = 8;
   c.rope_scaling.original_context = 8192;
   expect_invalid(c, "both given");
   EXPECT_STREQ(arch_name(Arch::Llama), "llama");

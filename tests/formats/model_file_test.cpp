@@ -20,7 +20,8 @@ using test::TempDir;
 using test::TinyDims;
 const std::string kModel = RZ_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-void expect_open_error(const std::string& path, const std::string& cause1, const std::string& cause2 = "") {
+void expect_open_error(const std::string& path, const std::string& cause1,
+                       const std::string& cause2 = "") {
   try {
     ModelFile::open(path);
     ADD_FAILURE() << "opened " << path << " (expected '" << cause1 << "')";
@@ -62,7 +63,10 @@ TEST(ModelFile, DefaultModel) {
 TEST(ModelFile, TinyGgufModels) {
   TempDir d;
   TinyDims dm;
-  struct Case { std::string arch; bool tied, bias; };
+  struct Case {
+    std::string arch;
+    bool tied, bias;
+  };
   for (const Case& c : {Case{"llama", false, false}, Case{"llama", true, false},
                         Case{"qwen2", true, true}, Case{"mistral", false, false}}) {
     SCOPED_TRACE(c.arch + (c.tied ? " tied" : "") + (c.bias ? " bias" : ""));
@@ -90,14 +94,18 @@ GgufWriter tiny_edited(const TinyDims& dm, Edit&& edit) {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   for (const auto& [k, v] : std::vector<std::pair<std::string, uint32_t>>{
-           {"llama.context_length", 256}, {"llama.embedding_length", uint32_t(dm.n_embd)},
-           {"llama.block_count", uint32_t(dm.n_layer)}, {"llama.feed_forward_length", uint32_t(dm.n_ff)},
+           {"llama.context_length", 256},
+           {"llama.embedding_length", uint32_t(dm.n_embd)},
+           {"llama.block_count", uint32_t(dm.n_layer)},
+           {"llama.feed_forward_length", uint32_t(dm.n_ff)},
            {"llama.attention.head_count", uint32_t(dm.n_head)},
-           {"llama.attention.head_count_kv", uint32_t(dm.n_head_kv)}, {"llama.vocab_size", uint32_t(dm.n_vocab)}})
+           {"llama.attention.head_count_kv", uint32_t(dm.n_head_kv)},
+           {"llama.vocab_size", uint32_t(dm.n_vocab)}})
     w.set_u32(k, v);
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   for (auto s : test::tiny_weights(dm, false, false))
-    if (edit(s)) w.add_tensor_f32(s.gguf_name, s.ne, std::vector<float>(test::n_elements(s.ne), 0.5f));
+    if (edit(s))
+      w.add_tensor_f32(s.gguf_name, s.ne, std::vector<float>(test::n_elements(s.ne), 0.5f));
   return w;
 }
 
@@ -212,13 +220,16 @@ TEST(ModelFile, ShardedSafetensorsWithIndex) {
   auto entries = test::tiny_safetensors(dm, true, true);
   d.write("config.json", test::tiny_config_json(dm, "qwen2", true));
   const size_t half = entries.size() / 2;
-  std::vector<SafetensorsEntry> a(entries.begin(), entries.begin() + half), b(entries.begin() + half, entries.end());
-  b.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {8}, std::vector<uint8_t>(32, 0)});
+  std::vector<SafetensorsEntry> a(entries.begin(), entries.begin() + half),
+      b(entries.begin() + half, entries.end());
+  b.push_back(
+      {"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {8}, std::vector<uint8_t>(32, 0)});
   write_safetensors(d.file("model-00001-of-00002.safetensors"), a);
   write_safetensors(d.file("model-00002-of-00002.safetensors"), b);
   std::string idx = "{\"metadata\": {}, \"weight_map\": {";
   for (size_t i = 0; i < entries.size(); ++i)
-    idx += (i ? ", \"" : "\"") + entries[i].name + "\": \"model-0000" + (i < half ? "1" : "2") + "-of-00002.safetensors\"";
+    idx += (i ? ", \"" : "\"") + entries[i].name + "\": \"model-0000" + (i < half ? "1" : "2") +
+           "-of-00002.safetensors\"";
   idx += "}}";
   d.write("model.safetensors.index.json", idx);
   auto m = ModelFile::open(d.path());
@@ -263,7 +274,8 @@ TEST(ModelFile, SafetensorsErrors) {
   };
   {
     auto e = entries;
-    e.push_back({"model.layers.0.self_attn.o_proj.bias", "F32", {64}, std::vector<uint8_t>(256, 0)});
+    e.push_back(
+        {"model.layers.0.self_attn.o_proj.bias", "F32", {64}, std::vector<uint8_t>(256, 0)});
     expect_open_error(with(e), "unexpected tensor 'blk.0.attn_output.bias'");
   }
   {

@@ -101,7 +101,8 @@ inline std::vector<WeightSpec> tiny_weights(const TinyDims& d, bool tied, bool q
                                {"output_norm.weight", "model.norm.weight", {E}}};
   if (!tied) w.push_back({"output.weight", "lm_head.weight", {E, V}});
   for (int l = 0; l < d.n_layer; ++l) {
-    const std::string g = "blk." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
+    const std::string g = "blk." + std::to_string(l) + ".",
+                      h = "model.layers." + std::to_string(l) + ".";
     w.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", {E}});
     w.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", {E, Q}});
     w.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", {E, KV}});
@@ -178,7 +179,8 @@ inline std::string tiny_config_json(const TinyDims& d, const std::string& model_
          ", \"intermediate_size\": " + std::to_string(d.n_ff) +
          ", \"vocab_size\": " + std::to_string(d.n_vocab) +
          ", \"max_position_embeddings\": 256, \"rope_theta\": 10000.0, \"rms_norm_eps\": 1e-05"
-         ", \"tie_word_embeddings\": " + (tied ? "true" : "false") + "}";
+         ", \"tie_word_embeddings\": " +
+         (tied ? "true" : "false") + "}";
 }
 
 // The tiny model's tensors as safetensors entries (HF names, row-major shapes, F32 data).

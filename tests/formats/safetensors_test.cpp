@@ -121,26 +121,57 @@ TEST(Safetensors, MalformedFiles) {
   expect_open_error(raw_file(d, "json.safetensors", "{\"t\": [", 8), "not valid JSON");
   expect_open_error(raw_file(d, "arr.safetensors", "[1,2]", 8), "not a JSON object");
   expect_open_error(raw_file(d, "entry.safetensors", R"({"t": 5})", 8), "tensor 't'");
-  expect_open_error(raw_file(d, "nodtype.safetensors", R"({"t":{"shape":[2],"data_offsets":[0,8]}})", 8), "dtype");
+  expect_open_error(
+      raw_file(d, "nodtype.safetensors", R"({"t":{"shape":[2],"data_offsets":[0,8]}})", 8),
+      "dtype");
   for (const char* dt : {"I64", "F64", "U8", "I8", "BOOL", "F8_E4M3"})
-    expect_open_error(raw_file(d, "dt.safetensors", std::string(R"({"t":{"dtype":")") + dt +
-                                   R"(","shape":[1],"data_offsets":[0,8]}})", 8),
-                      std::string("dtype ") + dt + " is not supported");
-  expect_open_error(raw_file(d, "neg.safetensors", R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), "shape");
-  expect_open_error(raw_file(d, "flt.safetensors", R"({"t":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", 8), "shape");
-  expect_open_error(raw_file(d, "dims.safetensors", R"({"t":{"dtype":"F32","shape":[1,1,1,1,2],"data_offsets":[0,8]}})", 8), "5 dimensions");
-  expect_open_error(raw_file(d, "size.safetensors", R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16), "do not match");
-  expect_open_error(raw_file(d, "order.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), "data_offsets");
-  expect_open_error(raw_file(d, "offs.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 8), "data_offsets");
-  expect_open_error(raw_file(d, "past.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 7), "past the end");
-  expect_open_error(raw_file(d, "past2.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551608,0]}})", 8), "data_offsets");
-  expect_open_error(raw_file(d, "huge.safetensors", R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8), "too large");
-  expect_open_error(raw_file(d, "overlap.safetensors",
-                             R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"u":{"dtype":"F16","shape":[2],"data_offsets":[6,10]}})", 10),
-                    "overlap");
-  expect_open_error(raw_file(d, "dup.safetensors",
-                             R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
-                    "twice");
+    expect_open_error(
+        raw_file(d, "dt.safetensors",
+                 std::string(R"({"t":{"dtype":")") + dt + R"(","shape":[1],"data_offsets":[0,8]}})",
+                 8),
+        std::string("dtype ") + dt + " is not supported");
+  expect_open_error(raw_file(d, "neg.safetensors",
+                             R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8),
+                    "shape");
+  expect_open_error(raw_file(d, "flt.safetensors",
+                             R"({"t":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", 8),
+                    "shape");
+  expect_open_error(
+      raw_file(d, "dims.safetensors",
+               R"({"t":{"dtype":"F32","shape":[1,1,1,1,2],"data_offsets":[0,8]}})", 8),
+      "5 dimensions");
+  expect_open_error(raw_file(d, "size.safetensors",
+                             R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16),
+                    "do not match");
+  expect_open_error(raw_file(d, "order.safetensors",
+                             R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8),
+                    "data_offsets");
+  expect_open_error(
+      raw_file(d, "offs.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 8),
+      "data_offsets");
+  expect_open_error(raw_file(d, "past.safetensors",
+                             R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 7),
+                    "past the end");
+  expect_open_error(
+      raw_file(d, "past2.safetensors",
+               R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551608,0]}})", 8),
+      "data_offsets");
+  expect_open_error(
+      raw_file(d, "huge.safetensors",
+               R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8),
+      "too large");
+  expect_open_error(
+      raw_file(
+          d, "overlap.safetensors",
+          R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"u":{"dtype":"F16","shape":[2],"data_offsets":[6,10]}})",
+          10),
+      "overlap");
+  expect_open_error(
+      raw_file(
+          d, "dup.safetensors",
+          R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          8),
+      "twice");
   // Every truncation of a valid file is an error.
   std::vector<uint8_t> good = safetensors_bytes(test::tiny_safetensors(test::TinyDims{}));
   for (size_t n = 0; n < good.size(); n += (n < 600 ? 1 : 997)) {
@@ -176,11 +207,12 @@ TEST(Safetensors, HfToGgufNames) {
     ASSERT_TRUE(got.has_value()) << hf;
     EXPECT_EQ(*got, gg) << hf;
   }
-  for (const char* n : {"model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.x.mlp.up_proj.weight",
-                        "model.layers.01.mlp.up_proj.weight", "model.layers.1.mlp.up_proj",
-                        "model.layers..mlp.up_proj.weight", "model.layers.1", "layers.1.mlp.up_proj.weight",
-                        "model.embed_tokens.bias", "lm_head.bias", "model.layers.1.mlp.up_proj.weight.x",
-                        "", "token_embd.weight"})
+  for (const char* n :
+       {"model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.x.mlp.up_proj.weight",
+        "model.layers.01.mlp.up_proj.weight", "model.layers.1.mlp.up_proj",
+        "model.layers..mlp.up_proj.weight", "model.layers.1", "layers.1.mlp.up_proj.weight",
+        "model.embed_tokens.bias", "lm_head.bias", "model.layers.1.mlp.up_proj.weight.x", "",
+        "token_embd.weight"})
     EXPECT_FALSE(hf_to_gguf_name(n).has_value()) << n;
 }
 
@@ -197,10 +229,11 @@ TEST(Safetensors, ShardDiscovery) {
   d.write("notes.txt", "");
   auto s = find_safetensors_shards(d.path());
   EXPECT_EQ(s.files, (std::vector<std::string>{d.file("model-00001-of-00002.safetensors"),
-                                                d.file("model-00002-of-00002.safetensors")}));
+                                               d.file("model-00002-of-00002.safetensors")}));
   EXPECT_TRUE(s.weight_map.empty());
-  d.write("model.safetensors.index.json",
-          R"({"metadata": {"total_size": 8}, "weight_map": {"a": "model-00002-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})");
+  d.write(
+      "model.safetensors.index.json",
+      R"({"metadata": {"total_size": 8}, "weight_map": {"a": "model-00002-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})");
   s = find_safetensors_shards(d.path());
   EXPECT_EQ(s.files, (std::vector<std::string>{d.file("model-00002-of-00002.safetensors")}));
   EXPECT_EQ(s.weight_map.size(), 2u);

@@ -71,27 +71,27 @@ TEST(Argmax, RandomRowsWithPlantedTiesNaNAndInfinities) {
         float* row = &x[size_t(r) * n];
         auto at = [&] { return static_cast<int>(rng() % n); };
         switch (r % 9) {
-          case 0: break;                                          // plain random
-          case 1: {                                               // the max planted 3 times
+          case 0: break;  // plain random
+          case 1: {       // the max planted 3 times
             const float m = 100.0f;
             for (int k = 0; k < 3; ++k) row[at()] = m;
             break;
           }
-          case 2:                                                 // NaNs, one at index 0
+          case 2:  // NaNs, one at index 0
             row[0] = nan;
             for (int k = 0; k < 1 + n / 50; ++k) row[at()] = nan;
             break;
-          case 3: std::fill(row, row + n, -inf); break;           // all -inf: 0
-          case 4: std::fill(row, row + n, nan); break;            // all NaN: 0
-          case 5:                                                 // NaN and -inf only: 0
+          case 3: std::fill(row, row + n, -inf); break;  // all -inf: 0
+          case 4: std::fill(row, row + n, nan); break;   // all NaN: 0
+          case 5:                                        // NaN and -inf only: 0
             for (int i = 0; i < n; ++i) row[i] = (i % 3 == 1) ? -inf : nan;
             break;
-          case 6:                                                 // max at the last index
+          case 6:  // max at the last index
             row[n - 1] = 1e30f;
-            if (n > kArgmaxChunk) row[kArgmaxChunk] = 1e30f;       // and at a chunk's start
+            if (n > kArgmaxChunk) row[kArgmaxChunk] = 1e30f;  // and at a chunk's start
             break;
           case 7: row[at()] = inf, row[at()] = inf, row[at()] = nan; break;  // +inf ties
-          case 8:                                                 // all equal: 0
+          case 8:                                                            // all equal: 0
             std::fill(row, row + n, 0.5f);
             if (n > 2) row[0] = -0.0f, row[1] = 0.0f, std::fill(row + 2, row + n, 0.0f);
             break;
@@ -168,12 +168,12 @@ TEST(Argmax, RejectsBadArguments) {  // checked before any CUDA call: runs witho
   EXPECT_TRUE(throws_shape_error([&] { argmax_workspace_bytes(1, 0); }, "bad shape"));
   void* w = reinterpret_cast<void*>(64);
   const size_t need = argmax_workspace_bytes(2, 10000);
-  EXPECT_TRUE(throws_shape_error([&] { argmax_rows(p, 2, 10000, o, w, need - 1, nullptr); },
-                                 "workspace"));
-  EXPECT_TRUE(throws_shape_error([&] { argmax_rows(p, 2, 10000, o, nullptr, need, nullptr); },
-                                 "null"));
-  EXPECT_TRUE(throws_shape_error([&] { argmax_rows(p, 2, 10000, nullptr, w, need, nullptr); },
-                                 "null"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { argmax_rows(p, 2, 10000, o, w, need - 1, nullptr); }, "workspace"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { argmax_rows(p, 2, 10000, o, nullptr, need, nullptr); }, "null"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { argmax_rows(p, 2, 10000, nullptr, w, need, nullptr); }, "null"));
   EXPECT_TRUE(throws_shape_error([&] { argmax_rows(p, 1, 0, o, w, need, nullptr); }, "bad shape"));
   EXPECT_NO_THROW(argmax_rows(p, 0, 10000, o, w, need, nullptr));
 }

@@ -105,9 +105,10 @@ std::vector<float> randn(size_t n, float sd, std::mt19937_64& rng) {
     std::vector<double> r(ref.begin() + s * row, ref.begin() + (s + 1) * row);
     double mx = 0;
     for (double x : r) mx = std::max(mx, std::fabs(x));
-    const auto res = all_close(g, r, 0.0, kRelTol * mx,
-                               what + " slot " + std::to_string(s) + " (L " +
-                                   std::to_string(lens[s]) + ", max |out| " + std::to_string(mx) + ")");
+    const auto res =
+        all_close(g, r, 0.0, kRelTol * mx,
+                  what + " slot " + std::to_string(s) + " (L " + std::to_string(lens[s]) +
+                      ", max |out| " + std::to_string(mx) + ")");
     if (!res) return res;
   }
   return ::testing::AssertionSuccess();
@@ -137,7 +138,8 @@ void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, s
   std::vector<int32_t> tables(size_t(n_slots) * table_stride, -1);
   int next = 0;
   for (int s = 0; s < n_slots; ++s)
-    for (int b = 0; b < (lens[s] + bs - 1) / bs; ++b) tables[size_t(s) * table_stride + b] = perm[next++];
+    for (int b = 0; b < (lens[s] + bs - 1) / bs; ++b)
+      tables[size_t(s) * table_stride + b] = perm[next++];
 
   // New K/V rows of every token, in a fused row [K | V | pad 3] to exercise the strides.
   std::vector<int64_t> rows;
@@ -178,7 +180,8 @@ void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, s
   std::vector<double> ref(q.size());
   for (int s = 0; s < n_slots; ++s)
     attention_ref(hc, q.data() + size_t(s) * n_head * hd, n_head,
-                  tables.data() + size_t(s) * table_stride, lens[s], ref.data() + size_t(s) * n_head * hd);
+                  tables.data() + size_t(s) * table_stride, lens[s],
+                  ref.data() + size_t(s) * n_head * hd);
 
   AttentionDecodeArgs a;
   a.n_slots = n_slots;
@@ -209,8 +212,9 @@ TEST(AttentionDecode, ContextLengthsHeadDimsGqaRatios) {
       std::vector<int32_t> lens = {1, 7, 255, 256, 257, 1000, 4097, 0};
       std::shuffle(lens.begin(), lens.end(), rng);
       const Config cf{hd, 2, ratio, block_sizes[k++ % 4]};
-      const std::string what = "head_dim " + std::to_string(hd) + " ratio " + std::to_string(ratio) +
-                               " block_size " + std::to_string(cf.block_size);
+      const std::string what = "head_dim " + std::to_string(hd) + " ratio " +
+                               std::to_string(ratio) + " block_size " +
+                               std::to_string(cf.block_size);
       run_batch(cf, lens, (k % 2) ? 0 : 300, rng, what);
     }
 }
@@ -309,7 +313,8 @@ TEST(AttentionDecode, DecodeLoopWithAllocator) {
   auto d_ws = poisoned<float>(attention_decode_workspace_floats(a));
 
   auto append = [&](const std::vector<int64_t>& rows) {
-    const auto kn = randn(rows.size() * width, 1.0f, rng), vn = randn(rows.size() * width, 1.0f, rng);
+    const auto kn = randn(rows.size() * width, 1.0f, rng),
+               vn = randn(rows.size() * width, 1.0f, rng);
     append_ref(hc, kn, vn, width, width, rows);
     auto dk = to_device(kn), dv = to_device(vn);
     auto dr = to_device(rows);
@@ -347,14 +352,16 @@ TEST(AttentionDecode, DecodeLoopWithAllocator) {
     std::vector<double> ref(q.size());
     for (int s = 0; s < n_slots; ++s)
       attention_ref(hc, q.data() + size_t(s) * n_head * hd, n_head,
-                    tables.data() + size_t(s) * table_stride, lens[s], ref.data() + size_t(s) * n_head * hd);
+                    tables.data() + size_t(s) * table_stride, lens[s],
+                    ref.data() + size_t(s) * n_head * hd);
     auto d_q = to_device(q);
     auto d_t = to_device(tables);
     auto d_l = to_device(lens);
     auto d_out = poisoned<float>(q.size());
     attention_decode(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_l.get(), d_out.get(), d_ws.get(),
                      a, nullptr);
-    ASSERT_TRUE(check_out(d_out.download(), ref, lens, n_head * hd, "step " + std::to_string(step)));
+    ASSERT_TRUE(
+        check_out(d_out.download(), ref, lens, n_head * hd, "step " + std::to_string(step)));
   }
 }
 
@@ -363,47 +370,48 @@ TEST(AttentionDecode, DecodeLoopWithAllocator) {
 TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
   RZ_REQUIRE_GPU();
   for (int n_head : {2, 80}) {  // 8 query heads: 64-token partitions; 320: 256-token partitions
-  SCOPED_TRACE("n_head " + std::to_string(n_head));
-  const int hd = 64, bs = 16, n_blocks = 4, table_stride = 40;
-  const KvCacheShape sh{n_blocks, 1, bs, hd};
-  std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
-  std::mt19937_64 rng(7);
-  for (auto& x : kc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
-  for (auto& x : vc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
-  HostCache hc(sh);
-  hc.k = kc;
-  hc.v = vc;
-  // slot 0: good, 40 tokens; slot 1: block id 9 (>= n_blocks) at its 2nd block; slot 2: length
-  // 641 > max_context 640; slot 3: block id -3 in its 20th block (second partition).
-  std::vector<int32_t> tables(4 * table_stride, 0);
-  for (int s = 0; s < 4; ++s)
-    for (int b = 0; b < table_stride; ++b) tables[s * table_stride + b] = (b + s) % n_blocks;
-  tables[1 * table_stride + 1] = 9;
-  tables[3 * table_stride + 19] = -3;
-  const std::vector<int32_t> lens = {40, 30, 641, 400};
-  AttentionDecodeArgs a;
-  a.n_slots = 4;
-  a.n_head = n_head;
-  a.cache = sh;
-  a.max_context = 640;
-  a.table_stride = table_stride;
-  const auto q = randn(size_t(4) * n_head * hd, 1.0f, rng);
-  auto d_k = to_device(kc), d_v = to_device(vc);
-  auto d_q = to_device(q);
-  auto d_t = to_device(tables);
-  auto d_l = to_device(lens);
-  auto d_out = poisoned<float>(q.size());
-  auto d_ws = poisoned<float>(attention_decode_workspace_floats(a));
-  attention_decode(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_l.get(), d_out.get(), d_ws.get(), a,
-                   nullptr);
-  const auto out = d_out.download();
-  std::vector<double> ref(size_t(n_head) * hd);
-  attention_ref(hc, q.data(), n_head, tables.data(), lens[0], ref.data());
-  EXPECT_TRUE(check_out(std::vector<float>(out.begin(), out.begin() + n_head * hd), ref, {40},
-                        n_head * hd, "good slot"));
-  for (int s = 1; s < 4; ++s)
-    for (int i = 0; i < n_head * hd; ++i)
-      ASSERT_TRUE(std::isnan(out[size_t(s) * n_head * hd + i])) << "slot " << s << " element " << i;
+    SCOPED_TRACE("n_head " + std::to_string(n_head));
+    const int hd = 64, bs = 16, n_blocks = 4, table_stride = 40;
+    const KvCacheShape sh{n_blocks, 1, bs, hd};
+    std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
+    std::mt19937_64 rng(7);
+    for (auto& x : kc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
+    for (auto& x : vc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
+    HostCache hc(sh);
+    hc.k = kc;
+    hc.v = vc;
+    // slot 0: good, 40 tokens; slot 1: block id 9 (>= n_blocks) at its 2nd block; slot 2: length
+    // 641 > max_context 640; slot 3: block id -3 in its 20th block (second partition).
+    std::vector<int32_t> tables(4 * table_stride, 0);
+    for (int s = 0; s < 4; ++s)
+      for (int b = 0; b < table_stride; ++b) tables[s * table_stride + b] = (b + s) % n_blocks;
+    tables[1 * table_stride + 1] = 9;
+    tables[3 * table_stride + 19] = -3;
+    const std::vector<int32_t> lens = {40, 30, 641, 400};
+    AttentionDecodeArgs a;
+    a.n_slots = 4;
+    a.n_head = n_head;
+    a.cache = sh;
+    a.max_context = 640;
+    a.table_stride = table_stride;
+    const auto q = randn(size_t(4) * n_head * hd, 1.0f, rng);
+    auto d_k = to_device(kc), d_v = to_device(vc);
+    auto d_q = to_device(q);
+    auto d_t = to_device(tables);
+    auto d_l = to_device(lens);
+    auto d_out = poisoned<float>(q.size());
+    auto d_ws = poisoned<float>(attention_decode_workspace_floats(a));
+    attention_decode(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_l.get(), d_out.get(), d_ws.get(),
+                     a, nullptr);
+    const auto out = d_out.download();
+    std::vector<double> ref(size_t(n_head) * hd);
+    attention_ref(hc, q.data(), n_head, tables.data(), lens[0], ref.data());
+    EXPECT_TRUE(check_out(std::vector<float>(out.begin(), out.begin() + n_head * hd), ref, {40},
+                          n_head * hd, "good slot"));
+    for (int s = 1; s < 4; ++s)
+      for (int i = 0; i < n_head * hd; ++i)
+        ASSERT_TRUE(std::isnan(out[size_t(s) * n_head * hd + i]))
+            << "slot " << s << " element " << i;
   }
 }
 
@@ -431,8 +439,10 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
   std::vector<int64_t> rows;
   int next = 0;
   for (int i = 0; i < n_seqs; ++i) {
-    for (int b = 0; b < (ctx[i] + bs - 1) / bs; ++b) tables[size_t(i) * table_stride + b] = perm[next++];
-    for (int p = 0; p < ctx[i]; ++p) rows.push_back(int64_t(tables[size_t(i) * table_stride + p / bs]) * bs + p % bs);
+    for (int b = 0; b < (ctx[i] + bs - 1) / bs; ++b)
+      tables[size_t(i) * table_stride + b] = perm[next++];
+    for (int p = 0; p < ctx[i]; ++p)
+      rows.push_back(int64_t(tables[size_t(i) * table_stride + p / bs]) * bs + p % bs);
   }
   const KvCacheShape sh{n_blocks, cf.n_head_kv, bs, hd};
   HostCache hc(sh);
@@ -456,7 +466,8 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
       const int t = cu[i] + j;
       qlens[t] = prior[i] + j + 1;
       attention_ref(hc, q.data() + size_t(t) * n_head * hd, n_head,
-                    tables.data() + size_t(i) * table_stride, qlens[t], ref.data() + size_t(t) * n_head * hd);
+                    tables.data() + size_t(i) * table_stride, qlens[t],
+                    ref.data() + size_t(t) * n_head * hd);
     }
   AttentionPrefillArgs a;
   a.n_seqs = n_seqs;
@@ -471,9 +482,10 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
   auto d_ctx = to_device(ctx);
   auto d_out = poisoned<float>(q.size());
   auto d_ws = poisoned<uint8_t>(attention_prefill_workspace_bytes(a));
-  attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(), d_out.get(),
-                    d_ws.get(), a, nullptr);
-  EXPECT_TRUE(check_out(d_out.download(), ref, qlens, n_head * hd, what + " (prefill; slot = query token)"));
+  attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
+                    d_out.get(), d_ws.get(), a, nullptr);
+  EXPECT_TRUE(check_out(d_out.download(), ref, qlens, n_head * hd,
+                        what + " (prefill; slot = query token)"));
 }
 
 TEST(AttentionPrefill, PackedPromptsAndChunks) {
@@ -505,7 +517,10 @@ TEST(AttentionPrefill, ShapeErrors) {
   a.table_stride = 7;
   uint8_t dummy = 0;
   auto call = [&](AttentionPrefillArgs b, void* ws) {
-    return [b, ws] { attention_prefill(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b, nullptr); };
+    return [b, ws] {
+      attention_prefill(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b,
+                        nullptr);
+    };
   };
   EXPECT_TRUE(throws_shape_error(call(a, nullptr), "workspace"));
   auto b = a;
@@ -532,7 +547,9 @@ TEST(AttentionDecode, ShapeErrors) {
   a.max_context = 100;
   a.table_stride = 7;
   auto call = [&](AttentionDecodeArgs b, float* ws = nullptr) {
-    return [b, ws] { attention_decode(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b, nullptr); };
+    return [b, ws] {
+      attention_decode(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b, nullptr);
+    };
   };
   auto b = a;
   b.n_head = 8;

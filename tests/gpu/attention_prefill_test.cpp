@@ -13,9 +13,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -47,15 +47,16 @@ struct Seq {
 
 // How a run deviates from a clean batch (for the NaN-path test).
 struct Faults {
-  std::vector<int> ctx_delta;  // added to seq_context_lens[i] on the device only (empty: none)
-  int extra_tokens = 0;        // n_tokens = cu_seqlens[n_seqs] + extra (rows nobody covers)
+  std::vector<int> ctx_delta;       // added to seq_context_lens[i] on the device only (empty: none)
+  int extra_tokens = 0;             // n_tokens = cu_seqlens[n_seqs] + extra (rows nobody covers)
   int bad_seq = -1, bad_block = 0;  // block table entry made out of range
 };
 
 std::string describe(const Config& cf) {
-  return "head_dim " + std::to_string(cf.head_dim) + ", " + std::to_string(cf.n_head_kv * cf.ratio) +
-         " heads / " + std::to_string(cf.n_head_kv) + " kv, block_size " +
-         std::to_string(cf.block_size) + (cf.scale != 0.0f ? ", scale " + std::to_string(cf.scale) : "");
+  return "head_dim " + std::to_string(cf.head_dim) + ", " +
+         std::to_string(cf.n_head_kv * cf.ratio) + " heads / " + std::to_string(cf.n_head_kv) +
+         " kv, block_size " + std::to_string(cf.block_size) +
+         (cf.scale != 0.0f ? ", scale " + std::to_string(cf.scale) : "");
 }
 
 void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64& rng,
@@ -73,7 +74,7 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
   }
   const int n_tokens = cu[n_seqs] + f.extra_tokens;
   const int table_stride = (max_context + bs - 1) / bs + 1;  // one spare (-1) entry per row
-  const int n_blocks = used + 3;                              // 3 spare blocks stay NaN
+  const int n_blocks = used + 3;                             // 3 spare blocks stay NaN
   std::vector<int32_t> perm(n_blocks);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
@@ -146,8 +147,10 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
   if (f.bad_seq >= 0) {
     tables[size_t(f.bad_seq) * table_stride + f.bad_block] = n_blocks;  // one past the end
     for (int t = cu[f.bad_seq]; t < cu[f.bad_seq + 1]; ++t) {
-      if (qpos[t] >= f.bad_block * bs) want_nan[t] = 1;
-      else may_nan[t] = 1;
+      if (qpos[t] >= f.bad_block * bs)
+        want_nan[t] = 1;
+      else
+        may_nan[t] = 1;
     }
   }
 
@@ -172,19 +175,23 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
 
   const size_t rw = size_t(n_head) * hd;
   for (int t = 0; t < n_tokens; ++t) {
-    const std::string where = "token " + std::to_string(t) + " (sequence " + std::to_string(qseq[t]) +
-                              ", position " + std::to_string(qpos[t]) + ")";
+    const std::string where = "token " + std::to_string(t) + " (sequence " +
+                              std::to_string(qseq[t]) + ", position " + std::to_string(qpos[t]) +
+                              ")";
     std::vector<float> g(out.begin() + t * rw, out.begin() + (t + 1) * rw);
     if (want_nan[t]) {
       for (size_t e = 0; e < rw; ++e)
-        ASSERT_TRUE(std::isnan(g[e])) << where << ": element " << e << " is " << g[e] << ", want NaN";
+        ASSERT_TRUE(std::isnan(g[e]))
+            << where << ": element " << e << " is " << g[e] << ", want NaN";
       continue;
     }
-    if (may_nan[t] && std::all_of(g.begin(), g.end(), [](float x) { return std::isnan(x); })) continue;
+    if (may_nan[t] && std::all_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }))
+      continue;
     std::vector<double> r(ref.begin() + t * rw, ref.begin() + (t + 1) * rw);
     double mx = 0;
     for (double x : r) mx = std::max(mx, std::fabs(x));
-    ASSERT_TRUE(all_close(g, r, 0.0, kRelTol * mx, where + " [head][dim], max |ref| " + std::to_string(mx)));
+    ASSERT_TRUE(all_close(g, r, 0.0, kRelTol * mx,
+                          where + " [head][dim], max |ref| " + std::to_string(mx)));
   }
 }
 
@@ -215,12 +222,13 @@ TEST(AttentionPrefillTiled, ChunkedPrefill) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   // (cached before, chunk): ragged both ways, a one-token chunk, an empty chunk, a fresh prompt
-  const std::vector<Seq> seqs = {{5, 17}, {16, 16}, {100, 50}, {64, 1}, {7, 0},
-                                 {1, 64}, {250, 65}, {31, 33}, {0, 40}};
+  const std::vector<Seq> seqs = {{5, 17}, {16, 16},  {100, 50}, {64, 1}, {7, 0},
+                                 {1, 64}, {250, 65}, {31, 33},  {0, 40}};
   const int block_sizes[] = {16, 1, 32};
   int k = 0;
   for (int hd : {64, 128})
-    for (int ratio : {1, 2, 4, 7}) run_prefill({hd, 2, ratio, block_sizes[k++ % 3]}, seqs, rng, "chunked");
+    for (int ratio : {1, 2, 4, 7})
+      run_prefill({hd, 2, ratio, block_sizes[k++ % 3]}, seqs, rng, "chunked");
   run_prefill({64, 1, 2, 16}, {{500, 700}}, rng, "one long chunk");
 }
 
@@ -232,7 +240,8 @@ TEST(AttentionPrefillTiled, GenericHeadDimsAndWideGroups) {
   const auto lens = fresh({1, 17, 64, 65, 130});
   for (int hd : {2, 66, 80, 200, 256}) run_prefill({hd, 2, 3, 16}, lens, rng, "generic head_dim");
   // groups wider than a 64-row tile: one token per tile, heads split over chunks
-  for (int ratio : {64, 65, 96}) run_prefill({64, 1, ratio, 32}, fresh({1, 3, 40}), rng, "wide group");
+  for (int ratio : {64, 65, 96})
+    run_prefill({64, 1, ratio, 32}, fresh({1, 3, 40}), rng, "wide group");
   run_prefill({64, 2, 4, 16, 0.05f}, fresh({17, 70}), rng, "explicit scale");
 }
 
@@ -306,7 +315,9 @@ TEST(AttentionPrefillTiled, LongPromptMatchesPerTokenDecode) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < 5; ++r) fn();
     RZ_CUDA_CHECK(cudaDeviceSynchronize());
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 5;
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+               .count() /
+           5;
   };
   const double ms_decode = timed([&] {
     attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tn.get(), d_lens.get(), d_dout.get(),
@@ -316,8 +327,10 @@ TEST(AttentionPrefillTiled, LongPromptMatchesPerTokenDecode) {
     attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t1.get(), d_cu.get(), d_ctx.get(),
                       d_pout.get(), d_pws.get(), pa, nullptr);
   });
-  std::printf("[ prefill attention, %d tokens, %d heads / %d kv, head_dim %d: tiled %.3f ms, "
-              "per-token decode %.3f ms ]\n", n, n_head, n_kv, hd, ms_prefill, ms_decode);
+  std::printf(
+      "[ prefill attention, %d tokens, %d heads / %d kv, head_dim %d: tiled %.3f ms, "
+      "per-token decode %.3f ms ]\n",
+      n, n_head, n_kv, hd, ms_prefill, ms_decode);
   const auto got = d_pout.download(), want = d_dout.download();
   const size_t rw = size_t(n_head) * hd;
   for (int t = 0; t < n; ++t) {
@@ -325,7 +338,8 @@ TEST(AttentionPrefillTiled, LongPromptMatchesPerTokenDecode) {
     std::vector<double> r(want.begin() + t * rw, want.begin() + (t + 1) * rw);
     double mx = 0;
     for (double x : r) mx = std::max(mx, std::fabs(x));
-    ASSERT_TRUE(all_close(g, r, 0.0, 2 * kRelTol * mx, "token " + std::to_string(t) + " [head][dim]"));
+    ASSERT_TRUE(
+        all_close(g, r, 0.0, 2 * kRelTol * mx, "token " + std::to_string(t) + " [head][dim]"));
   }
 }
 
@@ -339,7 +353,10 @@ TEST(AttentionPrefillTiled, ShapeErrorsAndWorkspace) {
   a.table_stride = 7;
   uint8_t dummy = 0;
   auto call = [](AttentionPrefillArgs b, void* ws) {
-    return [b, ws] { attention_prefill(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b, nullptr); };
+    return [b, ws] {
+      attention_prefill(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ws, b,
+                        nullptr);
+    };
   };
   auto b = a;
   b.cache.head_dim = 258;

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "formats/common.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/dequant.hpp"
-#include "formats/common.hpp"
 #include "quants/quants.hpp"
 
 namespace rz::gpu {
@@ -36,13 +36,16 @@ const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlT
 std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 const char* name_of(HalfType h) { return h == HalfType::f16 ? "f16" : "bf16"; }
 
-uint16_t round_bits(HalfType h, float v) { return h == HalfType::f16 ? fp32_to_fp16(v) : fp32_to_bf16(v); }
+uint16_t round_bits(HalfType h, float v) {
+  return h == HalfType::f16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+}
 
 // ---------------------------------------------------------------- checks (no GPU needed)
 
 TEST(DequantChecks, SupportedTypes) {
   for (GgmlType t : kTypes) EXPECT_TRUE(dequant_supported(t)) << name_of(t);
-  for (GgmlType t : {GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_XS, GgmlType::I8})
+  for (GgmlType t :
+       {GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_XS, GgmlType::I8})
     EXPECT_FALSE(dequant_supported(t)) << name_of(t);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q4_K), 256);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q6_K), 256);
@@ -64,11 +67,13 @@ TEST(DequantChecks, BadArgumentsThrowBeforeLaunch) {
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, nullptr, buf, h, 4, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf + 2, buf, h, 4, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf + 8, h, 4, 32, nullptr), rz::Error);
-  EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf, h, int64_t{1} << 30, int64_t{1} << 20, nullptr),
-               rz::Error);
+  EXPECT_THROW(
+      dequantize_matrix(GgmlType::Q8_0, buf, buf, h, int64_t{1} << 30, int64_t{1} << 20, nullptr),
+      rz::Error);
   EXPECT_NO_THROW(dequantize_matrix(GgmlType::Q8_0, nullptr, nullptr, h, 0, 32, nullptr));  // no-op
   EXPECT_THROW(convert_to_half(nullptr, buf, h, 4, nullptr), rz::Error);
-  EXPECT_THROW(convert_to_half(reinterpret_cast<const float*>(buf), buf, h, -1, nullptr), rz::Error);
+  EXPECT_THROW(convert_to_half(reinterpret_cast<const float*>(buf), buf, h, -1, nullptr),
+               rz::Error);
   try {
     dequantize_matrix(GgmlType::Q4_K, buf, buf, h, 4, 100, nullptr);
   } catch (const rz::Error& e) {
@@ -91,7 +96,8 @@ std::vector<int> scale_offsets(GgmlType t) {
 }
 
 // [rows, row_size(t, cols)] bytes of t.
-std::vector<uint8_t> make_bytes(GgmlType t, int64_t rows, int64_t cols, bool random_bytes, std::mt19937& rng) {
+std::vector<uint8_t> make_bytes(GgmlType t, int64_t rows, int64_t cols, bool random_bytes,
+                                std::mt19937& rng) {
   const size_t rb = row_size(t, cols);
   std::vector<uint8_t> bytes(rb * rows);
   if (random_bytes) {
@@ -139,7 +145,8 @@ TEST_P(DequantTest, BitExactVsCpu) {
         const std::vector<uint8_t> bytes = make_bytes(t, rows, cols, random_bytes, rng);
         std::vector<float> values(static_cast<size_t>(rows * cols));  // [rows, cols]
         const size_t rb = row_size(t, cols);
-        for (int64_t r = 0; r < rows; ++r) dequantize_row(t, bytes.data() + rb * r, values.data() + r * cols, cols);
+        for (int64_t r = 0; r < rows; ++r)
+          dequantize_row(t, bytes.data() + rb * r, values.data() + r * cols, cols);
         DeviceBuffer<uint8_t> dw(bytes.size());
         DeviceBuffer<uint16_t> dout(values.size());
         dw.upload(bytes);
@@ -153,24 +160,30 @@ TEST_P(DequantTest, BitExactVsCpu) {
             const uint16_t want = round_bits(h, values[i]);
             if (got[i] != want && ++bad <= 5) {
               char msg[256];
-              std::snprintf(msg, sizeof msg, "%s -> %s %s rows %lld cols %lld: element [%lld, %lld] got 0x%04x want 0x%04x (fp32 %.9g)",
-                            name_of(t).c_str(), name_of(h), random_bytes ? "random bytes" : "quantized",
+              std::snprintf(msg, sizeof msg,
+                            "%s -> %s %s rows %lld cols %lld: element [%lld, %lld] got 0x%04x want "
+                            "0x%04x (fp32 %.9g)",
+                            name_of(t).c_str(), name_of(h),
+                            random_bytes ? "random bytes" : "quantized",
                             static_cast<long long>(rows), static_cast<long long>(cols),
-                            static_cast<long long>(i / cols), static_cast<long long>(i % cols), got[i], want,
-                            static_cast<double>(values[i]));
+                            static_cast<long long>(i / cols), static_cast<long long>(i % cols),
+                            got[i], want, static_cast<double>(values[i]));
               ADD_FAILURE() << msg;
             }
           }
-          EXPECT_EQ(bad, 0) << name_of(t) << " -> " << name_of(h) << " rows " << rows << " cols " << cols
-                            << ": mismatching elements (first 5 shown above)";
+          EXPECT_EQ(bad, 0) << name_of(t) << " -> " << name_of(h) << " rows " << rows << " cols "
+                            << cols << ": mismatching elements (first 5 shown above)";
           checked += static_cast<int64_t>(values.size());
         }
       }
-  std::printf("[ %s ] %lld elements bit-exact\n", name_of(t).c_str(), static_cast<long long>(checked));
+  std::printf("[ %s ] %lld elements bit-exact\n", name_of(t).c_str(),
+              static_cast<long long>(checked));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DequantTest, ::testing::ValuesIn(kTypes),
-                         [](const ::testing::TestParamInfo<GgmlType>& i) { return name_of(i.param); });
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return name_of(i.param);
+                         });
 
 // Activation conversion: every fp32 bit pattern class (random bits, plus specials), odd lengths,
 // a source that is not 16-byte aligned.
@@ -209,8 +222,8 @@ TEST(ConvertToHalf, BitExactVsCpu) {
         uint32_t u;
         std::memcpy(&u, &x[i + 1], 4);
         if (got[i] != want && ++bad <= 5)
-          ADD_FAILURE() << name_of(h) << " n " << n << " [" << i << "] fp32 bits 0x" << std::hex << u << ": got 0x"
-                        << got[i] << " want 0x" << want << std::dec;
+          ADD_FAILURE() << name_of(h) << " n " << n << " [" << i << "] fp32 bits 0x" << std::hex
+                        << u << ": got 0x" << got[i] << " want 0x" << want << std::dec;
       }
       EXPECT_EQ(bad, 0) << name_of(h) << " n " << n;
     }
@@ -221,8 +234,12 @@ TEST(ConvertToHalf, BitExactVsCpu) {
 
 TEST(DequantBench, DISABLED_Throughput) {
   RZ_REQUIRE_GPU();
-  struct Shape { const char* name; int64_t rows, cols; };
-  const Shape shapes[] = {{"qwen2.5-1.5b ffn_gate", 8960, 1536}, {"llama3.1-8b ffn_gate", 14336, 4096}};
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"qwen2.5-1.5b ffn_gate", 8960, 1536},
+                          {"llama3.1-8b ffn_gate", 14336, 4096}};
   std::mt19937 rng(1234);
   cudaEvent_t e0, e1;
   RZ_CUDA_CHECK(cudaEventCreate(&e0));
@@ -246,9 +263,9 @@ TEST(DequantBench, DISABLED_Throughput) {
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
       const double gbytes = static_cast<double>(bytes.size() + dout.bytes()) / 1e9;
-      std::printf("dequant %-22s %-5s -> f16 [%lld, %lld]: %8.1f us  %7.1f GB/s (read + written)\n", s.name,
-                  name_of(t).c_str(), static_cast<long long>(s.rows), static_cast<long long>(s.cols), med * 1e3,
-                  gbytes / (med * 1e-3));
+      std::printf("dequant %-22s %-5s -> f16 [%lld, %lld]: %8.1f us  %7.1f GB/s (read + written)\n",
+                  s.name, name_of(t).c_str(), static_cast<long long>(s.rows),
+                  static_cast<long long>(s.cols), med * 1e3, gbytes / (med * 1e-3));
     }
   RZ_CUDA_CHECK(cudaEventDestroy(e0));
   RZ_CUDA_CHECK(cudaEventDestroy(e1));

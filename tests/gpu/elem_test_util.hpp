@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/common.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_buffer.hpp"
-#include "formats/common.hpp"
 
 namespace rz::gpu::elem_test {
 
@@ -134,7 +134,8 @@ inline ::testing::AssertionResult throws_shape_error(const std::function<void()>
       return ::testing::AssertionFailure() << "message lacks \"" << needle << "\": " << e.what();
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "no exception (wanted one containing \"" << needle << "\")";
+  return ::testing::AssertionFailure()
+         << "no exception (wanted one containing \"" << needle << "\")";
 }
 
 }  // namespace rz::gpu::elem_test

@@ -32,8 +32,10 @@ TEST(BiasAdd, BroadcastsOverRowsExactly) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  struct Shape { int64_t rows, n, stride; };
-  const Shape shapes[] = {{1, 1, 0},    {3, 5, 0},     {17, 960, 0},  {5, 4097, 0},
+  struct Shape {
+    int64_t rows, n, stride;
+  };
+  const Shape shapes[] = {{1, 1, 0},     {3, 5, 0},     {17, 960, 0},  {5, 4097, 0},
                           {70000, 5, 0}, {7, 960, 967}, {66000, 3, 8}, {2, 1, 1}};
   for (const Shape& s : shapes) {
     const int64_t stride = s.stride ? s.stride : s.n;
@@ -41,7 +43,8 @@ TEST(BiasAdd, BroadcastsOverRowsExactly) {
     const auto bias = random_floats(size_t(s.n), rng, 3.0f);
     std::vector<float> ref = x;
     for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t j = 0; j < s.n; ++j) ref[size_t(r * stride + j)] = x[size_t(r * stride + j)] + bias[j];
+      for (int64_t j = 0; j < s.n; ++j)
+        ref[size_t(r * stride + j)] = x[size_t(r * stride + j)] + bias[j];
     auto d_x = to_device(x);
     auto d_b = to_device(bias);
     bias_add(d_x.get(), d_b.get(), s.rows, s.n, nullptr, s.stride);
@@ -77,11 +80,13 @@ TEST(Swiglu, MatchesFloat64Reference) {
   // expf (2 ulp), one add, one division, one product: well under 1e-5 relative. Gates near -100
   // give results below 1e-40 that fp32 flushes to (signed) zero: atol 1e-30 covers them.
   const double rtol = 1e-5, atol = 1e-30;
-  for (int64_t n : {int64_t(1), int64_t(7), int64_t(1000), int64_t(1536) * 7, int64_t(2) * 1048576 + 3}) {
+  for (int64_t n :
+       {int64_t(1), int64_t(7), int64_t(1000), int64_t(1536) * 7, int64_t(2) * 1048576 + 3}) {
     auto gate = random_floats(size_t(n), rng, 4.0f);
     const auto up = random_floats(size_t(n), rng, 2.0f);
     const float specials[] = {0.0f, -0.0f, -100.0f, 100.0f, -88.0f, 88.0f, 30.0f, -30.0f, 1e-20f};
-    for (size_t i = 0; i < std::size(specials) && i < gate.size(); ++i) gate[(i * 7919) % gate.size()] = specials[i];
+    for (size_t i = 0; i < std::size(specials) && i < gate.size(); ++i)
+      gate[(i * 7919) % gate.size()] = specials[i];
     const auto ref = swiglu_ref(gate, up);
     const std::string what = "n " + std::to_string(n);
     auto d_g = to_device(gate);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/ggml_types.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/embedding.hpp"
-#include "formats/ggml_types.hpp"
 #include "quants/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 
@@ -27,8 +27,10 @@ std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 // Byte offsets of the fp16 scale fields (d, m, dmin) inside one block.
 std::vector<int> fp16_fields(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: return {0};
-    case GgmlType::Q4_1: case GgmlType::Q4_K: return {0, 2};
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0: return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q4_K: return {0, 2};
     case GgmlType::Q6_K: return {208};
     default: return {};
   }
@@ -159,7 +161,8 @@ TEST(EmbeddingGather, OutOfRangeIdGivesNaNRowOthersIntact) {
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::vector<float> row(got.begin() + i * n_embd, got.begin() + (i + 1) * n_embd);
     if (ids[i] < 0 || ids[i] >= n_vocab) {
-      for (int j = 0; j < n_embd; ++j) ASSERT_TRUE(std::isnan(row[j])) << "token " << i << " [" << j << "]";
+      for (int j = 0; j < n_embd; ++j)
+        ASSERT_TRUE(std::isnan(row[j])) << "token " << i << " [" << j << "]";
     } else {
       dequantize_row(GgmlType::Q4_0, table.data() + row_size(GgmlType::Q4_0, n_embd) * ids[i],
                      ref.data(), n_embd);
@@ -176,15 +179,18 @@ TEST(EmbeddingGather, RejectsBadArguments) {
   EXPECT_TRUE(throws_shape_error(
       [&] { embedding_gather(GgmlType::Q5_K, table, 10, 256, ids, 1, out, nullptr); }, "Q5_K"));
   EXPECT_TRUE(throws_shape_error(
-      [&] { embedding_gather(GgmlType::Q4_K, table, 10, 200, ids, 1, out, nullptr); }, "n_embd 200"));
+      [&] { embedding_gather(GgmlType::Q4_K, table, 10, 200, ids, 1, out, nullptr); },
+      "n_embd 200"));
   EXPECT_TRUE(throws_shape_error(
       [&] { embedding_gather(GgmlType::F32, table, 0, 8, ids, 1, out, nullptr); }, "n_vocab 0"));
   EXPECT_TRUE(throws_shape_error(
-      [&] { embedding_gather(GgmlType::F32, table, 10, 8, ids, -1, out, nullptr); }, "n_tokens -1"));
+      [&] { embedding_gather(GgmlType::F32, table, 10, 8, ids, -1, out, nullptr); },
+      "n_tokens -1"));
   EXPECT_TRUE(throws_shape_error(
       [&] { embedding_gather(GgmlType::F32, nullptr, 10, 8, ids, 1, out, nullptr); }, "null"));
   EXPECT_FALSE(embedding_type_supported(GgmlType::Q5_0));
-  EXPECT_NO_THROW(embedding_gather(GgmlType::F32, table, 10, 8, ids, 0, out, nullptr));  // no launch
+  EXPECT_NO_THROW(
+      embedding_gather(GgmlType::F32, table, 10, 8, ids, 0, out, nullptr));  // no launch
 }
 
 }  // namespace

@@ -291,8 +291,10 @@ void run_qkv_case(const QkvCase& c, bool neox, std::mt19937_64& rng) {
     int table_positions;  // 0: no table
     int sources;          // 0: fused rows, 1: separate padded, 2: separate dense
   };
-  const Variant variants[] = {{"table", kTablePositions, 0},      {"partial table", 70000, 0},
-                              {"separate padded", 0, 1},          {"separate dense", 0, 2},
+  const Variant variants[] = {{"table", kTablePositions, 0},
+                              {"partial table", 70000, 0},
+                              {"separate padded", 0, 1},
+                              {"separate dense", 0, 2},
                               {"separate + table", kTablePositions, 1}};
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);

@@ -22,12 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include "formats/common.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/gemm.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/dequant.hpp"
-#include "formats/common.hpp"
 #include "quants/quants.hpp"
 
 namespace rz::gpu {
@@ -36,8 +36,12 @@ namespace {
 constexpr double kRelTol = 1e-4;
 
 const char* name_of(HalfType h) { return h == HalfType::f16 ? "f16" : "bf16"; }
-uint16_t to_bits(HalfType h, float v) { return h == HalfType::f16 ? fp32_to_fp16(v) : fp32_to_bf16(v); }
-float from_bits(HalfType h, uint16_t b) { return h == HalfType::f16 ? fp16_to_fp32(b) : bf16_to_fp32(b); }
+uint16_t to_bits(HalfType h, float v) {
+  return h == HalfType::f16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+}
+float from_bits(HalfType h, uint16_t b) {
+  return h == HalfType::f16 ? fp16_to_fp32(b) : bf16_to_fp32(b);
+}
 
 // Fast reproducible uniform floats in [-1, 1) (the big matrices make mt19937 + distributions slow).
 struct SplitMix {
@@ -48,12 +52,14 @@ struct SplitMix {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
-  float uniform() { return static_cast<float>(static_cast<int64_t>(next() >> 40) - (1 << 23)) / (1 << 23); }
+  float uniform() {
+    return static_cast<float>(static_cast<int64_t>(next() >> 40) - (1 << 23)) / (1 << 23);
+  }
 };
 
 // ref, mag: [n, rows]; w: [rows, cols]; x: [n, cols] (values already 16-bit representable).
-void reference(const std::vector<float>& w, const std::vector<float>& x, int64_t rows, int64_t cols, int64_t n,
-               std::vector<double>& ref, std::vector<double>& mag) {
+void reference(const std::vector<float>& w, const std::vector<float>& x, int64_t rows, int64_t cols,
+               int64_t n, std::vector<double>& ref, std::vector<double>& mag) {
   ref.assign(static_cast<size_t>(n * rows), 0.0);
   mag.assign(static_cast<size_t>(n * rows), 0.0);
   const unsigned n_threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
@@ -86,8 +92,9 @@ void reference(const std::vector<float>& w, const std::vector<float>& x, int64_t
 }
 
 // Compares y [n, rows] with the reference; returns the number of failures (first 5 reported).
-int compare(const std::vector<float>& y, const std::vector<double>& ref, const std::vector<double>& mag,
-            int64_t rows, int64_t n, const std::string& label, double* worst_ratio) {
+int compare(const std::vector<float>& y, const std::vector<double>& ref,
+            const std::vector<double>& mag, int64_t rows, int64_t n, const std::string& label,
+            double* worst_ratio) {
   int bad = 0;
   for (int64_t t = 0; t < n; ++t)
     for (int64_t r = 0; r < rows; ++r) {
@@ -96,8 +103,9 @@ int compare(const std::vector<float>& y, const std::vector<double>& ref, const s
       const double tol = kRelTol * mag[i] + 1e-30;
       if (!(err <= tol)) {  // NaN (poison never overwritten) fails here
         if (++bad <= 5)
-          ADD_FAILURE() << label << ": y[" << t << ", " << r << "] = " << y[i] << ", want " << ref[i]
-                        << " (error " << err << " > tolerance " << tol << ", sum |x w| " << mag[i] << ")";
+          ADD_FAILURE() << label << ": y[" << t << ", " << r << "] = " << y[i] << ", want "
+                        << ref[i] << " (error " << err << " > tolerance " << tol << ", sum |x w| "
+                        << mag[i] << ")";
       } else {
         *worst_ratio = std::max(*worst_ratio, err / tol);
       }
@@ -156,9 +164,9 @@ TEST_P(GemmTest, MatchesFloat64Reference) {
           const std::vector<float> y = dy.download(stream);
           std::vector<double> ref, mag;
           reference(wv, xv, rows, cols, n, ref, mag);
-          const std::string label = std::string(name_of(h)) + (x_fp32 ? " x fp32" : " x 16-bit") + " n_tokens " +
-                                    std::to_string(n) + " rows " + std::to_string(rows) + " cols " +
-                                    std::to_string(cols);
+          const std::string label = std::string(name_of(h)) + (x_fp32 ? " x fp32" : " x 16-bit") +
+                                    " n_tokens " + std::to_string(n) + " rows " +
+                                    std::to_string(rows) + " cols " + std::to_string(cols);
           failures += compare(y, ref, mag, rows, n, label, &worst);
         }
       }
@@ -169,7 +177,9 @@ TEST_P(GemmTest, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, GemmTest, ::testing::Values(HalfType::f16, HalfType::bf16),
-                         [](const ::testing::TestParamInfo<HalfType>& i) { return std::string(name_of(i.param)); });
+                         [](const ::testing::TestParamInfo<HalfType>& i) {
+                           return std::string(name_of(i.param));
+                         });
 
 // dequantize_matrix (Q4_K, Q8_0) into a 16-bit buffer, then the GEMM: the prefill path end to end.
 TEST(GemmDequant, QuantizedWeightsEndToEnd) {
@@ -209,7 +219,8 @@ TEST(GemmDequant, QuantizedWeightsEndToEnd) {
       const std::vector<float> y = dy.download();
       std::vector<double> ref, mag;
       reference(wv, xv, rows, cols, n, ref, mag);
-      failures += compare(y, ref, mag, rows, n, std::string(type_traits(t).name) + " -> " + name_of(h), &worst);
+      failures += compare(y, ref, mag, rows, n,
+                          std::string(type_traits(t).name) + " -> " + name_of(h), &worst);
     }
   EXPECT_EQ(failures, 0);
   std::printf("[ dequant + gemm ] worst passing error / tolerance: %.3g\n", worst);
@@ -225,7 +236,8 @@ TEST(GemmChecks, BadShapesThrowAndEmptyIsNoOp) {
   EXPECT_THROW(gemm.matmul_x16(HalfType::f16, w.get(), x.get(), y.get(), 8, 8, -1), rz::Error);
   EXPECT_THROW(gemm.matmul_x16(HalfType::f16, nullptr, x.get(), y.get(), 8, 8, 1), rz::Error);
   EXPECT_THROW(gemm.matmul(HalfType::bf16, w.get(), nullptr, y.get(), 8, 8, 1), rz::Error);
-  EXPECT_THROW(gemm.matmul_x16(HalfType::f16, w.get(), x.get(), y.get(), int64_t{1} << 31, 8, 1), rz::Error);
+  EXPECT_THROW(gemm.matmul_x16(HalfType::f16, w.get(), x.get(), y.get(), int64_t{1} << 31, 8, 1),
+               rz::Error);
   y.fill_bytes(0x7f);
   gemm.matmul(HalfType::f16, w.get(), nullptr, y.get(), 8, 8, 0);  // no-op: y untouched
   for (float v : y.download()) {
@@ -239,13 +251,17 @@ TEST(GemmChecks, BadShapesThrowAndEmptyIsNoOp) {
 
 TEST(GemmBench, DISABLED_Throughput) {
   RZ_REQUIRE_GPU();
-  struct Shape { const char* model; const char* name; int64_t rows, cols; };
+  struct Shape {
+    const char* model;
+    const char* name;
+    int64_t rows, cols;
+  };
   const Shape shapes[] = {
-      {"qwen2.5-1.5b", "attn_q/o", 1536, 1536},   {"qwen2.5-1.5b", "attn_k/v", 256, 1536},
+      {"qwen2.5-1.5b", "attn_q/o", 1536, 1536},    {"qwen2.5-1.5b", "attn_k/v", 256, 1536},
       {"qwen2.5-1.5b", "ffn_gate/up", 8960, 1536}, {"qwen2.5-1.5b", "ffn_down", 1536, 8960},
-      {"qwen2.5-1.5b", "output", 151936, 1536},   {"llama3.1-8b", "attn_q/o", 4096, 4096},
-      {"llama3.1-8b", "attn_k/v", 1024, 4096},    {"llama3.1-8b", "ffn_gate/up", 14336, 4096},
-      {"llama3.1-8b", "ffn_down", 4096, 14336},   {"llama3.1-8b", "output", 128256, 4096},
+      {"qwen2.5-1.5b", "output", 151936, 1536},    {"llama3.1-8b", "attn_q/o", 4096, 4096},
+      {"llama3.1-8b", "attn_k/v", 1024, 4096},     {"llama3.1-8b", "ffn_gate/up", 14336, 4096},
+      {"llama3.1-8b", "ffn_down", 4096, 14336},    {"llama3.1-8b", "output", 128256, 4096},
   };
   const int64_t n = 512;
   const HalfType h = HalfType::f16;
@@ -255,8 +271,8 @@ TEST(GemmBench, DISABLED_Throughput) {
   for (auto& v : chunk) v = fp32_to_fp16(rng.uniform());
   auto fill = [&](DeviceBuffer<uint16_t>& b) {
     for (size_t off = 0; off < b.size(); off += chunk.size())
-      RZ_CUDA_CHECK(cudaMemcpy(b.get() + off, chunk.data(), std::min(chunk.size(), b.size() - off) * 2,
-                               cudaMemcpyHostToDevice));
+      RZ_CUDA_CHECK(cudaMemcpy(b.get() + off, chunk.data(),
+                               std::min(chunk.size(), b.size() - off) * 2, cudaMemcpyHostToDevice));
   };
   Gemm gemm(nullptr);
   cudaEvent_t e0, e1;
@@ -276,20 +292,27 @@ TEST(GemmBench, DISABLED_Throughput) {
     std::sort(ms.begin(), ms.end());
     return static_cast<double>(ms[ms.size() / 2]);
   };
-  std::printf("GEMM fp16, fp32 accumulate and output, n_tokens %lld (median of 20 after 3 warm-up)\n",
-              static_cast<long long>(n));
+  std::printf(
+      "GEMM fp16, fp32 accumulate and output, n_tokens %lld (median of 20 after 3 warm-up)\n",
+      static_cast<long long>(n));
   for (const Shape& s : shapes) {
-    DeviceBuffer<uint16_t> w(static_cast<size_t>(s.rows * s.cols)), x16(static_cast<size_t>(n * s.cols));
+    DeviceBuffer<uint16_t> w(static_cast<size_t>(s.rows * s.cols)),
+        x16(static_cast<size_t>(n * s.cols));
     DeviceBuffer<float> x32(static_cast<size_t>(n * s.cols)), y(static_cast<size_t>(n * s.rows));
     fill(w);
     fill(x16);
     x32.fill_bytes(0);
-    const double ms16 = median_ms([&] { gemm.matmul_x16(h, w.get(), x16.get(), y.get(), s.rows, s.cols, n); });
-    const double ms32 = median_ms([&] { gemm.matmul(h, w.get(), x32.get(), y.get(), s.rows, s.cols, n); });
-    const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(s.rows) * static_cast<double>(s.cols);
-    std::printf("%-13s %-12s [%6lld x %5lld]: x16 %8.1f us %6.1f TFLOP/s | x fp32 (+convert) %8.1f us %6.1f TFLOP/s\n",
-                s.model, s.name, static_cast<long long>(s.rows), static_cast<long long>(s.cols), ms16 * 1e3,
-                flop / (ms16 * 1e-3) / 1e12, ms32 * 1e3, flop / (ms32 * 1e-3) / 1e12);
+    const double ms16 =
+        median_ms([&] { gemm.matmul_x16(h, w.get(), x16.get(), y.get(), s.rows, s.cols, n); });
+    const double ms32 =
+        median_ms([&] { gemm.matmul(h, w.get(), x32.get(), y.get(), s.rows, s.cols, n); });
+    const double flop =
+        2.0 * static_cast<double>(n) * static_cast<double>(s.rows) * static_cast<double>(s.cols);
+    std::printf(
+        "%-13s %-12s [%6lld x %5lld]: x16 %8.1f us %6.1f TFLOP/s | x fp32 (+convert) %8.1f us "
+        "%6.1f TFLOP/s\n",
+        s.model, s.name, static_cast<long long>(s.rows), static_cast<long long>(s.cols), ms16 * 1e3,
+        flop / (ms16 * 1e-3) / 1e12, ms32 * 1e3, flop / (ms32 * 1e-3) / 1e12);
   }
   RZ_CUDA_CHECK(cudaEventDestroy(e0));
   RZ_CUDA_CHECK(cudaEventDestroy(e1));

@@ -20,18 +20,19 @@
 #include <string>
 #include <vector>
 
+#include "formats/common.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/gemv.hpp"
-#include "formats/common.hpp"
 #include "quants/quants.hpp"
 
 namespace rz::gpu {
-namespace gemv_detail {  // defined in kernels/gemv.cu (declared in kernels/gemv_common.cuh, CUDA-only)
+namespace gemv_detail {  // defined in kernels/gemv.cu (declared in kernels/gemv_common.cuh,
+                         // CUDA-only)
 int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int sm_count);
-void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
-                     int batch, int split, cudaStream_t stream);
+void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows,
+                     int64_t cols, int batch, int split, cudaStream_t stream);
 }  // namespace gemv_detail
 
 namespace {
@@ -47,13 +48,15 @@ std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 
 TEST(GemvChooser, SupportedTypesAndBatches) {
   for (GgmlType t : kTypes) {
-    for (int b = 1; b <= kGemvMaxBatch; ++b) EXPECT_NE(gemv_supported(t, b), GemvKernel::none) << name_of(t) << " batch " << b;
+    for (int b = 1; b <= kGemvMaxBatch; ++b)
+      EXPECT_NE(gemv_supported(t, b), GemvKernel::none) << name_of(t) << " batch " << b;
     EXPECT_EQ(gemv_supported(t, 0), GemvKernel::none) << name_of(t);
     EXPECT_EQ(gemv_supported(t, kGemvMaxBatch + 1), GemvKernel::none) << name_of(t);
   }
   EXPECT_EQ(gemv_supported(GgmlType::Q4_K, 1), GemvKernel::q4_k);
   EXPECT_EQ(gemv_supported(GgmlType::BF16, 16), GemvKernel::bf16);
-  for (GgmlType t : {GgmlType::F32, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_XS})
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_XS})
     EXPECT_EQ(gemv_supported(t, 1), GemvKernel::none) << name_of(t);
   EXPECT_EQ(gemv_cols_multiple(GgmlType::Q4_K), 256);
   EXPECT_EQ(gemv_cols_multiple(GgmlType::Q6_K), 256);
@@ -110,8 +113,10 @@ TEST(GemvChooser, SplitChoice) {
   EXPECT_EQ(gemv_choose_split(GgmlType::Q5_K, 1536, 8960, 1, h200), 1);
   // a bad forced split or a split at batch > 4 throws before any CUDA call
   alignas(16) static float buf[64];
-  EXPECT_THROW(gemv_detail::gemv_with_split(GgmlType::F16, buf, buf, buf, 1, 8, 1, 3, nullptr), rz::Error);
-  EXPECT_THROW(gemv_detail::gemv_with_split(GgmlType::F16, buf, buf, buf, 1, 8, 5, 2, nullptr), rz::Error);
+  EXPECT_THROW(gemv_detail::gemv_with_split(GgmlType::F16, buf, buf, buf, 1, 8, 1, 3, nullptr),
+               rz::Error);
+  EXPECT_THROW(gemv_detail::gemv_with_split(GgmlType::F16, buf, buf, buf, 1, 8, 5, 2, nullptr),
+               rz::Error);
 }
 
 // ---------------------------------------------------------------- correctness (GPU)
@@ -201,15 +206,17 @@ TEST_P(GemvTest, MatchesFloat64Reference) {
         for (int b = 0; b < batch; ++b)
           for (int64_t r = 0; r < rows; ++r) {
             const double got = y[b * rows + r], want = ref[b * rows + r];
-            const double tol = kRelTol * std::sqrt(static_cast<double>(cols)) * mag[b * rows + r] + 1e-30;
+            const double tol =
+                kRelTol * std::sqrt(static_cast<double>(cols)) * mag[b * rows + r] + 1e-30;
             const double err = std::fabs(got - want);
-            const std::string where = name_of(t) + " rows " + std::to_string(rows) + " cols " +
-                                      std::to_string(cols) + " batch " + std::to_string(batch) + " y[" +
-                                      std::to_string(b) + ", " + std::to_string(r) + "] = " +
-                                      std::to_string(got) + ", want " + std::to_string(want) +
-                                      " (sum |w x| " + std::to_string(mag[b * rows + r]) + ")";
+            const std::string where =
+                name_of(t) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) +
+                " batch " + std::to_string(batch) + " y[" + std::to_string(b) + ", " +
+                std::to_string(r) + "] = " + std::to_string(got) + ", want " +
+                std::to_string(want) + " (sum |w x| " + std::to_string(mag[b * rows + r]) + ")";
             if (!(err <= tol)) {  // NaN fails here
-              if (++failures <= 10) ADD_FAILURE() << where << ": error " << err << " > tolerance " << tol;
+              if (++failures <= 10)
+                ADD_FAILURE() << where << ": error " << err << " > tolerance " << tol;
             } else if (err / tol > worst.ratio) {
               worst = {err / tol, where};
             }
@@ -218,12 +225,14 @@ TEST_P(GemvTest, MatchesFloat64Reference) {
     }
   }
   EXPECT_EQ(failures, 0) << "first 10 shown above";
-  std::printf("[ %s ] worst passing error / tolerance: %.3g at %s\n", name_of(t).c_str(), worst.ratio,
-              worst.where.c_str());
+  std::printf("[ %s ] worst passing error / tolerance: %.3g at %s\n", name_of(t).c_str(),
+              worst.ratio, worst.where.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemvTest, ::testing::ValuesIn(kTypes),
-                         [](const ::testing::TestParamInfo<GgmlType>& i) { return name_of(i.param); });
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return name_of(i.param);
+                         });
 
 // The split-row kernel, forced (S = 2, 4, 8) and as gemv() chooses, on few and long rows, rows
 // not a multiple of the rows per block, batch 1..4, against the same float64 reference and
@@ -249,8 +258,9 @@ TEST_P(GemvSplitTest, MatchesReferenceAndUnsplit) {
   auto check = [&](const std::string& where, double got, double want, double tol) {
     const double err = std::fabs(got - want);
     if (!(err <= tol)) {  // NaN fails here
-      if (++failures <= 10) ADD_FAILURE() << where << ": got " << got << ", want " << want << ", error " << err
-                                          << " > tolerance " << tol;
+      if (++failures <= 10)
+        ADD_FAILURE() << where << ": got " << got << ", want " << want << ", error " << err
+                      << " > tolerance " << tol;
     } else if (err / tol > worst.ratio) {
       worst = {err / tol, where};
     }
@@ -272,7 +282,8 @@ TEST_P(GemvSplitTest, MatchesReferenceAndUnsplit) {
     for (int batch = 1; batch <= kMaxB; ++batch) {
       auto run = [&](int split) {
         dy.fill_bytes(0xff);  // NaN everywhere: an output the kernel skips fails
-        gemv_detail::gemv_with_split(t, dw.get(), dx.get(), dy.get(), rows, cols, batch, split, nullptr);
+        gemv_detail::gemv_with_split(t, dw.get(), dx.get(), dy.get(), rows, cols, batch, split,
+                                     nullptr);
         RZ_CUDA_CHECK(cudaDeviceSynchronize());
         return dy.download();
       };
@@ -283,9 +294,9 @@ TEST_P(GemvSplitTest, MatchesReferenceAndUnsplit) {
           for (int64_t r = 0; r < rows; ++r) {
             const size_t i = static_cast<size_t>(b * rows + r);
             const std::string where = name_of(t) + " rows " + std::to_string(rows) + " cols " +
-                                      std::to_string(cols) + " batch " + std::to_string(batch) + " split " +
-                                      std::to_string(split) + " y[" + std::to_string(b) + ", " +
-                                      std::to_string(r) + "]";
+                                      std::to_string(cols) + " batch " + std::to_string(batch) +
+                                      " split " + std::to_string(split) + " y[" +
+                                      std::to_string(b) + ", " + std::to_string(r) + "]";
             check(where + " vs float64", y[i], ref[i], tol[i]);
             check(where + " vs unsplit", y[i], unsplit[i], tol[i]);
           }
@@ -293,16 +304,16 @@ TEST_P(GemvSplitTest, MatchesReferenceAndUnsplit) {
       for (int b = 0; b < batch; ++b)
         for (int64_t r = 0; r < rows; ++r) {
           const size_t i = static_cast<size_t>(b * rows + r);
-          check(name_of(t) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " batch " +
-                    std::to_string(batch) + " unsplit y[" + std::to_string(b) + ", " + std::to_string(r) +
-                    "] vs float64",
+          check(name_of(t) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) +
+                    " batch " + std::to_string(batch) + " unsplit y[" + std::to_string(b) + ", " +
+                    std::to_string(r) + "] vs float64",
                 unsplit[i], ref[i], tol[i]);
         }
     }
   }
   EXPECT_EQ(failures, 0) << "first 10 shown above";
-  std::printf("[ %s split ] worst passing error / tolerance: %.3g at %s\n", name_of(t).c_str(), worst.ratio,
-              worst.where.c_str());
+  std::printf("[ %s split ] worst passing error / tolerance: %.3g at %s\n", name_of(t).c_str(),
+              worst.ratio, worst.where.c_str());
 }
 
 // The split kernel's sum order is fixed: two runs give bit-identical outputs.
@@ -323,20 +334,25 @@ TEST(GemvSplit, Deterministic) {
       std::vector<float> first;
       for (int rep = 0; rep < 3; ++rep) {
         dy.fill_bytes(0xff);
-        gemv_detail::gemv_with_split(GgmlType::Q4_K, dw.get(), dx.get(), dy.get(), rows, cols, batch, split, nullptr);
+        gemv_detail::gemv_with_split(GgmlType::Q4_K, dw.get(), dx.get(), dy.get(), rows, cols,
+                                     batch, split, nullptr);
         RZ_CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<float> y = dy.download();
         y.resize(static_cast<size_t>(batch * rows));
         for (float v : y) ASSERT_TRUE(std::isfinite(v)) << "split " << split << " batch " << batch;
-        if (rep == 0) first = y;
-        else ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
-            << "split " << split << " batch " << batch << " rep " << rep;
+        if (rep == 0)
+          first = y;
+        else
+          ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
+              << "split " << split << " batch " << batch << " rep " << rep;
       }
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemvSplitTest, ::testing::ValuesIn(kTypes),
-                         [](const ::testing::TestParamInfo<GgmlType>& i) { return name_of(i.param); });
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return name_of(i.param);
+                         });
 
 // ---------------------------------------------------------------- bandwidth bench (GPU)
 
@@ -348,11 +364,11 @@ struct MatShape {
 
 // Linear layers of the shapes in PERFORMANCE.md (rows = output features).
 const MatShape kBenchShapes[] = {
-    {"qwen2.5-1.5b", "attn_q/o", 1536, 1536},   {"qwen2.5-1.5b", "attn_k/v", 256, 1536},
+    {"qwen2.5-1.5b", "attn_q/o", 1536, 1536},    {"qwen2.5-1.5b", "attn_k/v", 256, 1536},
     {"qwen2.5-1.5b", "ffn_gate/up", 8960, 1536}, {"qwen2.5-1.5b", "ffn_down", 1536, 8960},
-    {"qwen2.5-1.5b", "output", 151936, 1536},   {"llama3.1-8b", "attn_q/o", 4096, 4096},
-    {"llama3.1-8b", "attn_k/v", 1024, 4096},    {"llama3.1-8b", "ffn_gate/up", 14336, 4096},
-    {"llama3.1-8b", "ffn_down", 4096, 14336},   {"llama3.1-8b", "output", 128256, 4096},
+    {"qwen2.5-1.5b", "output", 151936, 1536},    {"llama3.1-8b", "attn_q/o", 4096, 4096},
+    {"llama3.1-8b", "attn_k/v", 1024, 4096},     {"llama3.1-8b", "ffn_gate/up", 14336, 4096},
+    {"llama3.1-8b", "ffn_down", 4096, 14336},    {"llama3.1-8b", "output", 128256, 4096},
 };
 
 // Device-to-device copy bandwidth (bytes read + written per second): the practical ceiling.
@@ -366,7 +382,8 @@ double copy_bandwidth() {
   RZ_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
   RZ_CUDA_CHECK(cudaEventRecord(e0));
   const int reps = 10;
-  for (int i = 0; i < reps; ++i) RZ_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
+  for (int i = 0; i < reps; ++i)
+    RZ_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
   RZ_CUDA_CHECK(cudaEventRecord(e1));
   RZ_CUDA_CHECK(cudaEventSynchronize(e1));
   float ms = 0;
@@ -380,8 +397,8 @@ TEST(GemvBench, DISABLED_Bandwidth) {
   RZ_REQUIRE_GPU();
   const double ceiling = copy_bandwidth();
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", ceiling / 1e9);
-  std::printf("%-13s %-12s %-5s %7s %6s %3s %9s %8s %6s\n", "model", "matrix", "type", "rows", "cols",
-              "B", "us", "GB/s", "%copy");
+  std::printf("%-13s %-12s %-5s %7s %6s %3s %9s %8s %6s\n", "model", "matrix", "type", "rows",
+              "cols", "B", "us", "GB/s", "%copy");
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
                             GgmlType::Q4_1, GgmlType::F16,  GgmlType::BF16};
   const int batches[] = {1, 2, 4, 8, 16};
@@ -396,11 +413,13 @@ TEST(GemvBench, DISABLED_Bandwidth) {
       const size_t stride = (wbytes + 255) / 256 * 256;
       DeviceBuffer<uint8_t> dw(stride * copies);
       dw.fill_bytes(0x3a);  // fp16 scales 0x3a3a (about 0.78): finite values, timing only
-      DeviceBuffer<float> dx(static_cast<size_t>(kGemvMaxBatch * s.cols)), dy(static_cast<size_t>(kGemvMaxBatch * s.rows));
+      DeviceBuffer<float> dx(static_cast<size_t>(kGemvMaxBatch * s.cols)),
+          dy(static_cast<size_t>(kGemvMaxBatch * s.rows));
       dx.fill_bytes(0);
       for (int batch : batches) {
         auto run = [&](size_t i) {
-          gemv(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols, batch, nullptr);
+          gemv(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols, batch,
+               nullptr);
         };
         for (size_t i = 0; i < copies; ++i) run(i);  // warm-up
         const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
@@ -413,8 +432,9 @@ TEST(GemvBench, DISABLED_Bandwidth) {
         const double sec = ms * 1e-3 / reps;
         const double bytes = static_cast<double>(wbytes) + 4.0 * batch * (s.cols + s.rows);
         std::printf("%-13s %-12s %-5s %7lld %6lld %3d %9.2f %8.0f %5.0f%%\n", s.model, s.name,
-                    name_of(t).c_str(), static_cast<long long>(s.rows), static_cast<long long>(s.cols), batch,
-                    sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / ceiling);
+                    name_of(t).c_str(), static_cast<long long>(s.rows),
+                    static_cast<long long>(s.cols), batch, sec * 1e6, bytes / sec / 1e9,
+                    100.0 * bytes / sec / ceiling);
       }
     }
   cudaEventDestroy(e0);
@@ -428,8 +448,8 @@ TEST(GemvBench, DISABLED_SplitSweep) {
   int dev = 0, sms = 0;
   RZ_CUDA_CHECK(cudaGetDevice(&dev));
   RZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  std::printf("%d SMs\n%-12s %-5s %7s %6s %3s %5s %9s %8s\n", sms, "matrix", "type", "rows", "cols", "B", "split",
-              "us", "GB/s");
+  std::printf("%d SMs\n%-12s %-5s %7s %6s %3s %5s %9s %8s\n", sms, "matrix", "type", "rows", "cols",
+              "B", "split", "us", "GB/s");
   const MatShape shapes[] = {{"qwen2.5-1.5b", "ffn_down", 1536, 8960},
                              {"qwen2.5-0.5b", "ffn_down", 896, 4864},
                              {"llama3.1-8b", "ffn_down", 4096, 14336},
@@ -449,8 +469,8 @@ TEST(GemvBench, DISABLED_SplitSweep) {
       for (int batch = 1; batch <= 4; ++batch)
         for (int split : {1, 2, 4, 8, 0}) {
           auto run = [&](size_t i) {
-            gemv_detail::gemv_with_split(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols,
-                                         batch, split, nullptr);
+            gemv_detail::gemv_with_split(t, dw.get() + stride * (i % copies), dx.get(), dy.get(),
+                                         s.rows, s.cols, batch, split, nullptr);
           };
           for (size_t i = 0; i < copies; ++i) run(i);
           const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
@@ -462,11 +482,12 @@ TEST(GemvBench, DISABLED_SplitSweep) {
           RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
           const double sec = ms * 1e-3 / reps;
           const double bytes = static_cast<double>(wbytes) + 4.0 * batch * (s.cols + s.rows);
-          const int chosen = split ? split : gemv_detail::gemv_choose_split(t, s.rows, s.cols, batch, sms);
+          const int chosen =
+              split ? split : gemv_detail::gemv_choose_split(t, s.rows, s.cols, batch, sms);
           std::printf("%-12s %-5s %7lld %6lld %3d %5s %9.2f %8.0f\n", s.name, name_of(t).c_str(),
                       static_cast<long long>(s.rows), static_cast<long long>(s.cols), batch,
-                      (split ? std::to_string(split) : "auto" + std::to_string(chosen)).c_str(), sec * 1e6,
-                      bytes / sec / 1e9);
+                      (split ? std::to_string(split) : "auto" + std::to_string(chosen)).c_str(),
+                      sec * 1e6, bytes / sec / 1e9);
         }
     }
   cudaEventDestroy(e0);

@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "apps/synth/synth.hpp"
+#include "cpu/cpu_executor.hpp"
+#include "formats/common.hpp"
+#include "formats/model_file.hpp"
 #include "gpu/gpu_executor.hpp"
 #include "gpu/test_support.hpp"
-#include "formats/common.hpp"
-#include "cpu/cpu_executor.hpp"
-#include "formats/model_file.hpp"
 #include "model/sampling.hpp"
-#include "apps/synth/synth.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -30,7 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string tiny_model(SynthFormat f) {
-  const fs::path dir = fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string out = (dir / (std::string("tiny_") + synth_format_name(f) + ".gguf")).string();
   if (!fs::exists(out)) {
@@ -48,7 +49,8 @@ class TmpCleanup : public ::testing::Environment {
  public:
   void TearDown() override {
     std::error_code ec;
-    fs::remove_all(fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid())), ec);
+    fs::remove_all(fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid())),
+                   ec);
   }
 };
 [[maybe_unused]] ::testing::Environment* const kCleanup =
@@ -84,8 +86,10 @@ Diff compare(std::span<const float> gpu, std::span<const float> cpu) {
 double margin(std::span<const float> l) {
   float a = -INFINITY, b = -INFINITY;
   for (float x : l) {
-    if (x > a) b = a, a = x;
-    else if (x > b) b = x;
+    if (x > a)
+      b = a, a = x;
+    else if (x > b)
+      b = x;
   }
   return double(a) - double(b);
 }
@@ -129,8 +133,8 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
     for (int s = 0; s < 4; ++s) {
       const Diff d = compare(gpu.last_logits(s), cpu.last_logits(s));
       worst = std::max(worst, d.max_abs);
-      EXPECT_LE(d.max_abs, tol) << path << " step " << step << " slot " << s
-                                << " (max |cpu logit| " << d.max_ref << ")";
+      EXPECT_LE(d.max_abs, tol) << path << " step " << step << " slot " << s << " (max |cpu logit| "
+                                << d.max_ref << ")";
       // A pick may differ only where the CPU's top-2 margin is below this row's measured error.
       if (tg[s] != tc[s]) {
         const double m = margin(cpu.last_logits(s));
@@ -172,9 +176,9 @@ class GpuVsCpu : public ::testing::TestWithParam<SynthFormat> {};
 TEST_P(GpuVsCpu, LogitsAndGreedyPicks) {
   RZ_REQUIRE_GPU();
   // fp16 KV cache and fp16 GEMM activations against fp32 on the CPU; tiny's logits are O(1).
-  const double worst = run_against_cpu(tiny_model(GetParam()),
-                                       GpuExecutorOptions{.slots = 4, .max_context = 256},
-                                       tol_for(GetParam()));
+  const double worst =
+      run_against_cpu(tiny_model(GetParam()), GpuExecutorOptions{.slots = 4, .max_context = 256},
+                      tol_for(GetParam()));
   std::printf("[ %s ] max |gpu - cpu| logit: %.3g (measured before: %.3g)\n",
               synth_format_name(GetParam()), worst, measured_abs(GetParam()));
 }
@@ -183,7 +187,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, GpuVsCpu,
                          ::testing::Values(SynthFormat::F16, SynthFormat::BF16, SynthFormat::Q8_0,
                                            SynthFormat::Q4_0, SynthFormat::Q4_1,
                                            SynthFormat::Q4_K_M),
-                         [](const auto& info) { return std::string(synth_format_name(info.param)); });
+                         [](const auto& info) {
+                           return std::string(synth_format_name(info.param));
+                         });
 
 TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
   RZ_REQUIRE_GPU();
@@ -234,8 +240,8 @@ TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesCpu) {
   RZ_REQUIRE_GPU();
   const std::string path = source_file(kLlama3Gguf);
   ASSERT_FALSE(ModelFile::open(path)->config().rope_freq_factors.empty());
-  const double worst = run_against_cpu(path, GpuExecutorOptions{.slots = 4, .max_context = 256},
-                                       2e-2);
+  const double worst =
+      run_against_cpu(path, GpuExecutorOptions{.slots = 4, .max_context = 256}, 2e-2);
   std::printf("[ llama3_tied.gguf ] max |gpu - cpu| logit: %.3g\n", worst);
 }
 
@@ -247,7 +253,8 @@ TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesTransformers) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(source_file(kLlama3Gguf));
   simdjson::dom::parser parser;
-  simdjson::dom::element doc = parser.load(source_file("tests/golden/hf_tiny/llama3_tied/golden.json"));
+  simdjson::dom::element doc =
+      parser.load(source_file("tests/golden/hf_tiny/llama3_tied/golden.json"));
   struct Prompt {
     std::vector<int32_t> ids, greedy;
     std::vector<float> first, last;
@@ -298,8 +305,8 @@ TEST(GpuExecutor, KvBlocksAreReservedAndReturned) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q8_0));
   // 64-token context in blocks of 16: 4 blocks hold exactly one full context.
-  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 64, .kv_block_size = 16,
-                                         .kv_blocks = 4});
+  GpuExecutor gpu(
+      mf, GpuExecutorOptions{.slots = 2, .max_context = 64, .kv_block_size = 16, .kv_blocks = 4});
   EXPECT_EQ(gpu.kv_blocks(), 4);
   EXPECT_EQ(gpu.kv_block_size(), 16);
   std::mt19937 rng(5);
@@ -331,7 +338,7 @@ TEST(GpuExecutor, BadRequestsThrowAndHarmNothing) {
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q8_0));
   GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 32});
   const int V = mf->config().n_vocab;
-  EXPECT_THROW(gpu.decode(std::vector<DecodeRequest>{{0, 1}}), Error);   // not active
+  EXPECT_THROW(gpu.decode(std::vector<DecodeRequest>{{0, 1}}), Error);             // not active
   EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{2, {1}, {}, 0}}), Error);  // slot range
   EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, {}, {}, 0}}), Error);   // empty
   EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, {V}, {}, 0}}), Error);  // token id
@@ -350,7 +357,8 @@ TEST(GpuExecutor, BadRequestsThrowAndHarmNothing) {
 TEST(GpuExecutor, MemoryPlanIsReported) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
-  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 3, .max_context = 128, .kv_memory_fraction = 0.5});
+  GpuExecutor gpu(mf,
+                  GpuExecutorOptions{.slots = 3, .max_context = 128, .kv_memory_fraction = 0.5});
   const GpuMemoryPlan& p = gpu.memory_plan();
   EXPECT_GT(p.weight_bytes, 0u);
   EXPECT_EQ(p.slots, 3);

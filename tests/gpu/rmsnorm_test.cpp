@@ -39,8 +39,8 @@ TEST(RmsNorm, MatchesFloat64ReferenceAcrossShapes) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int n : {1, 2, 31, 32, 33, 127, 255, 256, 257, 576, 1000, 1023, 1024, 1025, 2048, 4095, 4096,
-                4097, 5120, 8192, 16383, 16384}) {
+  for (int n : {1,    2,    31,   32,   33,   127,  255,  256,  257,  576,   1000,
+                1023, 1024, 1025, 2048, 4095, 4096, 4097, 5120, 8192, 16383, 16384}) {
     for (int rows : {1, 3, 17}) {
       for (float eps : {1e-5f, 1e-6f}) {
         std::vector<float> x(size_t(rows) * n), w(n);  // x: [rows, n], w: [n]
@@ -80,7 +80,8 @@ TEST(RmsNorm, ManyRows) {
   auto d_w = to_device(w);
   auto d_y = poisoned<float>(x.size());
   rms_norm(d_x.get(), d_w.get(), d_y.get(), rows, n, 1e-5f, nullptr);
-  ASSERT_TRUE(all_close(d_y.download(), reference(x, w, rows, n, 1e-5f), kRtol, 1e-30, "2048 x 576"));
+  ASSERT_TRUE(
+      all_close(d_y.download(), reference(x, w, rows, n, 1e-5f), kRtol, 1e-30, "2048 x 576"));
 }
 
 TEST(RmsNorm, RejectsBadArguments) {  // checked before any CUDA call: runs without a GPU

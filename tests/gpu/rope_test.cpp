@@ -130,9 +130,9 @@ TEST(Rope, MatchesFloat64RotationNormalAndNeox) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const Case cases[] = {
-      {1, 1, 1, 2, 2},      {5, 9, 3, 64, 64},     {7, 32, 8, 128, 128}, {3, 8, 2, 128, 64},
-      {4, 2, 1, 80, 80},    {2, 3, 1, 96, 32},     {6, 4, 0, 64, 64},    {2, 2, 2, 512, 512},
-      {3, 1, 1, 1024, 1024}, {33, 14, 2, 64, 64},  {300, 9, 3, 64, 64},
+      {1, 1, 1, 2, 2},       {5, 9, 3, 64, 64},   {7, 32, 8, 128, 128}, {3, 8, 2, 128, 64},
+      {4, 2, 1, 80, 80},     {2, 3, 1, 96, 32},   {6, 4, 0, 64, 64},    {2, 2, 2, 512, 512},
+      {3, 1, 1, 1024, 1024}, {33, 14, 2, 64, 64}, {300, 9, 3, 64, 64},
   };
   for (const Case& c : cases) {
     for (double theta : {10000.0, 100000.0, 500000.0, 1e6}) {
@@ -213,13 +213,12 @@ TEST(Rope, CosSinTableBitIdenticalToComputedPath) {
       for (bool neox : {false, true})
         for (bool fused : {false, true})
           for (int table_positions : {kPositions, 70000}) {
-            const std::string what = "heads " + std::to_string(c.n_head) + "/" +
-                                     std::to_string(c.n_head_kv) + " head_dim " +
-                                     std::to_string(c.head_dim) + " n_rot " +
-                                     std::to_string(c.n_rot) + " tokens " +
-                                     std::to_string(c.n_tokens) + " attn " + std::to_string(attn) +
-                                     (neox ? " neox" : " normal") + (fused ? " fused" : " dense") +
-                                     " table positions " + std::to_string(table_positions);
+            const std::string what =
+                "heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
+                " head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.n_rot) +
+                " tokens " + std::to_string(c.n_tokens) + " attn " + std::to_string(attn) +
+                (neox ? " neox" : " normal") + (fused ? " fused" : " dense") + " table positions " +
+                std::to_string(table_positions);
             const int q_w = c.n_head * c.head_dim, kv_w = c.n_head_kv * c.head_dim;
             const int64_t row = fused ? q_w + 2 * kv_w + 3 : 0;
             std::vector<int32_t> pos(c.n_tokens);

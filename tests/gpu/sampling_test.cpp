@@ -181,8 +181,8 @@ void run_batch(const std::vector<float>& logits, int n, std::vector<SampleRow> r
     Sampler cpu(sp);
     std::vector<float> l(logits.begin() + size_t(r) * n, logits.begin() + size_t(r + 1) * n);
     const int32_t want = cpu.sample(l, histories[r]);  // l is now penalised
-    const std::string where = what + ", n " + std::to_string(n) + ", row " + std::to_string(r) +
-                              " " + describe(p);
+    const std::string where =
+        what + ", n " + std::to_string(n) + ", row " + std::to_string(r) + " " + describe(p);
 
     // the penalty, bit for bit (NaN stays NaN)
     for (int i = 0; i < n; ++i) {
@@ -230,25 +230,25 @@ SampleRow settings(int k, int n) {
   SampleRow p;
   p.temperature = 1.0f;
   switch (k % 20) {
-    case 0: p.temperature = 0.0f; break;                                   // greedy
-    case 1: p.temperature = 0.0f, p.penalty = 1.3f; break;                 // greedy + penalty
-    case 2: break;                                                         // plain softmax
+    case 0: p.temperature = 0.0f; break;                    // greedy
+    case 1: p.temperature = 0.0f, p.penalty = 1.3f; break;  // greedy + penalty
+    case 2: break;                                          // plain softmax
     case 3: p.temperature = 0.8f, p.top_k = 40; break;
     case 4: p.top_p = 0.9f; break;
     case 5: p.min_p = 0.05f; break;
     case 6: p.top_k = 50, p.top_p = 0.95f, p.min_p = 0.02f, p.penalty = 1.2f; break;
     case 7: p.temperature = 0.7f, p.top_p = 0.5f, p.min_p = 0.1f; break;
-    case 8: p.temperature = 1e-3f, p.top_p = 0.95f; break;                 // sharp
-    case 9: p.temperature = 100.0f, p.top_p = 0.999f; break;               // flat, big nucleus
-    case 10: p.temperature = 2.0f, p.top_k = std::max(1, n - 1); break;    // large k
+    case 8: p.temperature = 1e-3f, p.top_p = 0.95f; break;               // sharp
+    case 9: p.temperature = 100.0f, p.top_p = 0.999f; break;             // flat, big nucleus
+    case 10: p.temperature = 2.0f, p.top_k = std::max(1, n - 1); break;  // large k
     case 11: p.top_k = 1; break;
-    case 12: p.top_k = n, p.top_p = 1.0f, p.min_p = 0.0f; break;           // k = n: off
+    case 12: p.top_k = n, p.top_p = 1.0f, p.min_p = 0.0f; break;  // k = n: off
     case 13: p.temperature = 1.5f, p.top_p = 0.3f, p.penalty = 0.8f; break;
-    case 14: p.temperature = 1e-39f; break;        // 1/T = inf: falls back to greedy
-    case 15: p.min_p = 1.5f, p.top_p = 0.9f; break;  // keeps nothing: the CPU takes id 0
+    case 14: p.temperature = 1e-39f; break;                // 1/T = inf: falls back to greedy
+    case 15: p.min_p = 1.5f, p.top_p = 0.9f; break;        // keeps nothing: the CPU takes id 0
     case 16: p.top_p = 0.0f, p.temperature = 0.5f; break;  // keeps one
     case 17: p.temperature = 1e4f, p.min_p = 0.9999f; break;
-    case 18: p.min_p = 1.5f, p.top_k = 10; break;    // keeps nothing, top-k: the best id
+    case 18: p.min_p = 1.5f, p.top_k = 10; break;  // keeps nothing, top-k: the best id
     case 19: p.temperature = 0.3f, p.top_k = 20, p.min_p = 0.2f, p.penalty = 1.5f; break;
   }
   return p;
@@ -356,7 +356,7 @@ TEST(Sampling, TiesNaNAndInfinities) {
           case 4: std::fill(row, row + n, -kInf); break;  // all -inf: greedy fallback
           case 5: std::fill(row, row + n, kNaN); break;   // all NaN: id 0
           case 6: row[at()] = kInf; break;                // +inf: greedy fallback
-          case 7:  // -0 and +0 ties, the rest below
+          case 7:                                         // -0 and +0 ties, the rest below
             for (int i = 0; i < n; ++i)
               row[i] = (i % 3 == 0) ? -0.0f : (i % 3 == 1 ? 0.0f : -1.0f - float(i % 5));
             break;

@@ -139,7 +139,7 @@ TEST(VerifyHarness, TeacherForcedStreamsCompareEveryStepAfterADivergence) {
   StreamCompare c;
   c.step(0, 0, row(0, 1.0f), row(0, 1.0f));
   Pair p = flipped(3, 0.002f, 0.004f);
-  c.step(3, 4, p.ref, p.test);              // an excused divergence at step 1
+  c.step(3, 4, p.ref, p.test);               // an excused divergence at step 1
   c.step(5, 5, row(5, 1.0f), row(5, 1.0f));  // forced on the reference's 3: aligned again
   EXPECT_EQ(c.compared(), 3);
   EXPECT_EQ(c.equal_tokens(), 2);

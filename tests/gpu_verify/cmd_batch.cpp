@@ -3,23 +3,23 @@
 // with fewer slots than requests, staggered submission and different max_tokens, so that requests
 // join while others decode and finished slots are recycled mid-run (both are counted, and a run
 // with none of either fails); the last request is submitted only after the others finished, so it
-// runs batched on the alone path throughout. Then each request runs alone (a prefill of one, then decode steps
-// of one), teacher-forced on the tokens it got batched, so every step compares position by
-// position. What rz guarantees, and this checks: the same greedy tokens alone and batched, and
-// bit-identical logits wherever the same kernels ran, i.e. while every step of the request so far
-// (its prefill and each decode) had the same shape batched as alone (one request, the same token
-// count). Where a step ran batched with others the kernels differ (GEMV per batch size and its
-// split-row choice, cuBLAS GEMM above 16 tokens, the attention partition per slot count): there
-// the logit difference is reported and must be within tol, and a token may differ only where
-// excused (README.md).
+// runs batched on the alone path throughout. Then each request runs alone (a prefill of one, then
+// decode steps of one), teacher-forced on the tokens it got batched, so every step compares
+// position by position. What rz guarantees, and this checks: the same greedy tokens alone and
+// batched, and bit-identical logits wherever the same kernels ran, i.e. while every step of the
+// request so far (its prefill and each decode) had the same shape batched as alone (one request,
+// the same token count). Where a step ran batched with others the kernels differ (GEMV per batch
+// size and its split-row choice, cuBLAS GEMM above 16 tokens, the attention partition per slot
+// count): there the logit difference is reported and must be within tol, and a token may differ
+// only where excused (README.md).
 #include <cstdio>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "formats/common.hpp"
 #include "sched/batch_state.hpp"
 #include "sched/driver.hpp"
-#include "formats/common.hpp"
 #include "tests/gpu_verify/verify_commands.hpp"
 #include "tests/gpu_verify/verify_common.hpp"
 
@@ -65,7 +65,9 @@ class ShapeRecorder final : public Executor {
 }  // namespace
 
 int cmd_batch(int argc, char** argv) {
-  Args a(argc, argv, {"model", "n", "tokens", "slots", "seed", "tol", "min-margin", "pool", "max-excused"}, {"cpu", "ties-ok", "text"});
+  Args a(argc, argv,
+         {"model", "n", "tokens", "slots", "seed", "tol", "min-margin", "pool", "max-excused"},
+         {"cpu", "ties-ok", "text"});
   const std::string path = a.require("model");
   const int n = static_cast<int>(a.integer("n", 16));
   const int tokens = static_cast<int>(a.integer("tokens", 32));
@@ -84,7 +86,8 @@ int cmd_batch(int argc, char** argv) {
   ExcuseCap cap;
   cap.max_share = a.real("max-excused", 0.01);
   const double min_margin = a.real("min-margin", 0.0);
-  const int pool_n = static_cast<int>(a.integer("pool", min_margin > 0 ? (a.has("text") ? 32 : 4 * n) : n));
+  const int pool_n =
+      static_cast<int>(a.integer("pool", min_margin > 0 ? (a.has("text") ? 32 : 4 * n) : n));
   if (pool_n < n) throw Error("--pool must be at least --n");
   const auto pool = a.has("text") ? text_prompts(*file, pool_n)
                                   : random_prompts(pool_n, file->config().n_vocab, seed);
@@ -94,11 +97,12 @@ int cmd_batch(int argc, char** argv) {
   ctx = (ctx + 63) / 64 * 64;
   for (int i = 0; i < n; ++i) max_tok[i] = std::max(1, tokens - (i * 7) % (tokens / 2 + 1));
   const char* exname = cpu ? "cpu" : "gpu";
-  std::printf("batch %s: %s executor, %d requests of %d..%d tokens, %d slots; same-kernel steps "
-              "bit-identical, others within tol %s (%s)%s\n",
-              path.c_str(), exname, n, tokens / 2, tokens, slots, fmt(tol).c_str(),
-              a.has("tol") ? "--tol" : deftol.basis.c_str(),
-              ties_ok ? ", excused divergences allowed up to the cap" : "");
+  std::printf(
+      "batch %s: %s executor, %d requests of %d..%d tokens, %d slots; same-kernel steps "
+      "bit-identical, others within tol %s (%s)%s\n",
+      path.c_str(), exname, n, tokens / 2, tokens, slots, fmt(tol).c_str(),
+      a.has("tol") ? "--tol" : deftol.basis.c_str(),
+      ties_ok ? ", excused divergences allowed up to the cap" : "");
   std::fflush(stdout);
 
   auto ex = cpu ? make_cpu_executor(file, slots, ctx) : make_gpu_executor(file, slots, ctx);
@@ -149,8 +153,8 @@ int cmd_batch(int argc, char** argv) {
       for (int j = 0; j < n; ++j) active += (started[j] && !done[j]) ? 1 : 0;
       max_active = std::max(max_active, active);
       if (static_cast<size_t>(t->index) != got[i].size()) {
-        sink_error = "request " + std::to_string(i) + ": token index " +
-                     std::to_string(t->index) + " out of order";
+        sink_error = "request " + std::to_string(i) + ": token index " + std::to_string(t->index) +
+                     " out of order";
         return;
       }
       got[i].push_back(t->token);
@@ -162,7 +166,8 @@ int cmd_batch(int argc, char** argv) {
       if (f->slot >= 0) slot_had_finished.at(static_cast<size_t>(f->slot)) = true;
       final_note[i] = std::string("finished ") + finish_reason_name(f->reason) + " after " +
                       std::to_string(f->usage.completion_tokens) + " tokens";
-      finished_ok[i] = f->reason == FinishReason::length && f->usage.completion_tokens == max_tok[i];
+      finished_ok[i] =
+          f->reason == FinishReason::length && f->usage.completion_tokens == max_tok[i];
     } else if (auto* e = std::get_if<FailedEvent>(&ev)) {
       done[i] = true;
       if (e->slot >= 0) slot_had_finished.at(static_cast<size_t>(e->slot)) = true;
@@ -179,7 +184,8 @@ int cmd_batch(int argc, char** argv) {
     r.ignore_eos = true;
     const SubmitResult res = state.submit(std::move(r));
     if (!res.ok()) {
-      final_note[next] = std::string("refused: ") + submit_status_name(res.status) + " " + res.message;
+      final_note[next] =
+          std::string("refused: ") + submit_status_name(res.status) + " " + res.message;
       done[next] = true;
     }
     ++next;
@@ -230,8 +236,8 @@ int cmd_batch(int argc, char** argv) {
         const DecodeRequest dr{slot, got[i][static_cast<size_t>(k - 1)]};
         tok = ex->decode({&dr, 1}).at(0);
       }
-      same_path = same_path && got_shape[i][static_cast<size_t>(k)] ==
-                                   (k == 0 ? alone_prefill : alone_decode);
+      same_path = same_path &&
+                  got_shape[i][static_cast<size_t>(k)] == (k == 0 ? alone_prefill : alone_decode);
       cmp[i].step(tok, got[i][static_cast<size_t>(k)], ex->last_logits(slot),
                   got_logits[i][static_cast<size_t>(k)], NAN, same_path);
     }
@@ -261,8 +267,8 @@ int cmd_batch(int argc, char** argv) {
                     ", same-kernel steps " + std::to_string(cmp[i].exact_steps()) + " (" +
                     std::to_string(cmp[i].exact_mismatches()) + " not bit-identical), other " +
                     std::to_string(cmp[i].inexact_steps()) + " max |dlogit| " +
-                    fmt(cmp[i].worst_inexact_abs()) + " (rel " +
-                    fmt(cmp[i].worst_inexact_rel()) + "), " + final_note[i];
+                    fmt(cmp[i].worst_inexact_abs()) + " (rel " + fmt(cmp[i].worst_inexact_rel()) +
+                    "), " + final_note[i];
     const std::string divs = describe_divergences(cmp[i], "alone", "batched");
     if (!divs.empty()) d += "; " + divs;
     if (!v.why.empty()) d += "; " + v.why;

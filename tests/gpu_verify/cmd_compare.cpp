@@ -14,7 +14,8 @@
 namespace rz::verify {
 
 int cmd_compare(int argc, char** argv) {
-  Args a(argc, argv, {"model", "prompts", "tokens", "seed", "tol", "min-margin", "pool", "max-excused"},
+  Args a(argc, argv,
+         {"model", "prompts", "tokens", "seed", "tol", "min-margin", "pool", "max-excused"},
          {"text", "cpu-vs-cpu", "ties-ok"});
   const std::string path = a.require("model");
   const int n = static_cast<int>(a.integer("prompts", 8));
@@ -36,7 +37,8 @@ int cmd_compare(int argc, char** argv) {
   ExcuseCap cap;
   cap.max_share = a.real("max-excused", 0.01);
   const double min_margin = a.real("min-margin", 0.0);
-  const int pool_n = static_cast<int>(a.integer("pool", min_margin > 0 ? (a.has("text") ? 32 : 4 * n) : n));
+  const int pool_n =
+      static_cast<int>(a.integer("pool", min_margin > 0 ? (a.has("text") ? 32 : 4 * n) : n));
   if (pool_n < n) throw Error("--pool must be at least --prompts");
   const auto pool = a.has("text") ? text_prompts(*file, pool_n)
                                   : random_prompts(pool_n, file->config().n_vocab, seed);
@@ -44,11 +46,12 @@ int cmd_compare(int argc, char** argv) {
   for (const auto& p : pool) ctx = std::max(ctx, static_cast<int>(p.size()) + tokens);
   ctx = (ctx + 63) / 64 * 64;
   const char* test_name = cpu2 ? "cpu2" : "gpu";
-  std::printf("compare %s: %d %s prompts x %d tokens, reference cpu, tested %s (teacher-forced "
-              "on cpu's tokens), tol %s of the row's max |cpu logit| (%s)%s\n",
-              path.c_str(), n, a.has("text") ? "text" : "random-id", tokens, test_name,
-              fmt(tol).c_str(), a.has("tol") ? "--tol" : deftol.basis.c_str(),
-              ties_ok ? ", excused divergences allowed up to the cap" : "");
+  std::printf(
+      "compare %s: %d %s prompts x %d tokens, reference cpu, tested %s (teacher-forced "
+      "on cpu's tokens), tol %s of the row's max |cpu logit| (%s)%s\n",
+      path.c_str(), n, a.has("text") ? "text" : "random-id", tokens, test_name, fmt(tol).c_str(),
+      a.has("tol") ? "--tol" : deftol.basis.c_str(),
+      ties_ok ? ", excused divergences allowed up to the cap" : "");
   std::fflush(stdout);
 
   GreedyRun ref, test;

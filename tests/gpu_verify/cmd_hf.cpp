@@ -49,7 +49,8 @@ Golden load_golden(const std::string& path) {
       for (int64_t t : p["ids"].get_array()) gp.ids.push_back(static_cast<int32_t>(t));
       for (int64_t t : p["greedy"].get_array()) gp.greedy.push_back(static_cast<int32_t>(t));
       for (double m : p["margins"].get_array()) gp.margins.push_back(m);
-      for (double x : p["logits_first"].get_array()) gp.logits_first.push_back(static_cast<float>(x));
+      for (double x : p["logits_first"].get_array())
+        gp.logits_first.push_back(static_cast<float>(x));
       for (double x : p["logits_last"].get_array()) gp.logits_last.push_back(static_cast<float>(x));
       if (gp.ids.empty() || static_cast<int>(gp.greedy.size()) != g.steps ||
           static_cast<int>(gp.margins.size()) != g.steps)
@@ -88,12 +89,13 @@ int cmd_hf(int argc, char** argv) {
   }
   ctx = (ctx + 63) / 64 * 64;
   const char* test_name = cpu ? "cpu" : "gpu";
-  std::printf("hf %s: %s (%s) vs transformers, %d prompts x %d tokens, golden margin threshold "
-              "%s, teacher-forced on the golden tokens, tol %s of the row's max |logit| (%s)%s\n",
-              path.c_str(), g.architecture.c_str(), g.dtype.c_str(), n, g.steps,
-              fmt(g.margin_threshold).c_str(), fmt(tol).c_str(),
-              a.has("tol") ? "--tol" : deftol.basis.c_str(),
-              ties_ok ? ", excused divergences allowed up to the cap" : "");
+  std::printf(
+      "hf %s: %s (%s) vs transformers, %d prompts x %d tokens, golden margin threshold "
+      "%s, teacher-forced on the golden tokens, tol %s of the row's max |logit| (%s)%s\n",
+      path.c_str(), g.architecture.c_str(), g.dtype.c_str(), n, g.steps,
+      fmt(g.margin_threshold).c_str(), fmt(tol).c_str(),
+      a.has("tol") ? "--tol" : deftol.basis.c_str(),
+      ties_ok ? ", excused divergences allowed up to the cap" : "");
   std::fflush(stdout);
 
   GreedyRun run;
@@ -113,8 +115,8 @@ int cmd_hf(int argc, char** argv) {
     const GoldenPrompt& gp = g.prompts[p];
     StreamCompare c;
     for (int s = 0; s < g.steps; ++s) {
-      const std::vector<float>& ref = s == 0 ? gp.logits_first
-                                             : (s == g.steps - 1 ? gp.logits_last : none);
+      const std::vector<float>& ref =
+          s == 0 ? gp.logits_first : (s == g.steps - 1 ? gp.logits_last : none);
       c.step(gp.greedy[s], run.tokens[p][s], ref, run.logits[p][s], gp.margins[s]);
     }
     const Verdict v = judge(c, tol, ties_ok);

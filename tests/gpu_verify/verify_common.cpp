@@ -10,9 +10,9 @@
 #include <random>
 
 #include "apps/executor_factory.hpp"
-#include "gpu/device.hpp"
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
+#include "gpu/device.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz::verify {
@@ -58,7 +58,8 @@ long long Args::integer(const std::string& k, long long def) const {
   } catch (...) {
     pos = 0;
   }
-  if (pos != s.size() || s.empty()) throw Error("--" + k + ": expected an integer, got '" + s + "'");
+  if (pos != s.size() || s.empty())
+    throw Error("--" + k + ": expected an integer, got '" + s + "'");
   return v;
 }
 
@@ -82,9 +83,7 @@ std::string Args::require(const std::string& k) const {
   return str(k);
 }
 
-bool gpu_available(std::string* why) {
-  return !gpu::list_devices(why).empty();
-}
+bool gpu_available(std::string* why) { return !gpu::list_devices(why).empty(); }
 
 std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, int slots,
                                             int max_context) {
@@ -113,9 +112,8 @@ std::string dominant_layer_type(const ModelFile& f) {
     elems[t.type] += n;
   }
   if (elems.empty()) throw Error("the model has no 2-D layer weights");
-  const auto best = std::max_element(elems.begin(), elems.end(), [](const auto& a, const auto& b) {
-    return a.second < b.second;
-  });
+  const auto best = std::max_element(
+      elems.begin(), elems.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   return std::string(type_traits(best->first).name);
 }
 
@@ -178,8 +176,8 @@ std::vector<std::vector<int32_t>> text_prompts(const ModelFile& f, int n) {
       "How does a bicycle stay upright?",
   };
   constexpr int kN = static_cast<int>(sizeof kTexts / sizeof kTexts[0]);
-  std::shared_ptr<Tokenizer> tok = f.gguf() ? Tokenizer::from_gguf(*f.gguf())
-                                            : Tokenizer::from_hf_dir(f.hf_dir());
+  std::shared_ptr<Tokenizer> tok =
+      f.gguf() ? Tokenizer::from_gguf(*f.gguf()) : Tokenizer::from_hf_dir(f.hf_dir());
   std::vector<std::vector<int32_t>> out;
   for (int i = 0; i < n; ++i) out.push_back(tok->encode(kTexts[i % kN], true, false));
   return out;
@@ -212,8 +210,10 @@ std::vector<std::vector<int32_t>> select_by_margin(Executor& ex,
     const GreedyRun r = run_greedy(ex, part, tokens);
     for (size_t i = 0; i < part.size(); ++i) {
       const double m = min_rel_margin(r.logits[i]);
-      if (m >= min_rel && static_cast<int>(kept.size()) < n) kept.push_back(part[i]);
-      else rest.push_back({m, at + i});
+      if (m >= min_rel && static_cast<int>(kept.size()) < n)
+        kept.push_back(part[i]);
+      else
+        rest.push_back({m, at + i});
     }
   }
   const size_t ran = kept.size() + rest.size(), passed = kept.size();
@@ -326,8 +326,7 @@ int Report::finish(const std::string& extra) const {
                 r.detail.c_str());
   const bool ok = failed == 0 && !rows_.empty();
   std::printf("gpu_verify %s: %s (%d of %zu cases failed)%s%s\n", title_.c_str(),
-              ok ? "PASS" : "FAIL", failed, rows_.size(), extra.empty() ? "" : "; ",
-              extra.c_str());
+              ok ? "PASS" : "FAIL", failed, rows_.size(), extra.empty() ? "" : "; ", extra.c_str());
   std::fflush(stdout);
   return ok ? 0 : 1;
 }
@@ -345,9 +344,12 @@ std::string describe_divergence(const Divergence& d, const char* ref_name, const
                   std::to_string(d.ref_token) + " (top-2 margin " + fmt(d.ref_margin) + ") vs " +
                   test_name + " " + std::to_string(d.test_token) + " (margin " +
                   fmt(d.test_margin) + "), |dlogit| there " + fmt(d.max_abs);
-  if (d.excused()) s += " (excused: margin < |dlogit|)";
-  else if (d.exact) s += " (same kernels: never excused)";
-  else s += std::isnan(d.max_abs) ? " (no reference row: not excused)" : " (NOT excused)";
+  if (d.excused())
+    s += " (excused: margin < |dlogit|)";
+  else if (d.exact)
+    s += " (same kernels: never excused)";
+  else
+    s += std::isnan(d.max_abs) ? " (no reference row: not excused)" : " (NOT excused)";
   return s;
 }
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "model/executor.hpp"
 #include "formats/model_file.hpp"
+#include "model/executor.hpp"
 #include "tests/gpu_verify/verify_stats.hpp"
 #include "tests/gpu_verify/verify_tolerances.hpp"
 
@@ -49,8 +49,8 @@ Tolerance default_tolerance(const ModelFile& f);
 std::string dominant_layer_type(const ModelFile& f);
 
 // n seeded random prompts of ids in [0, n_vocab), lengths spread over [min_len, max_len].
-std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t seed,
-                                                 int min_len = 4, int max_len = 60);
+std::vector<std::vector<int32_t>> random_prompts(int n, int n_vocab, uint64_t seed, int min_len = 4,
+                                                 int max_len = 60);
 // Fixed English sentences (chat-like; 32 of them, the first 8 are the default set) tokenized with
 // the model's tokenizer (GGUF metadata, or tokenizer.json beside safetensors), BOS as the
 // tokenizer's metadata says. n > 32 repeats them.
@@ -60,8 +60,8 @@ std::vector<std::vector<int32_t>> text_prompts(const ModelFile& f, int n);
 // then tokens-1 decode steps, each slot fed its own last token), keeping the logits of every
 // step: logits[p][s] is prompt p's row at step s. Slots are released at the end.
 struct GreedyRun {
-  std::vector<std::vector<int32_t>> tokens;               // [prompt][step]
-  std::vector<std::vector<std::vector<float>>> logits;    // [prompt][step][n_vocab]
+  std::vector<std::vector<int32_t>> tokens;             // [prompt][step]
+  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][step][n_vocab]
   double seconds = 0;
 };
 GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,

@@ -17,8 +17,8 @@ namespace rz::verify {
 
 // One logits row of the tested executor against the reference's.
 struct RowDiff {
-  double max_abs = 0;   // max_i |test_i - ref_i|; +inf for a NaN/inf or a size mismatch
-  double ref_max = 0;   // max_i |ref_i| (the row's scale)
+  double max_abs = 0;  // max_i |test_i - ref_i|; +inf for a NaN/inf or a size mismatch
+  double ref_max = 0;  // max_i |ref_i| (the row's scale)
   double rel() const { return ref_max > 0 ? max_abs / ref_max : max_abs; }
 };
 
@@ -31,8 +31,10 @@ inline RowDiff row_diff(std::span<const float> test, std::span<const float> ref)
   for (size_t i = 0; i < ref.size(); ++i) {
     const double r = ref[i], t = test[i];
     const double a = std::fabs(t - r);
-    if (!std::isfinite(a)) d.max_abs = std::numeric_limits<double>::infinity();
-    else d.max_abs = std::max(d.max_abs, a);
+    if (!std::isfinite(a))
+      d.max_abs = std::numeric_limits<double>::infinity();
+    else
+      d.max_abs = std::max(d.max_abs, a);
     if (std::isfinite(r)) d.ref_max = std::max(d.ref_max, std::fabs(r));
   }
   return d;
@@ -88,8 +90,7 @@ class StreamCompare {
   // be NaN (unknown) and is then taken from ref_logits when present. `exact`: the two rows
   // come from the same kernels on the same inputs and must be bit-identical.
   void step(int32_t ref_tok, int32_t test_tok, std::span<const float> ref_logits,
-            std::span<const float> test_logits, double ref_margin_known = NAN,
-            bool exact = false) {
+            std::span<const float> test_logits, double ref_margin_known = NAN, bool exact = false) {
     const int s = steps_++;
     double ref_margin = ref_margin_known, test_margin = NAN;
     if (!test_logits.empty()) {

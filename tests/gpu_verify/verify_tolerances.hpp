@@ -69,13 +69,12 @@ inline Tolerance tolerance_for(std::string_view shape, std::string_view format) 
     if (!any || m.rel > any->rel) any = &m;
   }
   const MeasuredError* m = same_format ? same_format : any;
-  std::string why = std::string("nothing measured for ") +
-                    (shape.empty() ? std::string("this shape") : std::string(shape)) + " " +
-                    std::string(format) + ": the largest " +
-                    (same_format ? std::string(format) + " " : std::string()) +
-                    "measurement stands in (" + m->source + "), x" +
-                    std::to_string(int(kToleranceMargin)) +
-                    "; add this run's measured value to kMeasured";
+  std::string why =
+      std::string("nothing measured for ") +
+      (shape.empty() ? std::string("this shape") : std::string(shape)) + " " + std::string(format) +
+      ": the largest " + (same_format ? std::string(format) + " " : std::string()) +
+      "measurement stands in (" + m->source + "), x" + std::to_string(int(kToleranceMargin)) +
+      "; add this run's measured value to kMeasured";
   return {kToleranceMargin * m->rel, m->rel, why};
 }
 

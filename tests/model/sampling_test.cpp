@@ -42,7 +42,8 @@ std::vector<int> histogram(const rz::SamplingParams& p, const std::vector<float>
 
 // Every frequency within 5 binomial standard deviations (plus a hair) of its expected probability;
 // probability 0 means the token must never appear.
-void expect_frequencies(const std::vector<int>& counts, const std::vector<double>& expected, int n) {
+void expect_frequencies(const std::vector<int>& counts, const std::vector<double>& expected,
+                        int n) {
   ASSERT_EQ(counts.size(), expected.size());
   double total = std::accumulate(expected.begin(), expected.end(), 0.0);
   ASSERT_NEAR(total, 1.0, 1e-9);
@@ -101,8 +102,8 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeOncePerId) {
   rz::Sampler s(p);
   std::vector<float> l = {2.0f, -1.0f, 1.9f, 0.5f, 0.0f};
   std::vector<int32_t> history = {0, 1, 0, 0, 4, 99, -3};  // out-of-range ids are ignored
-  EXPECT_EQ(s.sample(l, history), 2);  // 2.0 -> 1.0 falls below 1.9
-  EXPECT_FLOAT_EQ(l[0], 1.0f);         // once, not 2.0 / 2^3
+  EXPECT_EQ(s.sample(l, history), 2);                      // 2.0 -> 1.0 falls below 1.9
+  EXPECT_FLOAT_EQ(l[0], 1.0f);                             // once, not 2.0 / 2^3
   EXPECT_FLOAT_EQ(l[1], -2.0f);
   EXPECT_FLOAT_EQ(l[2], 1.9f);
   EXPECT_FLOAT_EQ(l[3], 0.5f);
@@ -174,8 +175,7 @@ TEST(Sampler, TopKKeepsTheKLargest) {
   p.temperature = 1.0f;
   p.top_k = 2;
   p.seed = 3;
-  expect_frequencies(histogram(p, logits_for(kProbs), kDraws), {2.0 / 3, 1.0 / 3, 0, 0, 0},
-                     kDraws);
+  expect_frequencies(histogram(p, logits_for(kProbs), kDraws), {2.0 / 3, 1.0 / 3, 0, 0, 0}, kDraws);
 }
 
 TEST(Sampler, TopPKeepsTheSmallestSetReachingP) {
@@ -183,8 +183,7 @@ TEST(Sampler, TopPKeepsTheSmallestSetReachingP) {
   p.temperature = 1.0f;
   p.top_p = 0.7f;  // 0.5 < 0.7 <= 0.75: tokens 0 and 1
   p.seed = 4;
-  expect_frequencies(histogram(p, logits_for(kProbs), kDraws), {2.0 / 3, 1.0 / 3, 0, 0, 0},
-                     kDraws);
+  expect_frequencies(histogram(p, logits_for(kProbs), kDraws), {2.0 / 3, 1.0 / 3, 0, 0, 0}, kDraws);
   p.top_p = 0.8f;  // 0.75 < 0.8 <= 0.875: tokens 0, 1, 2
   expect_frequencies(histogram(p, logits_for(kProbs), kDraws), {4.0 / 7, 2.0 / 7, 1.0 / 7, 0, 0},
                      kDraws);
@@ -213,8 +212,7 @@ TEST(Sampler, StagesCombineInOrder) {
   p.top_p = 0.9f;
   p.min_p = 0.3f;
   p.seed = 6;
-  expect_frequencies(histogram(p, logits_for(kProbs), kDraws), {2.0 / 3, 1.0 / 3, 0, 0, 0},
-                     kDraws);
+  expect_frequencies(histogram(p, logits_for(kProbs), kDraws), {2.0 / 3, 1.0 / 3, 0, 0, 0}, kDraws);
 }
 
 TEST(Sampler, LargeVocabTopKDrawsOnlyFromTheTopK) {
@@ -222,9 +220,8 @@ TEST(Sampler, LargeVocabTopKDrawsOnlyFromTheTopK) {
   std::vector<float> l = random_logits(n, 77, 20.0f);
   std::vector<int32_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return l[a] > l[b] || (l[a] == l[b] && a < b);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
   std::vector<bool> in_top(n, false);
   for (int i = 0; i < 40; ++i) in_top[order[i]] = true;
   rz::SamplingParams p;

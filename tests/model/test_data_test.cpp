@@ -34,16 +34,20 @@ void needs(const std::string& path) {
 std::vector<::testing::TestPartResult> run_needs(const std::string& path, const char* ci) {
   const char* old = std::getenv("CI");
   const std::string saved = old ? old : "";
-  if (ci) setenv("CI", ci, 1);
-  else unsetenv("CI");
+  if (ci)
+    setenv("CI", ci, 1);
+  else
+    unsetenv("CI");
   ::testing::TestPartResultArray results;
   {
     ::testing::ScopedFakeTestPartResultReporter rep(
         ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
     needs(path);
   }
-  if (old) setenv("CI", saved.c_str(), 1);
-  else unsetenv("CI");
+  if (old)
+    setenv("CI", saved.c_str(), 1);
+  else
+    unsetenv("CI");
   std::vector<::testing::TestPartResult> out;
   for (int i = 0; i < results.size(); ++i) out.push_back(results.GetTestPartResult(i));
   return out;

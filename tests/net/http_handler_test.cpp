@@ -136,7 +136,8 @@ std::vector<Sample> check_exposition(const std::string& text) {
   return out;
 }
 
-double value_of(const std::vector<Sample>& s, const std::string& name, const std::string& labels = "") {
+double value_of(const std::vector<Sample>& s, const std::string& name,
+                const std::string& labels = "") {
   for (const auto& x : s)
     if (x.name == name && x.labels == labels) return x.value;
   ADD_FAILURE() << "no sample " << name << "{" << labels << "}";

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include <simdjson.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
-#include <simdjson.h>
 
 namespace rz::net::testing {
 
@@ -200,8 +200,7 @@ inline int connect_loopback(uint16_t port, const std::string& source = "") {
 // GET (or another method) with Connection: close, from `source` when given; every wait bounded
 // by SO_RCVTIMEO.
 inline HttpResult http_request(uint16_t port, const std::string& target,
-                               const std::string& method = "GET",
-                               const std::string& source = "") {
+                               const std::string& method = "GET", const std::string& source = "") {
   const int fd = connect_loopback(port, source);
   const std::string req =
       method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";

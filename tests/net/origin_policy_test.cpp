@@ -20,9 +20,9 @@ TEST(OriginPolicy, BoundToLoopbackOnlyLoopbackOriginsPass) {
   for (const char* ok : {"http://localhost:3000", "http://127.0.0.1:8080", "https://[::1]:1",
                          "http://LOCALHOST", "http://127.0.0.1"})
     EXPECT_TRUE(origin_allowed(ok, "127.0.0.1:8080", p)) << ok;
-  for (const char* bad : {"http://evil.example", "null", "http://127.0.0.2:8080",
-                          "file://", "chrome-extension://abc", "ws://localhost:1",
-                          "http://localhost.evil.example", "http://localhost:80/path", "garbage"})
+  for (const char* bad :
+       {"http://evil.example", "null", "http://127.0.0.2:8080", "file://", "chrome-extension://abc",
+        "ws://localhost:1", "http://localhost.evil.example", "http://localhost:80/path", "garbage"})
     EXPECT_FALSE(origin_allowed(bad, "127.0.0.1:8080", p)) << bad;
   // DNS rebinding: another site's name resolved to 127.0.0.1 sends its own name as Host.
   EXPECT_FALSE(origin_allowed("http://rebind.example:8080", "rebind.example:8080", p));

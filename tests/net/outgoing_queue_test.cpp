@@ -71,8 +71,8 @@ TEST(OutgoingQueue, MergedFramesStayOrderedAfterPops) {
   OutgoingQueue q;
   q.push(tok("a", "a0", {0}, 0));
   q.push(tok("b", "b0", {0}, 0));
-  (void)q.pop();                       // a0 written
-  q.push(tok("a", "a1", {1}, 1));      // new waiting frame for a
+  (void)q.pop();                   // a0 written
+  q.push(tok("a", "a1", {1}, 1));  // new waiting frame for a
   EXPECT_TRUE(q.push(tok("b", "b1", {1}, 1)).coalesced);
   EXPECT_TRUE(q.push(tok("a", "a2", {2}, 2)).coalesced);
   EXPECT_EQ(as_tok(q.pop()).text, "b0b1");

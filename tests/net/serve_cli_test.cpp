@@ -43,7 +43,8 @@ std::string slurp(const std::string& path) {
 
 std::string tmp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
-          ("rz_net_" + std::to_string(getpid()) + "_" + name)).string();
+          ("rz_net_" + std::to_string(getpid()) + "_" + name))
+      .string();
 }
 
 // Spawns `argv` with stdout and stderr to files; returns the pid.
@@ -66,7 +67,8 @@ int wait_exit(pid_t pid, std::chrono::milliseconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   int st = 0;
   while (std::chrono::steady_clock::now() < until) {
-    if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (waitpid(pid, &st, WNOHANG) == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     std::this_thread::sleep_for(20ms);
   }
   kill(pid, SIGKILL);
@@ -96,7 +98,8 @@ struct Served {
   int port = 0;
   std::string err;  // its stderr file
 };
-Served serve_with(const std::vector<std::string>& args, const std::vector<std::string>& prefix = {}) {
+Served serve_with(const std::vector<std::string>& args,
+                  const std::vector<std::string>& prefix = {}) {
   Served s;
   s.err = tmp_path("serve_err_" + std::to_string(std::rand()));
   std::vector<std::string> all = prefix;
@@ -199,8 +202,10 @@ TEST_F(ServeCliTest, ServesAChatAnswerThenExitsZeroOnSigterm) {
        port == 0 && std::chrono::steady_clock::now() < until;) {
     log = slurp(err);
     std::smatch m;
-    if (std::regex_search(log, m, listening)) port = std::stoi(m[1]);
-    else std::this_thread::sleep_for(50ms);
+    if (std::regex_search(log, m, listening))
+      port = std::stoi(m[1]);
+    else
+      std::this_thread::sleep_for(50ms);
   }
   if (port == 0) {
     kill(pid, SIGKILL);
@@ -214,20 +219,21 @@ TEST_F(ServeCliTest, ServesAChatAnswerThenExitsZeroOnSigterm) {
   // The example client streams a greedy chat answer; rz generate gives the same text.
   const std::string q = "What is the capital of France?";
   const ProcResult client = run({kPython, RZ_SOURCE_DIR "/examples/chat_client.py", "--url",
-                          "ws://127.0.0.1:" + std::to_string(port) + "/v1/ws", "--temperature",
-                          "0", "--max-tokens", "20", q});
+                                 "ws://127.0.0.1:" + std::to_string(port) + "/v1/ws",
+                                 "--temperature", "0", "--max-tokens", "20", q});
   const ProcResult gen = run({RZ_BIN, "generate", "--model", kModel, "--chat", "--prompt", q,
-                       "--temperature", "0", "--max-tokens", "20", "--ctx", "1024"});
+                              "--temperature", "0", "--max-tokens", "20", "--ctx", "1024"});
   EXPECT_EQ(client.code, 0) << client.err;
   EXPECT_EQ(gen.code, 0) << gen.err;
   EXPECT_FALSE(gen.out.empty());
   EXPECT_EQ(client.out, gen.out + "\n");  // the client ends the answer with a newline
   EXPECT_NE(client.err.find("tokens"), std::string::npos) << client.err;
 
-  const ProcResult health = run({"/usr/bin/env", "python3", "-c",
-                          "import urllib.request,sys;print(urllib.request.urlopen("
-                          "'http://127.0.0.1:" + std::to_string(port) +
-                          "/health',timeout=10).read().decode())"});
+  const ProcResult health =
+      run({"/usr/bin/env", "python3", "-c",
+           "import urllib.request,sys;print(urllib.request.urlopen("
+           "'http://127.0.0.1:" +
+               std::to_string(port) + "/health',timeout=10).read().decode())"});
   EXPECT_NE(health.out.find("\"status\":\"ok\""), std::string::npos) << health.out << health.err;
 
   kill(pid, SIGTERM);
@@ -257,18 +263,16 @@ TEST_F(ServeCliTest, DeviceFlag) {
 }
 
 TEST_F(ServeCliTest, BadNetworkFlagsAreErrors) {
-  const ProcResult origin = run({RZ_BIN, "serve", "--model", kModel, "--allowed-origins",
-                                 "http://ok.example,example.com"});
+  const ProcResult origin = run(
+      {RZ_BIN, "serve", "--model", kModel, "--allowed-origins", "http://ok.example,example.com"});
   EXPECT_EQ(origin.code, 1);
-  EXPECT_NE(origin.err.find("--allowed-origins: 'example.com' is not an origin"),
-            std::string::npos)
+  EXPECT_NE(origin.err.find("--allowed-origins: 'example.com' is not an origin"), std::string::npos)
       << origin.err;
-  const ProcResult per_ip = run({RZ_BIN, "serve", "--model", kModel, "--max-connections-per-ip",
-                                 "0"});
+  const ProcResult per_ip =
+      run({RZ_BIN, "serve", "--model", kModel, "--max-connections-per-ip", "0"});
   EXPECT_EQ(per_ip.code, 1);
   EXPECT_NE(per_ip.err.find("--max-connections-per-ip"), std::string::npos) << per_ip.err;
-  const ProcResult first = run({RZ_BIN, "serve", "--model", kModel, "--first-frame-timeout",
-                                "-1"});
+  const ProcResult first = run({RZ_BIN, "serve", "--model", kModel, "--first-frame-timeout", "-1"});
   EXPECT_EQ(first.code, 1);
   EXPECT_NE(first.err.find("--first-frame-timeout"), std::string::npos) << first.err;
 }
@@ -294,8 +298,8 @@ TEST_F(ServeCliTest, PortInUseIsAnError) {
 TEST_F(ServeCliTest, BrowserPageStreamsInHeadlessChromium) {
   ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
   const std::string shot = RZ_BINARY_DIR "/screenshot-page.png";
-  const ProcResult r = run({kPython, RZ_SOURCE_DIR "/tests/net/page_browser.py", RZ_BIN, kModel, shot},
-                    180s);
+  const ProcResult r =
+      run({kPython, RZ_SOURCE_DIR "/tests/net/page_browser.py", RZ_BIN, kModel, shot}, 180s);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_GT(std::filesystem::exists(shot) ? std::filesystem::file_size(shot) : 0, 10000u);
 }
@@ -349,7 +353,8 @@ TEST_F(ServeCliTest, SecondSignalDuringTheDrainExitsAtOnce) {
   const std::string script =
       "import asyncio, json, websockets\n"
       "async def main():\n"
-      "    async with websockets.connect('ws://127.0.0.1:" + std::to_string(s.port) +
+      "    async with websockets.connect('ws://127.0.0.1:" +
+      std::to_string(s.port) +
       "/v1/ws') as ws:\n"
       "        await ws.send(json.dumps({'type': 'generate', 'id': 'a', 'prompt': 'Hello',\n"
       "                                  'max_tokens': 900, 'ignore_eos': True}))\n"

@@ -23,9 +23,9 @@
 #include "cpu/cpu_executor.hpp"
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "proto/serialize.hpp"
 #include "tests/net/net_test_util.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::net {
 namespace {
@@ -83,9 +83,7 @@ class ServerTest : public ::testing::Test {
     file_.reset();
   }
 
-  void SetUp() override {
-    ASSERT_TRUE(file_) << kModel << " is missing: run scripts/setup.sh";
-  }
+  void SetUp() override { ASSERT_TRUE(file_) << kModel << " is missing: run scripts/setup.sh"; }
 
   void start(ServerConfig sc = {}, engine::EngineConfig ec = {}) {
     sys_ = std::make_unique<caf::actor_system>(caf_cfg_);
@@ -195,8 +193,8 @@ TEST_F(ServerTest, GreedyIsTheSameAloneAndUnderLoadAndMatchesTheExecutor) {
   std::vector<std::unique_ptr<WsClient>> load;
   for (int i = 0; i < 3; ++i) {
     load.push_back(std::make_unique<WsClient>(port_));
-    load.back()->send(generate_json("l" + std::to_string(i), "Once upon a time, " +
-                                    std::to_string(i), 40, 0.9f, true, 7 + i));
+    load.back()->send(generate_json(
+        "l" + std::to_string(i), "Once upon a time, " + std::to_string(i), 40, 0.9f, true, 7 + i));
   }
   std::this_thread::sleep_for(100ms);  // let the load start first
   WsClient busy(port_);
@@ -260,9 +258,12 @@ TEST_F(ServerTest, CancelUnknownAndDuplicateIds) {
   bool saw_duplicate = false;
   for (;;) {
     Frame f = c.read_frame();
-    if (f.id != "long") others.push_back(f);
-    else if (f.type == "error" && f.code == "duplicate_id") saw_duplicate = true;
-    else stream.push_back(f);
+    if (f.id != "long")
+      others.push_back(f);
+    else if (f.type == "error" && f.code == "duplicate_id")
+      saw_duplicate = true;
+    else
+      stream.push_back(f);
     if (f.id == "long" && f.type == "done") break;
     ASSERT_NE(f.type == "error" && f.id == "long" && f.code != "duplicate_id", true) << f.raw;
   }

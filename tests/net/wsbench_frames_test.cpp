@@ -83,8 +83,8 @@ TEST(WsbenchFrames, RejectsWhatIsNotAFrame) {
 }
 
 TEST(WsbenchReport, JsonReadsBackWithTheSameNumbers) {
-  Options o = parse_args({"--url", "ws://h:1/v1/ws", "--rate", "3", "--connections", "2",
-                          "--prompt-tokens", "8:16"});
+  Options o = parse_args(
+      {"--url", "ws://h:1/v1/ws", "--rate", "3", "--connections", "2", "--prompt-tokens", "8:16"});
   Results r;
   r.duration_s = 4.0;
   r.issued = 5;
@@ -132,7 +132,8 @@ TEST(WsbenchReport, TableListsErrorsByCode) {
   EXPECT_NE(t.find("timeout"), std::string::npos);
   EXPECT_NE(t.find("TTFT"), std::string::npos);
   Results ok;
-  EXPECT_NE(format_table(o, ok).find("Errors:                              none"), std::string::npos);
+  EXPECT_NE(format_table(o, ok).find("Errors:                              none"),
+            std::string::npos);
 }
 
 }  // namespace

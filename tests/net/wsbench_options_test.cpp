@@ -41,10 +41,28 @@ TEST(WsbenchOptions, Defaults) {
 }
 
 TEST(WsbenchOptions, EveryFlag) {
-  const Options o = parse({"--url", "ws://example.com:9000/x", "--connections", "8", "--rate", "2.5",
-                           "--requests=40", "--duration", "30", "--prompt-tokens", "16:128",
-                           "--max-tokens", "7", "--seed", "18446744073709551615", "--temperature",
-                           "0.8", "--no-ignore-eos", "--chat", "--json", "--connect-timeout", "3"});
+  const Options o = parse({"--url",
+                           "ws://example.com:9000/x",
+                           "--connections",
+                           "8",
+                           "--rate",
+                           "2.5",
+                           "--requests=40",
+                           "--duration",
+                           "30",
+                           "--prompt-tokens",
+                           "16:128",
+                           "--max-tokens",
+                           "7",
+                           "--seed",
+                           "18446744073709551615",
+                           "--temperature",
+                           "0.8",
+                           "--no-ignore-eos",
+                           "--chat",
+                           "--json",
+                           "--connect-timeout",
+                           "3"});
   EXPECT_EQ(o.url.host, "example.com");
   EXPECT_EQ(o.url.port, "9000");
   EXPECT_EQ(o.url.path, "/x");
@@ -92,7 +110,8 @@ TEST(WsbenchOptions, Errors) {
   EXPECT_EQ(error_of({"--prompt-tokens", "0"}), "--prompt-tokens: must be from 1 to 1048576");
   EXPECT_EQ(error_of({"--max-tokens", "4:"}), "--max-tokens: expected an integer, got ''");
   EXPECT_EQ(error_of({"--seed", "-1"}), "--seed: expected a non-negative integer, got '-1'");
-  EXPECT_EQ(error_of({"--seed", "18446744073709551616"}), "--seed: 18446744073709551616 is beyond 64 bits");
+  EXPECT_EQ(error_of({"--seed", "18446744073709551616"}),
+            "--seed: 18446744073709551616 is beyond 64 bits");
   EXPECT_EQ(error_of({"--temperature", "-0.5"}), "--temperature: must be >= 0");
   EXPECT_EQ(error_of({"--json=1"}), "--json: takes no value");
   EXPECT_EQ(error_of({"--requests", "99999999999999999999"}),
@@ -138,7 +157,8 @@ TEST(WsbenchOptions, BadUrls) {
   EXPECT_EQ(err("ws://[::1"), "ws://[::1: unterminated '[' in the host");
   EXPECT_EQ(err("ws://[::1]x"), "ws://[::1]x: expected ':PORT' after ']'");
   EXPECT_EQ(err("ws://u@h:1"), "ws://u@h:1: user info is not supported");
-  EXPECT_EQ(error_of({"--url", "localhost:8080"}), "localhost:8080: expected a ws://HOST:PORT/PATH URL");
+  EXPECT_EQ(error_of({"--url", "localhost:8080"}),
+            "localhost:8080: expected a ws://HOST:PORT/PATH URL");
 }
 
 }  // namespace

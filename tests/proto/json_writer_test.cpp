@@ -60,16 +60,17 @@ TEST(ProtoJsonWriter, EveryByteBelow0x80ReadsBack) {
 }
 
 TEST(ProtoJsonWriter, ValidUtf8PassesThroughUnchanged) {
-  for (std::string s : {"caf\xC3\xA9"s, "\xE4\xBD\xA0\xE5\xA5\xBD"s, "\xF0\x9F\x98\x80\xF0\x9F\x91\x8D"s,
-                        "\xC2\x80"s,           // U+0080
-                        "\xDF\xBF"s,           // U+07FF
-                        "\xE0\xA0\x80"s,       // U+0800
-                        "\xED\x9F\xBF"s,       // U+D7FF
-                        "\xEE\x80\x80"s,       // U+E000
-                        "\xEF\xBF\xBF"s,       // U+FFFF
-                        "\xF0\x90\x80\x80"s,   // U+10000
-                        "\xF4\x8F\xBF\xBF"s,   // U+10FFFF
-                        "\xE2\x80\xA8"s}) {    // U+2028 (valid raw in JSON)
+  for (std::string s :
+       {"caf\xC3\xA9"s, "\xE4\xBD\xA0\xE5\xA5\xBD"s, "\xF0\x9F\x98\x80\xF0\x9F\x91\x8D"s,
+        "\xC2\x80"s,          // U+0080
+        "\xDF\xBF"s,          // U+07FF
+        "\xE0\xA0\x80"s,      // U+0800
+        "\xED\x9F\xBF"s,      // U+D7FF
+        "\xEE\x80\x80"s,      // U+E000
+        "\xEF\xBF\xBF"s,      // U+FFFF
+        "\xF0\x90\x80\x80"s,  // U+10000
+        "\xF4\x8F\xBF\xBF"s,  // U+10FFFF
+        "\xE2\x80\xA8"s}) {   // U+2028 (valid raw in JSON)
     EXPECT_EQ(json_escape(s), s);
     EXPECT_EQ(read_back(s), s);
   }
@@ -80,21 +81,25 @@ TEST(ProtoJsonWriter, InvalidUtf8BecomesReplacementCharacters) {
   // substitution): 61 F1 80 80 E1 80 C2 62 80 63 80 BF 64 -> a FFFD FFFD FFFD b FFFD c FFFD FFFD d.
   EXPECT_EQ(json_escape("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"),
             "a" + kFffd + kFffd + kFffd + "b" + kFffd + "c" + kFffd + kFffd + "d");
-  struct Case { std::string in; int fffd; };
+  struct Case {
+    std::string in;
+    int fffd;
+  };
   for (const Case& c : std::vector<Case>{
-           {"\x80", 1},                 // lone continuation byte
-           {"\xC0\x80", 2},             // overlong NUL: C0 is never a lead byte
-           {"\xC1\xBF", 2},             // overlong
-           {"\xE0\x80\x80", 3},         // overlong: E0 needs A0..BF next
-           {"\xED\xA0\x80", 3},         // UTF-16 surrogate D800
-           {"\xF0\x80\x80\x80", 4},     // overlong: F0 needs 90..BF next
-           {"\xF4\x90\x80\x80", 4},     // past U+10FFFF
-           {"\xF5\x80\x80\x80", 4},     // F5 is never a lead byte
-           {"\xFF", 1}, {"\xFE", 1},
-           {"\xF0\x9F\x98", 1},         // emoji cut short at the end
-           {"\xE2\x82", 1},             // euro sign cut short
-           {"\xC3", 1},                 // e-acute cut short
-           {"\xF0\x9F\x98\x41", 1},     // cut short before an ASCII byte, which is kept
+           {"\x80", 1},              // lone continuation byte
+           {"\xC0\x80", 2},          // overlong NUL: C0 is never a lead byte
+           {"\xC1\xBF", 2},          // overlong
+           {"\xE0\x80\x80", 3},      // overlong: E0 needs A0..BF next
+           {"\xED\xA0\x80", 3},      // UTF-16 surrogate D800
+           {"\xF0\x80\x80\x80", 4},  // overlong: F0 needs 90..BF next
+           {"\xF4\x90\x80\x80", 4},  // past U+10FFFF
+           {"\xF5\x80\x80\x80", 4},  // F5 is never a lead byte
+           {"\xFF", 1},
+           {"\xFE", 1},
+           {"\xF0\x9F\x98", 1},      // emoji cut short at the end
+           {"\xE2\x82", 1},          // euro sign cut short
+           {"\xC3", 1},              // e-acute cut short
+           {"\xF0\x9F\x98\x41", 1},  // cut short before an ASCII byte, which is kept
        }) {
     std::string out = json_escape(c.in);
     std::string expected;
@@ -110,17 +115,19 @@ TEST(ProtoJsonWriter, InvalidUtf8BecomesReplacementCharacters) {
 std::string to_hex(std::string_view s) {
   static const char* d = "0123456789abcdef";
   std::string out;
-  for (unsigned char c : s) { out += d[c >> 4]; out += d[c & 15]; }
+  for (unsigned char c : s) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
   return out;
 }
 
 TEST(ProtoJsonWriter, RandomBytesMatchPythonsReplaceDecoder) {
   const std::string python = RZ_SOURCE_DIR "/.venv/bin/python";
   const std::string script = RZ_SOURCE_DIR "/tests/proto/utf8_replace_reference.py";
-  if (!std::filesystem::exists(python))
-    FAIL() << python << " is missing: run scripts/setup.sh";
+  if (!std::filesystem::exists(python)) FAIL() << python << " is missing: run scripts/setup.sh";
   // Random strings over a byte alphabet rich in lead and continuation bytes and boundaries.
-  const unsigned char alphabet[] = {'a', '"', '\\', '\n', 0x00, 0x1f, 0x7f, 0x80, 0x8f, 0x90,
+  const unsigned char alphabet[] = {'a',  '"',  '\\', '\n', 0x00, 0x1f, 0x7f, 0x80, 0x8f, 0x90,
                                     0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec,
                                     0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xfe, 0xff};
   std::mt19937 rng(1234);
@@ -130,15 +137,15 @@ TEST(ProtoJsonWriter, RandomBytesMatchPythonsReplaceDecoder) {
     for (char& c : s) c = char(alphabet[rng() % sizeof alphabet]);
     inputs.push_back(s);
   }
-  auto dir = std::filesystem::temp_directory_path() /
-             ("rz_proto_utf8_" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("rz_proto_utf8_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   {
     std::ofstream in(dir / "in.txt");
     for (const auto& s : inputs) in << to_hex(s) << "\n";
   }
-  std::string cmd = "'" + python + "' '" + script + "' < '" + (dir / "in.txt").string() +
-                    "' > '" + (dir / "out.txt").string() + "'";
+  std::string cmd = "'" + python + "' '" + script + "' < '" + (dir / "in.txt").string() + "' > '" +
+                    (dir / "out.txt").string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream out(dir / "out.txt");
   std::size_t n = 0;

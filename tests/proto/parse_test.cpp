@@ -131,8 +131,8 @@ TEST(ProtoParse, BoundaryValuesAccepted) {
   EXPECT_EQ(g.sampling.seed, std::optional<uint64_t>(UINT64_MAX));
   EXPECT_EQ(g.sampling.repetition_penalty, 0.001f);
   // Seed 0 is a seed, not "absent".
-  const GenerateRequest& z = as_generate(
-      parse_client_message(R"({"type":"generate","id":"r","prompt":"x","seed":0})"));
+  const GenerateRequest& z =
+      as_generate(parse_client_message(R"({"type":"generate","id":"r","prompt":"x","seed":0})"));
   EXPECT_EQ(z.sampling.seed, std::optional<uint64_t>(0));
 }
 
@@ -146,10 +146,10 @@ TEST(ProtoParse, CancelAndPing) {
 }
 
 TEST(ProtoParse, BadJson) {
-  for (std::string_view f : {"", " ", "{", "{\"type\":\"ping\"", "{\"type\":\"ping\"} x", "nul",
-                             "{\"type\":'ping'}", "{\"a\":99999999999999999999}",
-                             "{\"type\":\"ping\",}", "{\"a\":1e400}", "{\"a\":\"\\ud800\"}",
-                             "{\"type\":\"generate\",\"id\":\"r\",\"prompt\":\"\xFF\"}"})
+  for (std::string_view f :
+       {"", " ", "{", "{\"type\":\"ping\"", "{\"type\":\"ping\"} x", "nul", "{\"type\":'ping'}",
+        "{\"a\":99999999999999999999}", "{\"type\":\"ping\",}", "{\"a\":1e400}",
+        "{\"a\":\"\\ud800\"}", "{\"type\":\"generate\",\"id\":\"r\",\"prompt\":\"\xFF\"}"})
     expect_error(f, ErrorCode::bad_json, std::nullopt);
   // Valid JSON, but not an object.
   for (std::string_view f : {"[]", "\"ping\"", "null", "42", "[{\"type\":\"ping\"}]"})
@@ -164,11 +164,13 @@ TEST(ProtoParse, DuplicateKeysThatAreRead) {
   expect_error(R"({"type":"ping","type":"ping"})", ErrorCode::bad_json, std::nullopt);
   expect_error(R"({"type":"generate","id":"r1","prompt":"a","seed":null,"seed":1})",
                ErrorCode::bad_json, "r1");
-  expect_error(R"({"type":"generate","id":"r1","messages":[{"role":"user","role":"user","content":""}]})",
-               ErrorCode::bad_json, "r1");
+  expect_error(
+      R"({"type":"generate","id":"r1","messages":[{"role":"user","role":"user","content":""}]})",
+      ErrorCode::bad_json, "r1");
   // Repeated keys that this message does not read are ignored like any unknown key.
   EXPECT_FALSE(is_error(parse_client_message(R"({"type":"ping","x":1,"x":2})")));
-  EXPECT_FALSE(is_error(parse_client_message(R"({"type":"cancel","id":"r","prompt":1,"prompt":2})")));
+  EXPECT_FALSE(
+      is_error(parse_client_message(R"({"type":"cancel","id":"r","prompt":1,"prompt":2})")));
 }
 
 TEST(ProtoParse, TypeErrors) {
@@ -230,18 +232,34 @@ TEST(ProtoParse, PromptAndMessagesErrors) {
 
 TEST(ProtoParse, SamplingRangeErrors) {
   const std::string h = R"({"type":"generate","id":"r1","prompt":"x",)";
-  for (std::string_view bad : {
-           R"("temperature":-0.1)", R"("temperature":-1e-30)", R"("temperature":1e300)",
-           R"("temperature":"0.7")", R"("temperature":true)",
-           R"("top_p":0)", R"("top_p":1.0001)", R"("top_p":-1)", R"("top_p":1e-60)",
-           R"("top_p":[0.5])",
-           R"("min_p":-0.01)", R"("min_p":1.5)", R"("min_p":"0")",
-           R"("repetition_penalty":0)", R"("repetition_penalty":-1)",
-           R"("repetition_penalty":1e-50)", R"("repetition_penalty":1e39)",
-           R"("top_k":-1)", R"("top_k":2.5)", R"("top_k":40.0)", R"("top_k":4e1)",
-           R"("top_k":2147483648)", R"("top_k":"40")",
-           R"("seed":-1)", R"("seed":1.5)", R"("seed":"1")",
-           R"("ignore_eos":1)", R"("ignore_eos":"true")"}) {
+  for (std::string_view bad : {R"("temperature":-0.1)",
+                               R"("temperature":-1e-30)",
+                               R"("temperature":1e300)",
+                               R"("temperature":"0.7")",
+                               R"("temperature":true)",
+                               R"("top_p":0)",
+                               R"("top_p":1.0001)",
+                               R"("top_p":-1)",
+                               R"("top_p":1e-60)",
+                               R"("top_p":[0.5])",
+                               R"("min_p":-0.01)",
+                               R"("min_p":1.5)",
+                               R"("min_p":"0")",
+                               R"("repetition_penalty":0)",
+                               R"("repetition_penalty":-1)",
+                               R"("repetition_penalty":1e-50)",
+                               R"("repetition_penalty":1e39)",
+                               R"("top_k":-1)",
+                               R"("top_k":2.5)",
+                               R"("top_k":40.0)",
+                               R"("top_k":4e1)",
+                               R"("top_k":2147483648)",
+                               R"("top_k":"40")",
+                               R"("seed":-1)",
+                               R"("seed":1.5)",
+                               R"("seed":"1")",
+                               R"("ignore_eos":1)",
+                               R"("ignore_eos":"true")"}) {
     expect_error(h + std::string(bad) + "}", ErrorCode::bad_value, "r1");
   }
   EXPECT_FALSE(is_error(parse_client_message(h + R"("top_k":2147483647})")));
@@ -264,9 +282,9 @@ TEST(ProtoParse, SeedErrorNamesTheAcceptedRange) {
 
 TEST(ProtoParse, MaxTokensRangeAndLimit) {
   const std::string h = R"({"type":"generate","id":"r1","prompt":"x",)";
-  for (std::string_view bad : {R"("max_tokens":0)", R"("max_tokens":-5)", R"("max_tokens":4097)",
-                               R"("max_tokens":1.5)", R"("max_tokens":"64")",
-                               R"("max_tokens":9223372036854775808)"})
+  for (std::string_view bad :
+       {R"("max_tokens":0)", R"("max_tokens":-5)", R"("max_tokens":4097)", R"("max_tokens":1.5)",
+        R"("max_tokens":"64")", R"("max_tokens":9223372036854775808)"})
     expect_error(h + std::string(bad) + "}", ErrorCode::bad_value, "r1");
   ProtocolLimits lim;
   lim.max_tokens = 100;
@@ -284,10 +302,10 @@ TEST(ProtoParse, StopErrorsAndLimits) {
   lim.max_stop_bytes = 3;
   EXPECT_EQ(as_generate(parse_client_message(h + R"("stop":["abc","d"]})", lim)).stop.size(), 2u);
   EXPECT_TRUE(as_generate(parse_client_message(h + R"("stop":[]})", lim)).stop.empty());
-  for (std::string_view bad : {R"("stop":["a","b","c"])", R"("stop":["abcd"])", R"("stop":"abcd")",
-                               R"("stop":[""])", R"("stop":"")", R"("stop":[1])",
-                               R"("stop":["a",null])", R"("stop":5)", R"("stop":{"a":"b"})",
-                               R"("stop":["\u00e9\u00e9"])"})
+  for (std::string_view bad :
+       {R"("stop":["a","b","c"])", R"("stop":["abcd"])", R"("stop":"abcd")", R"("stop":[""])",
+        R"("stop":"")", R"("stop":[1])", R"("stop":["a",null])", R"("stop":5)",
+        R"("stop":{"a":"b"})", R"("stop":["\u00e9\u00e9"])"})
     expect_error(h + std::string(bad) + "}", ErrorCode::bad_value, "r1", lim);
 }
 
@@ -306,7 +324,8 @@ TEST(ProtoParse, TooLarge) {
   // Too large wins over bad JSON.
   expect_error(std::string(65, '{'), ErrorCode::too_large, std::nullopt, lim);
   // The default limit is 1 MiB.
-  std::string huge = R"({"type":"generate","id":"r1","prompt":")" + std::string(1 << 20, 'a') + "\"}";
+  std::string huge =
+      R"({"type":"generate","id":"r1","prompt":")" + std::string(1 << 20, 'a') + "\"}";
   expect_error(huge, ErrorCode::too_large, std::nullopt);
 }
 
@@ -323,7 +342,8 @@ TEST(ProtoParse, ParserIsReusableAcrossFrames) {
 }
 
 TEST(ProtoParse, DeepNestingIsBadJsonNotACrash) {
-  std::string deep = R"({"type":"ping","x":)" + std::string(5000, '[') + std::string(5000, ']') + "}";
+  std::string deep =
+      R"({"type":"ping","x":)" + std::string(5000, '[') + std::string(5000, ']') + "}";
   expect_error(deep, ErrorCode::bad_json, std::nullopt);
 }
 

@@ -22,8 +22,16 @@ std::vector<std::string> json_blocks(const std::string& path) {
   std::string line, cur;
   bool inside = false;
   while (std::getline(in, line)) {
-    if (!inside && line == "```json") { inside = true; cur.clear(); continue; }
-    if (inside && line == "```") { inside = false; blocks.push_back(cur); continue; }
+    if (!inside && line == "```json") {
+      inside = true;
+      cur.clear();
+      continue;
+    }
+    if (inside && line == "```") {
+      inside = false;
+      blocks.push_back(cur);
+      continue;
+    }
     if (inside) cur += line + "\n";
   }
   return blocks;
@@ -47,8 +55,9 @@ std::string rewrite_server_frame(simdjson::dom::element e) {
     DoneFrame f;
     f.id = str(e, "id");
     std::string r = str(e, "finish_reason");
-    f.finish_reason = r == "stop" ? FinishReason::stop
-                      : r == "length" ? FinishReason::length : FinishReason::cancelled;
+    f.finish_reason = r == "stop"     ? FinishReason::stop
+                      : r == "length" ? FinishReason::length
+                                      : FinishReason::cancelled;
     f.usage.prompt_tokens = e["usage"]["prompt_tokens"].get_uint64().value();
     f.usage.completion_tokens = e["usage"]["completion_tokens"].get_uint64().value();
     if (!e["timings"]["ttft_ms"].is_null())
@@ -85,7 +94,8 @@ TEST(ProtoDoc, EveryJsonExampleIsAccurate) {
       simdjson::dom::element e;
       ASSERT_EQ((*it).get(e), simdjson::SUCCESS) << block;
       std::string text(it.source());
-      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+        text.pop_back();
       std::string type = str(e, "type");
       if (type == "generate" || type == "cancel" || type == "ping") {
         ++client;

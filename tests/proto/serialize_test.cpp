@@ -61,7 +61,8 @@ TEST(ProtoSerialize, Token) {
   EXPECT_EQ(ids, (std::vector<int64_t>{9906, 0, 49151}));
   EXPECT_EQ(j.root()["index"].get_uint64().value(), 17u);
   // Compact: no spaces outside strings.
-  EXPECT_EQ(s, R"({"type":"token","id":"r1","text":"Hel\"lo\n","tokens":[9906,0,49151],"index":17})");
+  EXPECT_EQ(s,
+            R"({"type":"token","id":"r1","text":"Hel\"lo\n","tokens":[9906,0,49151],"index":17})");
 }
 
 TEST(ProtoSerialize, TokenWithEmptyTextAndNoTokens) {
@@ -127,9 +128,10 @@ TEST(ProtoSerialize, ErrorWithAndWithoutId) {
 
 TEST(ProtoSerialize, ErrorCodeNames) {
   // The wire names the protocol specifies, one per code, and back.
-  const char* names[] = {"bad_json",  "unknown_type", "missing_field", "bad_value",
-                         "duplicate_id", "unknown_id", "too_large", "context_length_exceeded",
-                         "overloaded", "slow_consumer", "internal"};
+  const char* names[] = {
+      "bad_json",     "unknown_type",  "missing_field", "bad_value",
+      "duplicate_id", "unknown_id",    "too_large",     "context_length_exceeded",
+      "overloaded",   "slow_consumer", "internal"};
   ASSERT_EQ(std::size(names), std::size(kAllErrorCodes));
   for (std::size_t i = 0; i < std::size(names); ++i) {
     EXPECT_EQ(to_string(kAllErrorCodes[i]), names[i]);

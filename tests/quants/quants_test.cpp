@@ -28,15 +28,19 @@ namespace fs = std::filesystem;
 
 uint64_t test_seed() {
   static const uint64_t seed = [] {
-    if (const char* s = std::getenv("RZ_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(s, nullptr, 10));
+    if (const char* s = std::getenv("RZ_TEST_SEED"))
+      return static_cast<uint64_t>(std::strtoull(s, nullptr, 10));
     std::random_device rd;
-    const auto t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const auto t =
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     return (static_cast<uint64_t>(rd()) << 32 ^ rd()) ^ t;
   }();
   return seed;
 }
 
-std::string seed_note() { return "seed " + std::to_string(test_seed()) + " (rerun with RZ_TEST_SEED=that)"; }
+std::string seed_note() {
+  return "seed " + std::to_string(test_seed()) + " (rerun with RZ_TEST_SEED=that)";
+}
 
 uint32_t bits_of(float f) {
   uint32_t u;
@@ -54,7 +58,9 @@ float float_of(uint32_t u) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    std::mt19937_64 rng(test_seed() ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::mt19937_64 rng(
+        test_seed() ^
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
     path = fs::temp_directory_path() / ("rz_quants_test_" + std::to_string(rng()));
     fs::create_directories(path);
   }
@@ -112,7 +118,9 @@ class ReferenceBatch {
     return true;
   }
 
-  std::vector<uint8_t> output(size_t job) const { return read_file(dir_.path / ("out" + std::to_string(job))); }
+  std::vector<uint8_t> output(size_t job) const {
+    return read_file(dir_.path / ("out" + std::to_string(job)));
+  }
 
  private:
   size_t add(const char* op, GgmlType t, int64_t n, const void* data, size_t bytes) {
@@ -130,9 +138,20 @@ class ReferenceBatch {
 };
 
 // Rows of test data: one row per kind, all of length n.
-enum class Kind { Gaussian, AllEqual, ZerosInBlocks, Large, NegativeOnly, Tiny, MixedScales, AllZero, Uniform };
-constexpr Kind kKinds[] = {Kind::Gaussian, Kind::AllEqual, Kind::ZerosInBlocks, Kind::Large,   Kind::NegativeOnly,
-                           Kind::Tiny,     Kind::MixedScales, Kind::AllZero,    Kind::Uniform};
+enum class Kind {
+  Gaussian,
+  AllEqual,
+  ZerosInBlocks,
+  Large,
+  NegativeOnly,
+  Tiny,
+  MixedScales,
+  AllZero,
+  Uniform
+};
+constexpr Kind kKinds[] = {Kind::Gaussian,    Kind::AllEqual,     Kind::ZerosInBlocks,
+                           Kind::Large,       Kind::NegativeOnly, Kind::Tiny,
+                           Kind::MixedScales, Kind::AllZero,      Kind::Uniform};
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -168,7 +187,8 @@ void fill_row(Kind kind, std::mt19937_64& rng, float* x, int64_t n, int block) {
       break;
     case Kind::Large: {  // keeps fp16 block scales finite for every type
       const float s = 1000.0f + unif(rng) * 29000.0f;
-      for (int64_t i = 0; i < n; ++i) x[i] = std::clamp(x[i] / sigma * s / 2.0f, -60000.0f, 60000.0f);
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = std::clamp(x[i] / sigma * s / 2.0f, -60000.0f, 60000.0f);
       break;
     }
     case Kind::NegativeOnly:
@@ -209,12 +229,14 @@ struct QuantJob {
   size_t job;
 };
 
-constexpr GgmlType kQuantizable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
-                                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+constexpr GgmlType kQuantizable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
+                                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                                     GgmlType::Q4_K, GgmlType::Q6_K};
 
-constexpr GgmlType kDequantizable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                                       GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
-                                       GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+constexpr GgmlType kDequantizable[] = {
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 TEST(Quants, QuantizeMatchesGgufBitForBit) {
   SCOPED_TRACE(seed_note());
@@ -251,9 +273,9 @@ TEST(Quants, QuantizeMatchesGgufBitForBit) {
         size_t at = 0;
         while (got[at] == w[at]) ++at;
         const size_t bsz = type_traits(j.type).type_size;
-        ADD_FAILURE() << type_traits(j.type).name << " n=" << j.n << " row " << r << " (" << kind_name(j.kinds[r])
-                      << "): first difference in block " << at / bsz << " byte " << at % bsz << ": got "
-                      << int(got[at]) << " want " << int(w[at]);
+        ADD_FAILURE() << type_traits(j.type).name << " n=" << j.n << " row " << r << " ("
+                      << kind_name(j.kinds[r]) << "): first difference in block " << at / bsz
+                      << " byte " << at % bsz << ": got " << int(got[at]) << " want " << int(w[at]);
       }
     }
   }
@@ -265,11 +287,12 @@ TEST(Quants, F16Bf16SpecialValuesMatchGguf) {
   SCOPED_TRACE(seed_note());
   std::mt19937_64 rng(test_seed() + 1);
   std::vector<uint32_t> bits = {
-      0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x7fbfffff,
-      0x7f802000, 0xff812345, 0x7fffffff, 0x7f7fffff, 0xff7fffff, 0x00000001, 0x807fffff, 0x00800000,
-      0x477fe000, 0x477fefff, 0x477ff000, 0x477ff001, 0x47800000, 0x33000000, 0x33000001, 0x32ffffff,
-      0x337fffff, 0x33800000, 0x38800000, 0x387fe000, 0x387ff000, 0x3f800000, 0x3f801000, 0x3f803000,
-      0x3f807fff, 0x3f808000, 0x3f818000, 0x3f7f8000, 0x7f7f8000, 0x7f7f7fff, 0x4b000000, 0xc7000000};
+      0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001,
+      0x7fbfffff, 0x7f802000, 0xff812345, 0x7fffffff, 0x7f7fffff, 0xff7fffff, 0x00000001,
+      0x807fffff, 0x00800000, 0x477fe000, 0x477fefff, 0x477ff000, 0x477ff001, 0x47800000,
+      0x33000000, 0x33000001, 0x32ffffff, 0x337fffff, 0x33800000, 0x38800000, 0x387fe000,
+      0x387ff000, 0x3f800000, 0x3f801000, 0x3f803000, 0x3f807fff, 0x3f808000, 0x3f818000,
+      0x3f7f8000, 0x7f7f8000, 0x7f7f7fff, 0x4b000000, 0xc7000000};
   // random bit patterns, many of them NaN or out of fp16 range, plus random fp16-range values
   for (int i = 0; i < 20000; ++i) bits.push_back(static_cast<uint32_t>(rng()));
   for (int i = 0; i < 20000; ++i) {
@@ -278,7 +301,8 @@ TEST(Quants, F16Bf16SpecialValuesMatchGguf) {
   }
   // every fp16 halfway point (the value exactly between two fp16 numbers)
   for (uint32_t h = 0; h < 0x7c00; h += 7) {
-    const float a = fp16_to_fp32(static_cast<uint16_t>(h)), b = fp16_to_fp32(static_cast<uint16_t>(h + 1));
+    const float a = fp16_to_fp32(static_cast<uint16_t>(h)),
+                b = fp16_to_fp32(static_cast<uint16_t>(h + 1));
     bits.push_back(bits_of((a + b) / 2));  // exact in float32
   }
   std::vector<float> values(bits.size());
@@ -299,8 +323,8 @@ TEST(Quants, F16Bf16SpecialValuesMatchGguf) {
       const uint16_t g = t == GgmlType::F16 ? fp32_to_fp16(values[i]) : fp32_to_bf16(values[i]);
       if (g != w) {
         ++failures;
-        ADD_FAILURE() << type_traits(t).name << " of float bits 0x" << std::hex << bits[i] << ": got 0x" << g
-                      << " want 0x" << w;
+        ADD_FAILURE() << type_traits(t).name << " of float bits 0x" << std::hex << bits[i]
+                      << ": got 0x" << g << " want 0x" << w;
       }
     }
     std::vector<uint8_t> row(values.size() * 2);
@@ -330,11 +354,12 @@ TEST(Quants, F16Bf16AllPatternsDequantizeAsGguf) {
       uint32_t w;
       std::memcpy(&w, want.data() + 4 * h, 4);
       const uint32_t g = bits_of(got[h]);
-      const float scalar = t == GgmlType::F16 ? fp16_to_fp32(static_cast<uint16_t>(h)) : bf16_to_fp32(static_cast<uint16_t>(h));
+      const float scalar = t == GgmlType::F16 ? fp16_to_fp32(static_cast<uint16_t>(h))
+                                              : bf16_to_fp32(static_cast<uint16_t>(h));
       if (g != w || bits_of(scalar) != w) {
         ++failures;
-        ADD_FAILURE() << type_traits(t).name << " 0x" << std::hex << h << ": got 0x" << g << " (scalar 0x"
-                      << bits_of(scalar) << ") want 0x" << w;
+        ADD_FAILURE() << type_traits(t).name << " 0x" << std::hex << h << ": got 0x" << g
+                      << " (scalar 0x" << bits_of(scalar) << ") want 0x" << w;
       }
     }
   }
@@ -413,8 +438,8 @@ TEST(Quants, DequantizeRandomBlocksMatchesGgufBitForBit) {
     }
   }
   // Blocks made by our own quantizers too (realistic scales, zero blocks, -0 scales).
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
-                     GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                     GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t n = 512;
     std::vector<float> x(n);
     Job j{t, n, static_cast<int>(std::size(kKinds)), {}, 0};
@@ -433,16 +458,18 @@ TEST(Quants, DequantizeRandomBlocksMatchesGgufBitForBit) {
     ASSERT_EQ(want.size(), total * 4) << type_traits(j.type).name;
     std::vector<float> got(total, float_of(0x7fa5a5a5));  // poison: a NaN
     const size_t rs = row_size(j.type, j.n);
-    for (int r = 0; r < j.rows; ++r) dequantize_row(j.type, j.data.data() + r * rs, got.data() + r * j.n, j.n);
+    for (int r = 0; r < j.rows; ++r)
+      dequantize_row(j.type, j.data.data() + r * rs, got.data() + r * j.n, j.n);
     int failures = 0;
     for (size_t i = 0; i < total && failures < 5; ++i) {
       uint32_t w;
       std::memcpy(&w, want.data() + 4 * i, 4);
       if (bits_of(got[i]) != w || std::isnan(got[i])) {
         ++failures;
-        ADD_FAILURE() << type_traits(j.type).name << " n=" << j.n << " element " << i << " (row " << i / j.n
-                      << ", block " << (i % j.n) / type_traits(j.type).block_size << "): got " << got[i] << " (0x"
-                      << std::hex << bits_of(got[i]) << ") want " << float_of(w) << " (0x" << w << ")";
+        ADD_FAILURE() << type_traits(j.type).name << " n=" << j.n << " element " << i << " (row "
+                      << i / j.n << ", block " << (i % j.n) / type_traits(j.type).block_size
+                      << "): got " << got[i] << " (0x" << std::hex << bits_of(got[i]) << ") want "
+                      << float_of(w) << " (0x" << w << ")";
       }
     }
   }
@@ -462,7 +489,9 @@ double error_bound(GgmlType t, const float* x, int64_t i) {
   }
   const double ax = std::fabs(x[i]);
   // what storing v as fp16 can cost: half a unit in the last place, subnormals included
-  const auto herr = [](double v) { return std::max(std::fabs(v) * std::ldexp(1.0, -11), std::ldexp(1.0, -25)); };
+  const auto herr = [](double v) {
+    return std::max(std::fabs(v) * std::ldexp(1.0, -11), std::ldexp(1.0, -25));
+  };
   switch (t) {
     case GgmlType::F32: return 0;
     case GgmlType::F16: return herr(ax);
@@ -487,7 +516,8 @@ TEST(Quants, RoundTripErrorWithinFormatBounds) {
   for (GgmlType t : kQuantizable) {
     const int64_t n = 4096;
     std::vector<float> x(n), y(n, float_of(0x7fa5a5a5));
-    for (Kind k : {Kind::Gaussian, Kind::NegativeOnly, Kind::MixedScales, Kind::Uniform, Kind::Large}) {
+    for (Kind k :
+         {Kind::Gaussian, Kind::NegativeOnly, Kind::MixedScales, Kind::Uniform, Kind::Large}) {
       fill_row(k, rng, x.data(), n, 32);
       std::vector<uint8_t> q(row_size(t, n));
       quantize_row(t, x.data(), q.data(), n);
@@ -499,14 +529,19 @@ TEST(Quants, RoundTripErrorWithinFormatBounds) {
         se += err * err;
         sx += static_cast<double>(x[i]) * x[i];
         if (!(err <= error_bound(t, x.data(), i)) && failures++ < 3) {
-          ADD_FAILURE() << type_traits(t).name << " " << kind_name(k) << " element " << i << ": " << x[i] << " -> "
-                        << y[i] << ", error " << err << " > " << error_bound(t, x.data(), i);
+          ADD_FAILURE() << type_traits(t).name << " " << kind_name(k) << " element " << i << ": "
+                        << x[i] << " -> " << y[i] << ", error " << err << " > "
+                        << error_bound(t, x.data(), i);
         }
       }
       // relative RMS error, a looser whole-row check of the same
       const double rel = std::sqrt(se / sx);
-      const double limit = t == GgmlType::F32 ? 0 : t == GgmlType::F16 ? 1e-3 : t == GgmlType::BF16 ? 5e-3
-                           : t == GgmlType::Q8_0 ? 0.01 : t == GgmlType::Q6_K ? 0.03 : 0.15;
+      const double limit = t == GgmlType::F32    ? 0
+                           : t == GgmlType::F16  ? 1e-3
+                           : t == GgmlType::BF16 ? 5e-3
+                           : t == GgmlType::Q8_0 ? 0.01
+                           : t == GgmlType::Q6_K ? 0.03
+                                                 : 0.15;
       EXPECT_LE(rel, limit) << type_traits(t).name << " " << kind_name(k);
     }
   }
@@ -519,7 +554,8 @@ TEST(Quants, AllZeroBlocksRoundTripToZero) {
     std::vector<uint8_t> q(row_size(t, n), 0xa5);
     quantize_row(t, x.data(), q.data(), n);
     dequantize_row(t, q.data(), y.data(), n);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], 0.0f) << type_traits(t).name << " element " << i;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(y[i], 0.0f) << type_traits(t).name << " element " << i;
   }
 }
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "formats/common.hpp"
 #include "sched/batch_state.hpp"
 #include "sched/driver.hpp"
 #include "sched/step.hpp"
-#include "formats/common.hpp"
 #include "tests/sched/event_log.hpp"
 #include "tests/sched/paged_executor.hpp"
 
@@ -41,7 +41,8 @@ BatchConfig kv_config(int slots, int context, int block_size, int64_t blocks) {
 BatchRequest req(uint64_t id, int prompt_len, int max_tokens) {
   BatchRequest r;
   r.ref = {id, 100 + id};
-  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(static_cast<int32_t>((id * 31 + 7 * i) % kVocab));
+  for (int i = 0; i < prompt_len; ++i)
+    r.prompt.push_back(static_cast<int32_t>((id * 31 + 7 * i) % kVocab));
   r.max_tokens = max_tokens;
   r.sampling.seed = id;
   return r;
@@ -85,8 +86,8 @@ TEST(BatchKv, ConfigValidation) {
 TEST(BatchKv, CheckFitsComparesTheExecutorsBlocks) {
   PagedFakeExecutor ex(4, 64, kVocab, 4, 10);
   EXPECT_NO_THROW(check_fits(kv_config(4, 64, 4, 10), ex));
-  EXPECT_NO_THROW(check_fits(kv_config(4, 64, 4, 6), ex));   // fewer blocks than it has: fine
-  EXPECT_NO_THROW(check_fits(kv_config(4, 64, 0, 0), ex));   // no accounting
+  EXPECT_NO_THROW(check_fits(kv_config(4, 64, 4, 6), ex));  // fewer blocks than it has: fine
+  EXPECT_NO_THROW(check_fits(kv_config(4, 64, 0, 0), ex));  // no accounting
   EXPECT_THROW(check_fits(kv_config(4, 64, 4, 11), ex), Error);
   EXPECT_THROW(check_fits(kv_config(4, 64, 8, 5), ex), Error);
   // An executor without a paged cache: one full-context block per slot.
@@ -96,8 +97,8 @@ TEST(BatchKv, CheckFitsComparesTheExecutorsBlocks) {
 }
 
 TEST(BatchKv, SubmitRefusesARequestBiggerThanTheWholeCache) {
-  BatchedDecodeState s(kv_config(4, 64, 4, 5));  // 20 tokens of cache
-  EXPECT_TRUE(s.submit(req(1, 10, 10)).ok());    // exactly 5 blocks
+  BatchedDecodeState s(kv_config(4, 64, 4, 5));       // 20 tokens of cache
+  EXPECT_TRUE(s.submit(req(1, 10, 10)).ok());         // exactly 5 blocks
   const SubmitResult big = s.submit(req(2, 10, 11));  // 21 tokens: 6 blocks
   EXPECT_EQ(big.status, SubmitStatus::context_length_exceeded);
   EXPECT_EQ(big.message.find('\n'), std::string::npos) << big.message;
@@ -176,8 +177,8 @@ TEST(BatchKv, ReserveTokensAreWhatTheExecutorSees) {
   PagedFakeExecutor ex(3, ctx, kVocab, 5, cfg.kv_blocks);
   EventLog log;
   // (prompt, max_tokens): plain, max_tokens 0 (up to the context), capped by the context, tiny.
-  const std::vector<std::pair<int, int>> shapes = {{4, 6}, {10, 0}, {20, 100}, {1, 1},
-                                                   {31, 0}, {7, 25}, {12, 3},  {30, 2}};
+  const std::vector<std::pair<int, int>> shapes = {{4, 6},  {10, 0}, {20, 100}, {1, 1},
+                                                   {31, 0}, {7, 25}, {12, 3},   {30, 2}};
   std::vector<BatchRequest> reqs;
   for (size_t i = 0; i < shapes.size(); ++i) {
     reqs.push_back(req(i + 1, shapes[i].first, shapes[i].second));

@@ -8,11 +8,11 @@
 
 #include <stdexcept>
 
+#include "formats/common.hpp"
 #include "sched/driver.hpp"
 #include "sched/step.hpp"
-#include "formats/common.hpp"
-#include "tests/sched/fake_executor.hpp"
 #include "tests/sched/event_log.hpp"
+#include "tests/sched/fake_executor.hpp"
 
 using namespace rz;
 using rz_test::EventLog;
@@ -40,8 +40,8 @@ std::vector<int32_t> prompt_of(int n, int32_t first = 1) {
   return p;
 }
 
-BatchRequest make_req(uint64_t id, std::vector<int32_t> prompt, int max_tokens,
-                      uint64_t seed = 0, uint64_t owner = 0) {
+BatchRequest make_req(uint64_t id, std::vector<int32_t> prompt, int max_tokens, uint64_t seed = 0,
+                      uint64_t owner = 0) {
   BatchRequest r;
   r.ref = {id, owner == 0 ? 1000 + id : owner};
   r.prompt = std::move(prompt);
@@ -193,9 +193,8 @@ TEST(BatchState, PrefillBatchLimitAlternatesWithDecode) {
     execute(s, ex, p);
   }
   using K = StepKind;
-  const std::vector<std::pair<K, size_t>> want = {{K::prefill, 2}, {K::decode, 2},
-                                                  {K::prefill, 2}, {K::decode, 4},
-                                                  {K::prefill, 1}, {K::decode, 5}};
+  const std::vector<std::pair<K, size_t>> want = {{K::prefill, 2}, {K::decode, 2},  {K::prefill, 2},
+                                                  {K::decode, 4},  {K::prefill, 1}, {K::decode, 5}};
   EXPECT_EQ(seen, want);
 }
 
@@ -346,8 +345,8 @@ TEST(BatchState, ContextFullEndsWithLength) {
   BatchedDecodeState s(make_config(2, 9));
   FakeExecutor ex(2, 9, kVocab);
   EventLog log;
-  ASSERT_TRUE(s.submit(make_req(1, prompt_of(5), 0)).ok());   // no max_tokens
-  ASSERT_TRUE(s.submit(make_req(2, prompt_of(8), 100)).ok()); // room for exactly one token
+  ASSERT_TRUE(s.submit(make_req(1, prompt_of(5), 0)).ok());    // no max_tokens
+  ASSERT_TRUE(s.submit(make_req(2, prompt_of(8), 100)).ok());  // room for exactly one token
   run_until_idle(s, ex, log.sink());
   EXPECT_EQ(log.at(1).tokens, reference_tokens(prompt_of(5), 1, 4, kVocab));
   EXPECT_EQ(log.at(1).reason, FinishReason::length);

@@ -160,7 +160,9 @@ class FakeExecutor : public rz::Executor {
   }
 
   Slot& S(int slot) { return slots_[static_cast<size_t>(slot)]; }
-  [[noreturn]] static void fail(const std::string& msg) { throw rz::Error("fake executor: " + msg); }
+  [[noreturn]] static void fail(const std::string& msg) {
+    throw rz::Error("fake executor: " + msg);
+  }
   void check_slot(int slot, const char* what) const {
     if (slot < 0 || slot >= max_slots_)
       fail(std::string(what) + ": slot " + std::to_string(slot) + " out of range");

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "formats/common.hpp"
 #include "sched/batch_state.hpp"
 #include "sched/driver.hpp"
 #include "sched/step.hpp"
-#include "formats/common.hpp"
 #include "tests/sched/event_log.hpp"
 #include "tests/sched/paged_executor.hpp"
 
@@ -47,8 +47,8 @@ class KvStress {
     cfg_.kv_blocks = pick(static_cast<int>(std::max<int64_t>(1, full / 3)),
                           static_cast<int>(full * cfg_.max_slots));
     state_ = std::make_unique<BatchedDecodeState>(cfg_);
-    ex_ = std::make_unique<PagedFakeExecutor>(cfg_.max_slots + pick(0, 1), cfg_.max_context,
-                                              kVocab, cfg_.kv_block_size, cfg_.kv_blocks);
+    ex_ = std::make_unique<PagedFakeExecutor>(cfg_.max_slots + pick(0, 1), cfg_.max_context, kVocab,
+                                              cfg_.kv_block_size, cfg_.kv_blocks);
     check_fits(cfg_, *ex_);
   }
 
@@ -261,9 +261,9 @@ TEST(SchedKvStress, BlocksNeverExceedTheBudgetAndAllComeBack) {
     for (const auto& [k, v] : st.coverage)
       all[k] = k == "max use %" ? std::max(all[k], v) : all[k] + v;
   }
-  for (const char* path : {"refused kv", "head waited for blocks", "cancel in flight",
-                           "cancel between steps", "failed", "abort_all", "stop", "length",
-                           "cancelled"}) {
+  for (const char* path :
+       {"refused kv", "head waited for blocks", "cancel in flight", "cancel between steps",
+        "failed", "abort_all", "stop", "length", "cancelled"}) {
     EXPECT_GT(all[path], 5) << path;
   }
   EXPECT_EQ(all["max use %"], 100);  // some run filled the cache completely

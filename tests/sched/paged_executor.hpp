@@ -45,7 +45,8 @@ class PagedFakeExecutor : public FakeExecutor {
     int64_t want = 0;
     for (const auto& r : reqs) {
       if (!in_range(r.slot)) continue;  // FakeExecutor::prefill throws for it
-      if (held(r.slot) != 0) fail("prefill: slot " + std::to_string(r.slot) + " still holds blocks");
+      if (held(r.slot) != 0)
+        fail("prefill: slot " + std::to_string(r.slot) + " still holds blocks");
       want += need(r);
     }
     if (used_ + want > n_blocks_)

@@ -9,12 +9,12 @@
 #include <random>
 #include <set>
 
+#include "formats/common.hpp"
 #include "sched/batch_state.hpp"
 #include "sched/driver.hpp"
 #include "sched/step.hpp"
-#include "formats/common.hpp"
-#include "tests/sched/fake_executor.hpp"
 #include "tests/sched/event_log.hpp"
+#include "tests/sched/fake_executor.hpp"
 
 using namespace rz;
 using rz_test::EventLog;
@@ -222,15 +222,14 @@ class Stress {
         continue;
       }
       switch (l.reason) {
-        case FinishReason::cancelled:
-          ASSERT_TRUE(sub.cancel_asked);
-          break;
+        case FinishReason::cancelled: ASSERT_TRUE(sub.cancel_asked); break;
         case FinishReason::stop:
           ASSERT_FALSE(r.ignore_eos);
           ASSERT_TRUE(cfg_.is_eog(l.tokens.back()));
           break;
         case FinishReason::length:
-          if (static_cast<int>(r.prompt.size()) + n == cfg_.max_context) ++coverage.n["context full"];
+          if (static_cast<int>(r.prompt.size()) + n == cfg_.max_context)
+            ++coverage.n["context full"];
           ASSERT_TRUE(n == r.max_tokens ||
                       static_cast<int>(r.prompt.size()) + n == cfg_.max_context);
           if (!r.ignore_eos) {
@@ -266,10 +265,10 @@ TEST(SchedStress, RandomSubmitsCancelsAndFailuresKeepEveryInvariant) {
     if (HasFailure()) return;
     all.add(st.coverage);
   }
-  for (const char* path : {"submit accepted", "submit overloaded", "submit context_length_exceeded",
-                           "cancel in flight", "cancel between steps", "prefill joins > 1",
-                           "release+prefill", "failed", "abort_all", "stop", "length", "cancelled",
-                           "context full"}) {
+  for (const char* path :
+       {"submit accepted", "submit overloaded", "submit context_length_exceeded",
+        "cancel in flight", "cancel between steps", "prefill joins > 1", "release+prefill",
+        "failed", "abort_all", "stop", "length", "cancelled", "context full"}) {
     EXPECT_GT(all.n[path], 10) << path;
   }
   std::string summary;

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <ctime>
 #include <map>
 #include <set>
 #include <sstream>

@@ -58,8 +58,8 @@ TEST(StreamingDetokenizer, InvalidBytesBecomeReplacementCharacters) {
   auto t = vocab("ggml-vocab-llama-spm.gguf");
   if (!t) RZ_MISSING_TEST_DATA(test::vocab_dir());
   StreamingDetokenizer sd(*t);
-  EXPECT_EQ(sd.push(byte_tok(*t, 0xFF)), kFffd);  // can never start a character
-  EXPECT_EQ(sd.push(byte_tok(*t, 0xE2)), "");      // may still become a character
+  EXPECT_EQ(sd.push(byte_tok(*t, 0xFF)), kFffd);        // can never start a character
+  EXPECT_EQ(sd.push(byte_tok(*t, 0xE2)), "");           // may still become a character
   EXPECT_EQ(sd.push(byte_tok(*t, 0x41)), kFffd + "A");  // ... but 'A' breaks it
   EXPECT_EQ(sd.push(byte_tok(*t, 0xC3)), "");
   EXPECT_EQ(sd.flush(), kFffd);  // incomplete at the end

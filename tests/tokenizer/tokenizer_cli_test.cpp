@@ -27,11 +27,11 @@ CliRun run_rz(const std::string& args, const std::string& stdin_text) {
   char tmpl[] = "/tmp/rz_tok_cli_XXXXXX";
   std::string dir = mkdtemp(tmpl);
   std::ofstream(dir + "/in") << stdin_text;
-  std::string cmd = std::string(RZ_BIN) + " " + args + " < " + dir + "/in > " + dir + "/out 2> " +
-                    dir + "/err";
+  std::string cmd =
+      std::string(RZ_BIN) + " " + args + " < " + dir + "/in > " + dir + "/out 2> " + dir + "/err";
   int st = std::system(cmd.c_str());
   CliRun r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, test::read_all(dir + "/out"),
-        test::read_all(dir + "/err")};
+           test::read_all(dir + "/err")};
   fs::remove_all(dir);
   return r;
 }
@@ -87,7 +87,8 @@ TEST_F(TokenizeCli, JsonlMatchesGoldenIds) {
 TEST_F(TokenizeCli, AddSpecialAddsBosForSentencePiece) {
   std::string spm = test::vocab_dir() + "/ggml-vocab-llama-spm.gguf";
   RZ_REQUIRE_TEST_DATA(spm);
-  CliRun r = run_rz("tokenize --model " + spm + " --jsonl --add-special", "{\"text\": \"Hello\"}\n");
+  CliRun r =
+      run_rz("tokenize --model " + spm + " --jsonl --add-special", "{\"text\": \"Hello\"}\n");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("{\"ids\": [1, ", 0), 0u) << r.out;
   CliRun r2 = run_rz("tokenize --model " + spm + " --jsonl", "{\"text\": \"Hello\"}\n");
@@ -96,7 +97,7 @@ TEST_F(TokenizeCli, AddSpecialAddsBosForSentencePiece) {
 
 TEST_F(TokenizeCli, MalformedLineNamesItsNumber) {
   CliRun r = run_rz("tokenize --model " + model_ + " --jsonl",
-                 "{\"text\": \"ok\"}\n{\"text\": 3}\n{\"text\": \"never reached\"}\n");
+                    "{\"text\": \"ok\"}\n{\"text\": 3}\n{\"text\": \"never reached\"}\n");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("line 2"), std::string::npos) << r.err;
   EXPECT_EQ(parse_ids(r.out).size(), 1u);  // the first line was answered before the error

@@ -35,12 +35,14 @@ std::string smollm_tokenizer_json(const GgufFile& g, bool merges_as_pairs) {
   auto tokens = g.get_string_array("tokenizer.ggml.tokens");
   auto types = g.get_int_array("tokenizer.ggml.token_type");
   auto merges = g.get_string_array("tokenizer.ggml.merges");
-  std::string j = "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null, \"added_tokens\": [";
+  std::string j =
+      "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null, \"added_tokens\": [";
   bool first = true;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (types[i] != 3) continue;
-    j += std::string(first ? "" : ", ") + "{\"id\": " + std::to_string(i) + ", \"content\": " +
-         json_str(tokens[i]) + ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+    j += std::string(first ? "" : ", ") + "{\"id\": " + std::to_string(i) +
+         ", \"content\": " + json_str(tokens[i]) +
+         ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
          "\"normalized\": false, \"special\": true}";
     first = false;
   }
@@ -58,7 +60,8 @@ std::string smollm_tokenizer_json(const GgufFile& g, bool merges_as_pairs) {
     j += i ? ", " : "";
     if (merges_as_pairs) {
       size_t sp = merges[i].find(' ', 1);
-      j += "[" + json_str(merges[i].substr(0, sp)) + ", " + json_str(merges[i].substr(sp + 1)) + "]";
+      j +=
+          "[" + json_str(merges[i].substr(0, sp)) + ", " + json_str(merges[i].substr(sp + 1)) + "]";
     } else {
       j += json_str(merges[i]);
     }
@@ -115,15 +118,18 @@ TEST(TokenizerHf, UnsupportedContentsAreClearErrors) {
     }
   };
   expect_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "not supported yet");
-  expect_error("{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"a\": 0}, "
-               "\"merges\": []}}",
-               "not supported yet");
-  expect_error("{\"normalizer\": {\"type\": \"NFC\"}, \"model\": {\"type\": \"BPE\", \"vocab\": "
-               "{\"a\": 0}, \"merges\": []}}",
-               "not supported yet");
-  expect_error("{\"pre_tokenizer\": {\"type\": \"Whitespace\"}, \"decoder\": {\"type\": "
-               "\"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}",
-               "Whitespace");
+  expect_error(
+      "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"a\": 0}, "
+      "\"merges\": []}}",
+      "not supported yet");
+  expect_error(
+      "{\"normalizer\": {\"type\": \"NFC\"}, \"model\": {\"type\": \"BPE\", \"vocab\": "
+      "{\"a\": 0}, \"merges\": []}}",
+      "not supported yet");
+  expect_error(
+      "{\"pre_tokenizer\": {\"type\": \"Whitespace\"}, \"decoder\": {\"type\": "
+      "\"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}",
+      "Whitespace");
   expect_error("{not json", "not valid JSON");
   EXPECT_THROW(Tokenizer::from_hf_dir("/nonexistent/dir"), Error);
 }

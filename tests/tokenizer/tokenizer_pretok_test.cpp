@@ -26,8 +26,7 @@ TEST(PreTokenizer, MatchesHuggingFaceSplits) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.load(RZ_SOURCE_DIR "/tests/golden/pretok_golden.json");
   std::vector<std::string> texts;
-  for (simdjson::dom::element t : doc["texts"].get_array())
-    texts.emplace_back(std::string_view(t));
+  for (simdjson::dom::element t : doc["texts"].get_array()) texts.emplace_back(std::string_view(t));
   ASSERT_GE(texts.size(), 40u);
   int names = 0;
   for (auto [name, per_text] : doc["splits"].get_object()) {

@@ -8,9 +8,9 @@
 
 #include "formats/common.hpp"
 #include "formats/gguf_writer.hpp"
+#include "tests/tokenizer/tokenizer_test_util.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "tokenizer/tokenizer_pretok.hpp"
-#include "tests/tokenizer/tokenizer_test_util.hpp"
 
 namespace rz {
 namespace {
@@ -156,8 +156,8 @@ TEST(Tokenizer, LongestSpecialTokenWins) {
   d.pre = "gpt-2";
   // byte stand-ins for 'a', '<', '>', 'x' and two control tokens, one the prefix of the other
   d.tokens = {"a", "<", ">", "x", "<x>", "<x>>"};
-  d.types = {TokenType::Normal, TokenType::Normal, TokenType::Normal, TokenType::Normal,
-             TokenType::Control, TokenType::Control};
+  d.types = {TokenType::Normal, TokenType::Normal,  TokenType::Normal,
+             TokenType::Normal, TokenType::Control, TokenType::Control};
   d.merges = {"a a"};  // merge result missing from the vocabulary: never applied
   auto t = tok::make_bpe_tokenizer(d);
   EXPECT_EQ(t->encode("a<x>>a<x>", false, true), (std::vector<int32_t>{0, 5, 0, 4}));
@@ -188,7 +188,7 @@ TEST(Tokenizer, TokenToPiece) {
   auto spm = vocab_or_skip("ggml-vocab-llama-spm.gguf");
   auto gpt2 = vocab_or_skip("ggml-vocab-gpt-2.gguf");
   if (!gpt2 || !spm) RZ_MISSING_TEST_DATA(test::vocab_dir());
-  EXPECT_EQ(spm->token_to_piece(13), "\n");                 // <0x0A>
+  EXPECT_EQ(spm->token_to_piece(13), "\n");  // <0x0A>
   EXPECT_EQ(spm->token_to_piece(spm->find_token("\xE2\x96\x81Hello")), " Hello");
   EXPECT_EQ(spm->token_to_piece(1), "<s>");
   EXPECT_EQ(spm->token_to_piece(1, true), "");

@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "formats/gguf.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "tests/test_data.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace rz::test {
 
 inline std::string vocab_dir() { return RZ_SOURCE_DIR "/../shared/testdata/vocab"; }
-inline std::string smollm2_path() { return RZ_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+inline std::string smollm2_path() {
+  return RZ_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 
 inline std::string read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
