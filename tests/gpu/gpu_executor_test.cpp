@@ -235,20 +235,23 @@ std::string source_file(const std::string& rel) {
 // scaling only in rope_freqs.weight. The CPU executor reproduces transformers on this file
 // (tests/cpu/cpu_hf_model_test.cpp); the GPU must rotate with the same divisors.
 const char* kLlama3Gguf = "tests/golden/hf_tiny/llama3_tied.gguf";
+// 3 x the GPU-vs-CPU logit error measured on the H200 (1.5e-3, 2026-11-24, bench/gpu-runs/); the
+// CPU executor is within 2e-6 of transformers on this file, so the same bound holds against it.
+constexpr double kLlama3Tol = 4.5e-3;
 
 TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesCpu) {
   RZ_REQUIRE_GPU();
   const std::string path = source_file(kLlama3Gguf);
   ASSERT_FALSE(ModelFile::open(path)->config().rope_freq_factors.empty());
   const double worst =
-      run_against_cpu(path, GpuExecutorOptions{.slots = 4, .max_context = 256}, 2e-2);
+      run_against_cpu(path, GpuExecutorOptions{.slots = 4, .max_context = 256}, kLlama3Tol);
   std::printf("[ llama3_tied.gguf ] max |gpu - cpu| logit: %.3g\n", worst);
 }
 
 // The same file against transformers' own numbers (hf_tiny/llama3_tied/golden.json, 8 prompts of
 // lengths 1..40): the first step's logits after the prompt, and the last step's after feeding
 // transformers' 31 greedy tokens (teacher forcing, so fp16 rounding cannot make the sequences
-// part). Picks must agree unless transformers' top-2 margin is within twice the row's error.
+// part). Picks must agree unless transformers' top-2 margin is below the row's measured error.
 TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesTransformers) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(source_file(kLlama3Gguf));
@@ -286,8 +289,8 @@ TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesTransformers) {
     const Diff d = compare(gpu.last_logits(s), want);
     worst = std::max(worst, d.max_abs);
     // fp16 KV cache and fp16 GEMM activations against transformers' fp32; logits within +-3.3.
-    EXPECT_LE(d.max_abs, 2e-2) << what << " step, prompt " << s;
-    if (margin(want) > 2 * d.max_abs) {
+    EXPECT_LE(d.max_abs, kLlama3Tol) << what << " step, prompt " << s;
+    if (margin(want) > d.max_abs) {
       EXPECT_EQ(picks[s], want_tok) << what << " step, prompt " << s;
     }
   };
