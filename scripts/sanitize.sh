@@ -13,7 +13,8 @@ shift
 dir=build-${san//,/-}
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRZ_CUDA=OFF \
+# -O1 -g1: sanitizer reports keep function names and lines while the build stays short (CI).
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DRZ_CUDA=OFF \
   -DRZ_SANITIZE="$san" "${launcher[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 # detect_leaks: the CAF actor system and Beast keep some process-lifetime allocations; leaks

@@ -105,7 +105,7 @@ TEST(ProtoParse, NullMeansAbsentAndUnknownFieldsAreIgnored) {
 }
 
 TEST(ProtoParse, StopAsOneString) {
-  const GenerateRequest& g =
+  const GenerateRequest g =
       as_generate(parse_client_message(R"({"type":"generate","id":"r","prompt":"x","stop":"##"})"));
   EXPECT_EQ(g.stop, std::vector<std::string>{"##"});
 }
@@ -120,7 +120,7 @@ TEST(ProtoParse, TextWithEscapesAndUnicode) {
 }
 
 TEST(ProtoParse, BoundaryValuesAccepted) {
-  const GenerateRequest& g = as_generate(parse_client_message(
+  const GenerateRequest g = as_generate(parse_client_message(
       R"({"type":"generate","id":"r","prompt":"x","temperature":0,"top_p":1,"min_p":1,)"
       R"("top_k":0,"max_tokens":4096,"seed":18446744073709551615,"repetition_penalty":0.001})"));
   EXPECT_EQ(g.sampling.temperature, 0.0f);
@@ -131,7 +131,7 @@ TEST(ProtoParse, BoundaryValuesAccepted) {
   EXPECT_EQ(g.sampling.seed, std::optional<uint64_t>(UINT64_MAX));
   EXPECT_EQ(g.sampling.repetition_penalty, 0.001f);
   // Seed 0 is a seed, not "absent".
-  const GenerateRequest& z =
+  const GenerateRequest z =
       as_generate(parse_client_message(R"({"type":"generate","id":"r","prompt":"x","seed":0})"));
   EXPECT_EQ(z.sampling.seed, std::optional<uint64_t>(0));
 }
