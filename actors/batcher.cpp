@@ -69,7 +69,7 @@ void maybe_finish_stop(Self* self) {
   self->quit();
 }
 
-void on_step_result(Self* self, StepResult r);
+void on_step_result(Self* self, const StepResult& r);
 
 // A step boundary: plan, route its events, then start its step (or just release slots).
 void kick(Self* self) {
@@ -88,17 +88,17 @@ void kick(Self* self) {
   st.in_flight = std::move(p);
   update_gauges(self);
   self->request(st.gpu, caf::infinite, step_atom::value, std::move(step))
-      .then([self](StepResult& r) { on_step_result(self, std::move(r)); },
+      .then([self](StepResult& r) { on_step_result(self, r); },
             [self](caf::error& err) {
               // The gpu actor is gone: nothing can run any more.
               StepResult r;
               r.step = self->state.in_flight ? self->state.in_flight->step : 0;
               r.error = "the executor actor failed: " + self->system().render(err);
-              on_step_result(self, std::move(r));
+              on_step_result(self, r);
             });
 }
 
-void on_step_result(Self* self, StepResult r) {
+void on_step_result(Self* self, const StepResult& r) {
   auto& st = self->state;
   if (!st.in_flight) return;
   StepPlan p = std::move(*st.in_flight);

@@ -70,7 +70,7 @@ Engine::~Engine() {
 }
 
 std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Executor> executor,
-                                      std::shared_ptr<const Tokenizer> tokenizer,
+                                      const std::shared_ptr<const Tokenizer>& tokenizer,
                                       std::optional<ChatTemplate> chat, EngineConfig config) {
   if (!executor) throw Error("engine: no executor");
   if (!tokenizer) throw Error("engine: no tokenizer");
@@ -146,7 +146,7 @@ void Engine::shutdown(std::chrono::milliseconds drain) {
     caf::scoped_actor self{impl_->sys};
     self->monitor(impl_->gpu);
     self->request(ctx.batcher, caf::infinite, stop_atom::value)
-        .receive([](caf::unit_t) {}, [](caf::error&) {});
+        .receive([](const caf::unit_t&) {}, [](caf::error&) {});
     // The batcher told the gpu actor to stop (or it is gone already): wait for the executor.
     caf::anon_send(impl_->gpu, stop_atom::value);
     self->receive([](caf::down_msg&) {});

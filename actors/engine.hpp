@@ -107,7 +107,7 @@ class Engine {
   // then the only code that touches it. `chat` is used for requests that send `messages`; when
   // absent, such requests get a `bad_value` error naming the cause.
   static std::shared_ptr<Engine> start(caf::actor_system& sys, std::unique_ptr<Executor> executor,
-                                       std::shared_ptr<const Tokenizer> tokenizer,
+                                       const std::shared_ptr<const Tokenizer>& tokenizer,
                                        std::optional<ChatTemplate> chat, EngineConfig config);
   ~Engine();
 

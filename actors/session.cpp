@@ -125,7 +125,7 @@ proto::DoneFrame done_frame(const LiveRequest& r, proto::FinishReason reason) {
 }
 
 // The request's end. `id` is taken by value: callers often pass the map entry being erased.
-void finish_done(Self* self, std::string id, proto::FinishReason reason) {
+void finish_done(Self* self, const std::string& id, proto::FinishReason reason) {
   auto& st = self->state;
   proto::DoneFrame d = done_frame(st.live.at(id), reason);
   erase_request(self, id);
@@ -347,7 +347,7 @@ void on_engine_stop(Self* self) {
   self->quit();
 }
 
-caf::behavior session_actor(Self* self, std::shared_ptr<EngineContext> ctx,
+caf::behavior session_actor(Self* self, const std::shared_ptr<EngineContext>& ctx,
                             std::weak_ptr<FrameSink> sink, uint64_t owner) {
   self->state.ctx = ctx;
   self->state.sink = std::move(sink);

@@ -146,7 +146,7 @@ int parse(int argc, char** argv, Options& o) {
     } else {
       return usage("unknown flag " + a);
     }
-    if (!ok) return usage(a + ": bad value '" + v + "'");
+    if (!ok) return usage(std::string(a).append(": bad value '").append(v).append("'"));
   }
   if (o.model.empty()) return usage("--model is required");
   if (o.label.empty()) o.label = std::filesystem::path(o.model).stem().string();

@@ -86,12 +86,12 @@ class Conn : public std::enable_shared_from_this<Conn> {
   std::size_t slot() const { return slot_; }
 
  private:
-  void on_connect(std::shared_ptr<Ws> ws, beast::error_code ec);
-  void on_handshake(std::shared_ptr<Ws> ws, std::shared_ptr<websocket::response_type> res,
-                    beast::error_code ec);
-  void read(std::shared_ptr<Ws> ws);
-  void on_read(std::shared_ptr<Ws> ws, beast::error_code ec);
-  void write(std::shared_ptr<Ws> ws);
+  void on_connect(const std::shared_ptr<Ws>& ws, beast::error_code ec);
+  void on_handshake(const std::shared_ptr<Ws>& ws,
+                    const std::shared_ptr<websocket::response_type>& res, beast::error_code ec);
+  void read(const std::shared_ptr<Ws>& ws);
+  void on_read(const std::shared_ptr<Ws>& ws, beast::error_code ec);
+  void write(const std::shared_ptr<Ws>& ws);
   void on_frame(std::string_view text, double t);
   void lost(const std::shared_ptr<Ws>& ws, const std::string& why);
   void connect_failed(const std::string& why);
@@ -190,7 +190,7 @@ void Conn::connect() {
       });
 }
 
-void Conn::on_connect(std::shared_ptr<Ws> ws, beast::error_code ec) {
+void Conn::on_connect(const std::shared_ptr<Ws>& ws, beast::error_code ec) {
   if (ws != ws_) return;
   if (ec) return connect_failed("cannot connect: " + error_text(ec));
   beast::get_lowest_layer(*ws).socket().set_option(tcp::no_delay(true), ec);
@@ -213,7 +213,8 @@ void Conn::on_connect(std::shared_ptr<Ws> ws, beast::error_code ec) {
                       });
 }
 
-void Conn::on_handshake(std::shared_ptr<Ws> ws, std::shared_ptr<websocket::response_type> res,
+void Conn::on_handshake(const std::shared_ptr<Ws>& ws,
+                        const std::shared_ptr<websocket::response_type>& res,
                         beast::error_code ec) {
   if (ws != ws_) return;
   if (ec) {
@@ -265,7 +266,7 @@ void Conn::send(const proto::GenerateRequest& r, double t_send) {
   if (!writing_) write(ws_);
 }
 
-void Conn::write(std::shared_ptr<Ws> ws) {
+void Conn::write(const std::shared_ptr<Ws>& ws) {
   if (out_.empty() || !ws || ws != ws_) {
     writing_ = false;
     return;
@@ -281,13 +282,13 @@ void Conn::write(std::shared_ptr<Ws> ws) {
                   });
 }
 
-void Conn::read(std::shared_ptr<Ws> ws) {
+void Conn::read(const std::shared_ptr<Ws>& ws) {
   ws->async_read(buffer_, [self = shared_from_this(), ws](beast::error_code ec, std::size_t) {
     self->on_read(ws, ec);
   });
 }
 
-void Conn::on_read(std::shared_ptr<Ws> ws, beast::error_code ec) {
+void Conn::on_read(const std::shared_ptr<Ws>& ws, beast::error_code ec) {
   if (ws != ws_) return;
   if (ec) {
     if (closing_) return;

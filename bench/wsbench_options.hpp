@@ -240,7 +240,7 @@ inline Options parse_args(const std::vector<std::string>& args) {
     } else if (flag == "--json") {
       no_value();
       o.json = true;
-    } else if (a.rfind("-", 0) == 0) {
+    } else if (a.rfind('-', 0) == 0) {
       throw Error(flag + ": unknown flag (see --help)");
     } else {
       throw Error(a + ": unexpected argument (the URL goes after --url)");

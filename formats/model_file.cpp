@@ -166,9 +166,10 @@ class SafetensorsModel final : public ModelFile {
 std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
   std::error_code ec;
   std::shared_ptr<ModelFile> m;
+  // The GGUF branch and the last one are alike on purpose: the last lets the GGUF reader say why.
   if (fs::is_directory(path, ec)) {
     m = std::make_shared<SafetensorsModel>(path, path);
-  } else if (GgufFile::looks_like_gguf(path)) {
+  } else if (GgufFile::looks_like_gguf(path)) {  // NOLINT(bugprone-branch-clone)
     m = std::make_shared<GgufModel>(GgufFile::open(path));
   } else if (path.ends_with(".safetensors")) {
     fs::path parent = fs::path(path).parent_path();

@@ -95,7 +95,9 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   for (auto field : obj) {
     std::string name(field.key);
     if (name == "__metadata__") continue;
-    auto bad = [&](const std::string& cause) { fail("tensor '" + name + "': " + cause); };
+    auto bad = [&](const std::string& cause) {
+      fail(std::string("tensor '").append(name).append("': ").append(cause));
+    };
     simdjson::dom::object t;
     if (field.value.get_object().get(t) != simdjson::SUCCESS) bad("entry is not an object");
     std::string_view dtype_s;
@@ -110,7 +112,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     std::vector<uint64_t> dims;
     uint64_t n = 1;
     for (auto d : shape) {
-      uint64_t v;
+      uint64_t v = 0;
       if (d.get_uint64().get(v) != simdjson::SUCCESS)
         bad("shape entries must be non-negative integers");
       if (v > (uint64_t{1} << 40) || __builtin_mul_overflow(n, v, &n) || n > (uint64_t{1} << 42))
@@ -118,7 +120,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       dims.push_back(v);
     }
     if (dims.size() > 4) bad(std::to_string(dims.size()) + " dimensions (rz supports up to 4)");
-    uint64_t begin, end;
+    uint64_t begin = 0, end = 0;  // bad() throws: never read unset
     if (offs.at(0).get_uint64().get(begin) != simdjson::SUCCESS ||
         offs.at(1).get_uint64().get(end) != simdjson::SUCCESS || end < begin)
       bad("bad \"data_offsets\"");

@@ -27,7 +27,7 @@ WsSession::~WsSession() {
   state_->release(this, address_);
 }
 
-void WsSession::run(http::request<http::string_body> req) {
+void WsSession::run(const http::request<http::string_body>& req) {
   const ServerConfig& cfg = state_->config;
   beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timers
   websocket::stream_base::timeout t;
@@ -100,7 +100,7 @@ void WsSession::on_read(beast::error_code ec, std::size_t) {
 void WsSession::handle_text(std::string_view text) {
   proto::ParseResult r = proto::parse_client_message(text, state_->limits);
   std::visit(
-      [&](auto&& m) {
+      [&](auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, proto::ProtocolError>)
           enqueue(std::move(m));

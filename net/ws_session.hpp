@@ -36,7 +36,7 @@ class WsSession : public engine::FrameSink,
   ~WsSession() override;
 
   // Accepts the upgrade (answers the handshake) and starts reading.
-  void run(boost::beast::http::request<boost::beast::http::string_body> req);
+  void run(const boost::beast::http::request<boost::beast::http::string_body>& req);
 
   void deliver(proto::ServerFrame frame) override;  // any thread
   void begin_close() override;                      // any thread

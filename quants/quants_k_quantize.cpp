@@ -245,7 +245,10 @@ void quantize_q6_k(const float* src, void* dst, int64_t n) {
     uint8_t* qh = y->qh;
     for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
       for (int l = 0; l < 32; ++l) {
-        const int q1 = L[j + l], q2 = L[j + l + 32], q3 = L[j + l + 64], q4 = L[j + l + 96];
+        // L holds 0..63 (the +32 above), so reading it as unsigned keeps every value.
+        const int q1 = static_cast<uint8_t>(L[j + l]), q2 = static_cast<uint8_t>(L[j + l + 32]),
+                  q3 = static_cast<uint8_t>(L[j + l + 64]),
+                  q4 = static_cast<uint8_t>(L[j + l + 96]);
         ql[l] = static_cast<uint8_t>((q1 & 0x0f) | (q3 & 0x0f) << 4);
         ql[l + 32] = static_cast<uint8_t>((q2 & 0x0f) | (q4 & 0x0f) << 4);
         qh[l] = static_cast<uint8_t>((q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);

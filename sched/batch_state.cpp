@@ -121,7 +121,7 @@ bool BatchedDecodeState::cancel(uint64_t id) {
   ev.usage.prompt_tokens = static_cast<int>(q->req.prompt.size());
   ev.timings.enqueued = q->enqueued;
   ev.timings.finished = now();
-  pending_events_.push_back(std::move(ev));
+  pending_events_.push_back(ev);
   ++counters_.cancelled;
   queue_.erase(q);
   live_.erase(it);
