@@ -229,8 +229,12 @@ std::vector<std::vector<int32_t>> select_by_margin(Executor& ex,
   return kept;
 }
 
-GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
-                     bool keep_logits) {
+namespace {
+
+// Prefill every prompt, then `tokens` - 1 decode steps; each step feeds a stream's own last pick,
+// or with `forced` the reference's token of that step (teacher forcing).
+GreedyRun run_streams(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
+                      bool keep_logits, const std::vector<std::vector<int32_t>>* forced) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = prompts.size();
   ex.set_keep_logits(keep_logits);
@@ -255,7 +259,8 @@ GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prom
   }
   std::vector<DecodeRequest> dec(n);
   for (int s = 1; s < tokens; ++s) {
-    for (size_t p = 0; p < n; ++p) dec[p] = {static_cast<int>(p), r.tokens[p].back()};
+    for (size_t p = 0; p < n; ++p)
+      dec[p] = {static_cast<int>(p), forced ? (*forced)[p][s - 1] : r.tokens[p].back()};
     got = ex.decode(dec);
     for (size_t p = 0; p < n; ++p) {
       r.tokens[p].push_back(got.at(p));
@@ -267,44 +272,19 @@ GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prom
   return r;
 }
 
+}  // namespace
+
+GreedyRun run_greedy(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
+                     bool keep_logits) {
+  return run_streams(ex, prompts, tokens, keep_logits, nullptr);
+}
+
 GreedyRun run_forced(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
                      const std::vector<std::vector<int32_t>>& forced) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const size_t n = prompts.size();
-  if (forced.size() != n) throw Error("run_forced: one forced stream per prompt");
+  if (forced.size() != prompts.size()) throw Error("run_forced: one forced stream per prompt");
   for (const auto& f : forced)
     if (static_cast<int>(f.size()) < tokens - 1) throw Error("run_forced: forced stream too short");
-  ex.set_keep_logits(true);
-  GreedyRun r;
-  r.tokens.assign(n, {});
-  r.logits.assign(n, {});
-  auto keep = [&](size_t p) {
-    std::span<const float> l = ex.last_logits(static_cast<int>(p));
-    r.logits[p].emplace_back(l.begin(), l.end());
-  };
-  std::vector<PrefillRequest> pre(n);
-  for (size_t p = 0; p < n; ++p) {
-    pre[p].slot = static_cast<int>(p);
-    pre[p].tokens = prompts[p];
-    pre[p].reserve_tokens = static_cast<int>(prompts[p].size()) + tokens;
-  }
-  std::vector<int32_t> got = ex.prefill(pre);
-  for (size_t p = 0; p < n; ++p) {
-    r.tokens[p].push_back(got.at(p));
-    keep(p);
-  }
-  std::vector<DecodeRequest> dec(n);
-  for (int s = 1; s < tokens; ++s) {
-    for (size_t p = 0; p < n; ++p) dec[p] = {static_cast<int>(p), forced[p][s - 1]};
-    got = ex.decode(dec);
-    for (size_t p = 0; p < n; ++p) {
-      r.tokens[p].push_back(got.at(p));
-      keep(p);
-    }
-  }
-  for (size_t p = 0; p < n; ++p) ex.release(static_cast<int>(p));
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return run_streams(ex, prompts, tokens, true, &forced);
 }
 
 void Report::add(CaseRow row) {
