@@ -70,6 +70,22 @@ class WebDriver:
         return self.call("POST", self.s("/element"), {"using": "css selector", "value": css})[ELEMENT_KEY]
 
 
+def start_driver():
+    """Starts chromedriver on a free port; returns (its process, a WebDriver once it is ready)."""
+    dport = free_port()
+    proc = subprocess.Popen([DRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wd = WebDriver(dport)
+
+    def driver_up():
+        try:
+            return wd.call("GET", "/status", timeout=2)["ready"]
+        except OSError:
+            return False
+    wait_for(driver_up, 30, "chromedriver")
+    return proc, wd
+
+
 def wait_for(pred, seconds, what):
     until = time.monotonic() + seconds
     while time.monotonic() < until:
@@ -111,17 +127,7 @@ def main():
         if port is None:
             fail("rz serve did not print its port")
 
-        dport = free_port()
-        driver_proc = subprocess.Popen([DRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
-        wd = WebDriver(dport)
-
-        def driver_up():
-            try:
-                return wd.call("GET", "/status", timeout=2)["ready"]
-            except OSError:
-                return False
-        wait_for(driver_up, 30, "chromedriver")
+        driver_proc, wd = start_driver()
         wd.start()
         wd.call("POST", wd.s("/url"), {"url": f"http://127.0.0.1:{port}/"})
         wait_for(lambda: wd.js("return document.getElementById('status').textContent") == "ready",

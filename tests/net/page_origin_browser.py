@@ -24,7 +24,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from page_browser import CHROMIUM, DRIVER, WebDriver, fail, free_port, wait_for  # noqa: E402
+from page_browser import CHROMIUM, DRIVER, fail, start_driver, wait_for  # noqa: E402
 
 FOREIGN_PAGE = """<!doctype html><meta charset="utf-8"><title>another site</title>
 <script>
@@ -123,17 +123,7 @@ def main():
         rz = Rz(rz_bin, model, [])
         servers.append(rz)
         pages.rz_port = rz.port
-        dport = free_port()
-        driver_proc = subprocess.Popen([DRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
-        wd = WebDriver(dport)
-
-        def driver_up():
-            try:
-                return wd.call("GET", "/status", timeout=2)["ready"]
-            except OSError:
-                return False
-        wait_for(driver_up, 30, "chromedriver")
+        driver_proc, wd = start_driver()
         # Chromium's own start() with two more arguments: the made-up site name, and no
         # automatic https upgrade of its http page.
         caps = {"capabilities": {"alwaysMatch": {
