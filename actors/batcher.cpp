@@ -34,8 +34,10 @@ using Self = caf::stateful_actor<BatcherState>;
 
 void update_gauges(Self* self) {
   auto& st = self->state;
-  st.metrics->scheduler(st.sched->queue_depth(), st.sched->active_slots(),
-                        st.sched->kv_blocks_used());
+  const BatchedDecodeState& s = *st.sched;
+  st.metrics->scheduler(s.queue_depth(), s.active_slots(), s.kv_blocks_used());
+  st.metrics->prefix_cache(s.counters().prefix_lookups, s.counters().prefix_hit_tokens,
+                           s.kv().stats().evictions);
 }
 
 // Sends each session its events, one message per session, in the scheduler's order.

@@ -86,11 +86,14 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   bc.max_slots = config.max_slots;
   bc.max_context = max_context;
   bc.max_queue = config.max_queue;
-  bc.max_prefill_batch = config.max_prefill_batch;
+  if (config.max_step_tokens == 0)
+    config.max_step_tokens = default_max_step_tokens(config.max_slots);
+  bc.max_step_tokens = config.max_step_tokens;
+  bc.prefix_cache = config.prefix_cache;
   bc.n_vocab = executor->config().n_vocab > 0 ? executor->config().n_vocab : tokenizer->n_vocab();
   bc.is_eog = [tokenizer](int32_t id) { return tokenizer->is_eog(id); };
-  // Admission waits for KV blocks as well as slots (an executor without a paged cache reports
-  // one full-context block per slot, so only slots count there).
+  // The scheduler hands out the executor's KV blocks: admission waits for blocks as well as
+  // slots, and the prefix cache keeps finished requests' blocks until they are needed.
   bc.kv_block_size = executor->kv_block_size();
   bc.kv_blocks = executor->kv_blocks();
   bc.validate();
@@ -102,7 +105,7 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   ctx->config = config;
   ctx->max_context = max_context;
   ctx->metrics =
-      std::make_shared<MetricsRegistry>(config.max_slots, bc.kv_blocks, bc.kv_block_size);
+      std::make_shared<MetricsRegistry>(config.max_slots, bc.kv_block_count(), bc.kv_block_size);
 
   auto impl = std::make_unique<Impl>(sys);
   impl->gpu = spawn_gpu_actor(sys, std::move(executor));

@@ -42,8 +42,9 @@ class FrameSink {
 
 struct EngineConfig {
   int max_slots = 0;                  // 0: the executor's max_slots()
-  int max_queue = 64;                 // waiting requests beyond this get `overloaded`
-  int max_prefill_batch = 8;          // prompts joining in one prefill step
+  int max_queue = 64;                 // waiting requests beyond the slots; more get `overloaded`
+  int max_step_tokens = 0;            // tokens per step, decode + prefill; 0: the default
+  bool prefix_cache = true;           // reuse the KV of prompts' cached prefixes
   int max_inflight_per_session = 16;  // live requests of one session; more get `overloaded`
   proto::ProtocolLimits limits;       // max_tokens is also capped by the context
 };
@@ -68,12 +69,15 @@ struct EngineMetrics {
   int queue_depth = 0;
   int active_slots = 0;
   int max_slots = 0;
-  int64_t kv_blocks_used = 0;   // KV cache blocks reserved by running requests
-  int64_t kv_blocks_total = 0;  // KV cache blocks of the executor (0: not paged/limited)
-  int kv_block_size = 0;        // tokens per block
-  int sessions = 0;             // open sessions
-  Histogram step_seconds;       // executor step duration (prefill and decode)
-  Histogram ttft_seconds;       // request arrival to first token
+  int64_t kv_blocks_used = 0;            // KV cache blocks referenced by running requests
+  int64_t kv_blocks_total = 0;           // KV cache blocks of the executor (0: not paged/limited)
+  int kv_block_size = 0;                 // tokens per block
+  uint64_t prefix_cache_lookups = 0;     // admissions that looked up the prefix cache
+  uint64_t prefix_cache_hit_tokens = 0;  // prompt tokens reused from it
+  uint64_t prefix_cache_evictions = 0;   // cached blocks reused for other tokens
+  int sessions = 0;                      // open sessions
+  Histogram step_seconds;                // executor step duration (prefill and decode)
+  Histogram ttft_seconds;                // request arrival to first token
 };
 
 class Engine;

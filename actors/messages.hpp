@@ -73,7 +73,7 @@ namespace rz {
 // inside them. Enum fields travel as their underlying integer (CAF 0.17's default for enums).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ExecutorStep& x) {
-  return f(caf::meta::type_name("ExecutorStep"), x.kind, x.step, x.release, x.prefill, x.decode);
+  return f(caf::meta::type_name("ExecutorStep"), x.step, x.release, x.seqs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
@@ -85,12 +85,9 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
            x.repetition_penalty, x.repetition_last_n, x.seed);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, PrefillRequest& x) {
-  return f(caf::meta::type_name("PrefillRequest"), x.slot, x.tokens, x.sampling, x.reserve_tokens);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, DecodeRequest& x) {
-  return f(caf::meta::type_name("DecodeRequest"), x.slot, x.token);
+typename Inspector::result_type inspect(Inspector& f, StepSeq& x) {
+  return f(caf::meta::type_name("StepSeq"), x.slot, x.begin, x.sampling, x.cached, x.start,
+           x.tokens, x.blocks, x.sample);
 }
 }  // namespace rz
 

@@ -94,6 +94,13 @@ void MetricsRegistry::step(double seconds) {
   observe(m_.step_seconds, seconds);
 }
 
+void MetricsRegistry::prefix_cache(uint64_t lookups, uint64_t hit_tokens, uint64_t evictions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  m_.prefix_cache_lookups = lookups;
+  m_.prefix_cache_hit_tokens = hit_tokens;
+  m_.prefix_cache_evictions = evictions;
+}
+
 void MetricsRegistry::scheduler(int queue_depth, int active_slots, int64_t kv_blocks_used) {
   std::lock_guard<std::mutex> lock(mu_);
   m_.queue_depth = queue_depth;

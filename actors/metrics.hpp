@@ -40,6 +40,9 @@ class MetricsRegistry {
   // Batcher side.
   void step(double seconds);
   void scheduler(int queue_depth, int active_slots, int64_t kv_blocks_used = 0);
+  // Totals since the start (the scheduler's counters): admissions that looked up the prefix
+  // cache, prompt tokens they reused, cached blocks evicted for new ones.
+  void prefix_cache(uint64_t lookups, uint64_t hit_tokens, uint64_t evictions);
 
  private:
   mutable std::mutex mu_;

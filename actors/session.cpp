@@ -36,6 +36,7 @@ struct LiveRequest {
   std::string id;
   TokenStream stream;
   int prompt_tokens = 0;
+  int cached_tokens = 0;  // from the scheduler's events
   Clock::time_point arrival;
   std::optional<Clock::time_point> first_token;
   bool accepted = false;  // the batcher took it
@@ -119,6 +120,7 @@ proto::DoneFrame done_frame(const LiveRequest& r, proto::FinishReason reason) {
   d.finish_reason = reason;
   d.usage.prompt_tokens = static_cast<uint64_t>(r.prompt_tokens);
   d.usage.completion_tokens = r.stream.sent_tokens();
+  d.usage.cached_tokens = static_cast<uint64_t>(r.cached_tokens);
   if (r.first_token) d.timings.ttft_ms = ms_between(r.arrival, *r.first_token);
   d.timings.total_ms = ms_between(r.arrival, Clock::now());
   return d;
@@ -211,7 +213,7 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
   b.prompt = std::move(prompt);
   const uint64_t gid = b.ref.id;
   st.live.emplace(req.id, LiveRequest{gid, req.id, TokenStream(*ctx.tokenizer, req.id, req.stop),
-                                      prompt_tokens, arrival, std::nullopt, false, false});
+                                      prompt_tokens, 0, arrival, std::nullopt, false, false});
   st.by_gid.emplace(gid, req.id);
   self->send(ctx.batcher, submit_atom::value, SubmitMsg{std::move(b)},
              caf::actor_cast<caf::actor>(self));
@@ -262,6 +264,7 @@ bool on_event(Self* self, const SchedEvent& e) {
   const std::string id = g->second;
   LiveRequest& r = st.live.at(id);
   if (const auto* t = std::get_if<TokenEvent>(&e)) {
+    r.cached_tokens = t->cached_tokens;
     if (t->eog) return true;  // ends the request; neither sent nor counted
     if (!r.first_token) {
       r.first_token = Clock::now();
@@ -280,6 +283,7 @@ bool on_event(Self* self, const SchedEvent& e) {
     return !f || deliver(self, std::move(*f));
   }
   if (const auto* fin = std::get_if<FinishedEvent>(&e)) {
+    r.cached_tokens = fin->usage.cached_tokens;
     std::optional<proto::TokenFrame> f = r.stream.finish();
     const proto::FinishReason reason =
         r.stream.stopped() ? proto::FinishReason::stop : to_proto(fin->reason);

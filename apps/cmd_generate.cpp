@@ -22,6 +22,7 @@
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
+#include "sched/slot_runner.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -115,6 +116,7 @@ int generate(int argc, char** argv) {
       {.slots = 1, .max_context = static_cast<int>(ctx), .threads = static_cast<int>(threads)});
   const std::string& where = built.description;
   Executor& ex = *built.executor;
+  SlotRunner run(ex);
   const double load_s = seconds_since(t_load);
 
   StreamingDetokenizer detok(*tok);
@@ -122,9 +124,8 @@ int generate(int argc, char** argv) {
   double prefill_s = 0, decode_s = 0;
   std::string stop = "max tokens";
   if (max_tokens > 0) {
-    PrefillRequest req{0, prompt, sp};
     auto t0 = Clock::now();
-    int32_t next = ex.prefill({&req, 1})[0];
+    int32_t next = run.prefill(PrefillRequest{0, prompt, sp});
     prefill_s = seconds_since(t0);
     auto t1 = Clock::now();
     for (;;) {
@@ -140,8 +141,7 @@ int generate(int argc, char** argv) {
                      ex.max_context());
         break;
       }
-      DecodeRequest d{0, next};
-      next = ex.decode({&d, 1})[0];
+      next = run.decode(0, next);
       ++decode_steps;
     }
     decode_s = seconds_since(t1);

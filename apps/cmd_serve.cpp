@@ -65,7 +65,14 @@ int serve(int argc, char** argv) {
            "share of the device memory left after the weights that the KV "
            "cache may take (it never takes more than the slots can use)",
            "0.9")
-      .opt("kv-block", "N", "tokens per KV cache block (cuda)", "16")
+      .opt("kv-block", "N", "tokens per KV cache block", "16")
+      .opt("max-step-tokens", "N",
+           "tokens one step computes: every running request's next token, then "
+           "chunks of waiting prompts (chunked prefill); at least --max-slots",
+           "512 (or --max-slots when more)")
+      .sw("no-prefix-cache",
+          "compute every prompt in full (no reuse of the KV cache of earlier "
+          "requests' identical prefixes)")
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)",
            "min(training context, 4096)")
@@ -134,6 +141,7 @@ int serve(int argc, char** argv) {
   engine::EngineConfig ecfg;
   ecfg.max_queue = static_cast<int>(ranged(f, "max-queue", 0, 1 << 20));
   ecfg.max_inflight_per_session = static_cast<int>(ranged(f, "max-inflight", 1, 1 << 16));
+  ecfg.prefix_cache = !f.has("no-prefix-cache");
   ecfg.limits.max_frame_bytes =
       static_cast<std::size_t>(ranged(f, "max-frame-bytes", 256, 1 << 28));
   const int slots = f.has("max-slots") ? static_cast<int>(ranged(f, "max-slots", 1, 256))
@@ -141,6 +149,13 @@ int serve(int argc, char** argv) {
                                        : 4;
   const int gpu_index = static_cast<int>(ranged(f, "gpu", 0, 1024));
   const int kv_block = static_cast<int>(ranged(f, "kv-block", 1, 4096));
+  if (f.has("max-step-tokens")) {
+    ecfg.max_step_tokens = static_cast<int>(ranged(f, "max-step-tokens", 1, 1 << 20));
+    if (ecfg.max_step_tokens < slots)
+      throw Error("--max-step-tokens " + std::to_string(ecfg.max_step_tokens) +
+                  " is less than --max-slots " + std::to_string(slots) +
+                  ": every running request takes one token of each step");
+  }
   double kv_fraction = 0.9;
   try {
     kv_fraction = std::stod(f.str("kv-fraction"));

@@ -44,10 +44,12 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
                             const ExecutorOptions& opt) {
   BuiltExecutor b;
   if (device == "cpu") {
-    auto ex = std::make_unique<CpuExecutor>(
-        std::move(model),
-        CpuExecutorOptions{
-            .slots = opt.slots, .max_context = opt.max_context, .threads = opt.threads});
+    auto ex = std::make_unique<CpuExecutor>(std::move(model),
+                                            CpuExecutorOptions{.slots = opt.slots,
+                                                               .max_context = opt.max_context,
+                                                               .threads = opt.threads,
+                                                               .kv_block_size = opt.kv_block_size,
+                                                               .kv_blocks = opt.kv_blocks});
     b.description = "cpu, " + std::to_string(ex->threads()) + " threads";
     b.executor = std::move(ex);
   } else if (device == "cuda") {

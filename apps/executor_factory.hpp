@@ -28,9 +28,10 @@ struct ExecutorOptions {
   int max_context = 0;     // tokens per slot; 0: default_context(config) (model/executor.hpp)
   int threads = 0;         // cpu: worker threads; 0: all cores
   int gpu = 0;             // cuda: device index
-  int kv_block_size = 0;   // cuda: tokens per KV cache block; 0: the executor's (16)
+  int kv_block_size = 0;   // tokens per KV cache block; 0: kDefaultKvBlockSize (16)
   double kv_fraction = 0;  // cuda: share of the free memory the KV cache may take; 0: 0.9
-  int64_t kv_blocks = 0;   // cuda: > 0: exactly this many KV blocks, ignoring kv_fraction
+  int64_t kv_blocks = 0;   // > 0: exactly this many KV blocks (cuda: ignoring kv_fraction);
+                           // cpu, 0: one full context per slot
 };
 
 struct BuiltExecutor {

@@ -20,6 +20,7 @@
 #include "cpu/thread_pool.hpp"
 #include "formats/common.hpp"
 #include "formats/model_file.hpp"
+#include "sched/slot_runner.hpp"
 
 namespace {
 
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
     for (int b : batches) {
       rz::CpuExecutor ex(mf,
                          {.slots = b, .max_context = prompt_len + steps + 16, .threads = threads});
+      rz::SlotRunner run(ex);
       std::vector<rz::PrefillRequest> reqs;
       for (int s = 0; s < b; ++s) {
         rz::PrefillRequest r;
@@ -133,11 +135,11 @@ int main(int argc, char** argv) {
         for (int i = 0; i < prompt_len; ++i) r.tokens.push_back(1000 + 37 * i + s);
         reqs.push_back(r);
       }
-      auto toks = ex.prefill(reqs);
+      auto toks = run.prefill(reqs);
       std::vector<rz::DecodeRequest> d(b);
       auto step = [&] {
         for (int s = 0; s < b; ++s) d[s] = {s, toks[s]};
-        toks = ex.decode(d);
+        toks = run.decode(d);
       };
       for (int i = 0; i < 4; ++i) step();  // warm-up
       auto t0 = Clock::now();
@@ -154,10 +156,11 @@ int main(int argc, char** argv) {
     // Prefill throughput for reference.
     {
       rz::CpuExecutor ex(mf, {.slots = 1, .max_context = 256, .threads = threads});
+      rz::SlotRunner run(ex);
       rz::PrefillRequest r;
       for (int i = 0; i < 128; ++i) r.tokens.push_back(1000 + 37 * i);
       auto t0 = Clock::now();
-      ex.prefill({&r, 1});
+      run.prefill(r);
       const double t = secs(t0, Clock::now());
       std::printf("\nprefill of 128 tokens: %.1f ms (%.0f tokens/s)\n", t * 1e3, 128 / t);
     }

@@ -9,7 +9,9 @@
 //                  4.3 TB/s, and the ceiling B / (bytes per step / 4.3 TB/s).
 // Every figure is the median of --reps timed runs after a warm-up run; each timed call returns
 // host tokens, so it ends with a device sync. One executor per slot count (slots = B, context =
-// the largest need rounded up to 64), destroyed before the next is made.
+// the largest need rounded up to 64), destroyed before the next is made; a SlotRunner
+// (sched/slot_runner.hpp) drives it, each prompt in one step and each decode in one step, with
+// the block tables it keeps.
 //
 //   gpu_decode_bench --model FILE [--label "qwen2.5-1.5b Q4_K_M"] [--pp 512] [--tg 128]
 //                    [--batches 1,4,16,64] [--prompt 128] [--gen 128] [--reps 3] [--seed 1]
@@ -38,6 +40,7 @@
 #include "formats/model_file.hpp"
 #include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"
+#include "sched/slot_runner.hpp"
 
 namespace {
 
@@ -178,6 +181,7 @@ class Bench {
       context = o_.context;
     }
     if (!ex_ || ex_->max_slots() != slots || ex_->max_context() < context) {
+      run_.reset();
       ex_.reset();  // free the device memory first
       const int ctx = o_.context > 0 ? o_.context : (context + 63) / 64 * 64;
       const auto t0 = Clock::now();
@@ -195,6 +199,7 @@ class Bench {
         plan_ = gpu->memory_plan();
         ex_ = std::move(gpu);
       }
+      run_ = std::make_unique<rz::SlotRunner>(*ex_);
       const auto& c = ex_->config();
       kv_per_token_ = 2.0 * c.n_layer * 2.0 * c.n_head_kv * c.head_dim;  // K and V, fp16
       const std::string what = o_.cpu ? plan_.device_name : plan_.summary();
@@ -212,19 +217,18 @@ class Bench {
   }
 
   void release_all() {
-    for (int s = 0; s < ex_->max_slots(); ++s) ex_->release(s);
+    for (int s = 0; s < ex_->max_slots(); ++s) run_->release(s);
   }
 
-  // Prefill of B prompts of `len` tokens in one call; returns the seconds it took.
-  double prefill(int b, int len, int reserve, std::vector<int32_t>& toks) {
+  // Prefill of B prompts of `len` tokens in one step; returns the seconds it took.
+  double prefill(int b, int len, std::vector<int32_t>& toks) {
     std::vector<rz::PrefillRequest> reqs(static_cast<size_t>(b));
     for (int s = 0; s < b; ++s) {
       reqs[s].slot = s;
       reqs[s].tokens = prompt(len);
-      reqs[s].reserve_tokens = reserve;
     }
     const auto t0 = Clock::now();
-    toks = ex_->prefill(reqs);
+    toks = run_->prefill(reqs);
     return secs(t0, Clock::now());
   }
 
@@ -234,7 +238,7 @@ class Bench {
     const auto t0 = Clock::now();
     for (int i = 0; i < steps; ++i) {
       for (int s = 0; s < b; ++s) d[s] = {s, toks[s]};
-      toks = ex_->decode(d);
+      toks = run_->decode(d);
     }
     return secs(t0, Clock::now());
   }
@@ -252,11 +256,11 @@ class Bench {
     if (o_.pp > 0) {
       try {
         executor(1, std::max(o_.pp + o_.tg, o_.prompt + o_.gen + 1));
-        prefill(1, o_.pp, o_.pp, toks);  // warm-up
+        prefill(1, o_.pp, toks);  // warm-up
         release_all();
         std::vector<double> t;
         for (int rep = 0; rep < o_.reps; ++rep) {
-          t.push_back(prefill(1, o_.pp, o_.pp, toks));
+          t.push_back(prefill(1, o_.pp, toks));
           release_all();
         }
         r.pp_tps = o_.pp / median(t);
@@ -271,12 +275,12 @@ class Bench {
     if (o_.tg > 0) {
       try {
         executor(1, std::max(o_.pp + o_.tg, o_.prompt + o_.gen + 1));
-        prefill(1, 1, 1 + o_.tg, toks);  // warm-up
+        prefill(1, 1, toks);  // warm-up
         decode(1, std::min(o_.tg, 16), toks);
         release_all();
         std::vector<double> t;
         for (int rep = 0; rep < o_.reps; ++rep) {
-          prefill(1, 1, 1 + o_.tg, toks);
+          prefill(1, 1, toks);
           t.push_back(decode(1, o_.tg, toks));
           release_all();
         }
@@ -303,13 +307,12 @@ class Bench {
     try {
       // Slot count 1 keeps the single-stream executor (its context covers prompt + gen + 1).
       executor(b, o_.prompt + o_.gen + 1);
-      const int reserve = o_.prompt + o_.gen + 1;
-      prefill(b, o_.prompt, reserve, toks);  // warm-up
+      prefill(b, o_.prompt, toks);  // warm-up
       decode(b, std::min(o_.gen, 8), toks);
       release_all();
       std::vector<double> tp, td;
       for (int rep = 0; rep < o_.reps; ++rep) {
-        tp.push_back(prefill(b, o_.prompt, reserve, toks));
+        tp.push_back(prefill(b, o_.prompt, toks));
         td.push_back(decode(b, o_.gen, toks));
         release_all();
       }
@@ -402,12 +405,16 @@ class Bench {
     std::fflush(stdout);
   }
 
-  void drop() { ex_.reset(); }
+  void drop() {
+    run_.reset();
+    ex_.reset();
+  }
 
  private:
   Options o_;
   std::shared_ptr<const rz::ModelFile> file_;
   std::unique_ptr<rz::Executor> ex_;
+  std::unique_ptr<rz::SlotRunner> run_;  // over *ex_: the block tables
   rz::gpu::GpuMemoryPlan plan_;
   double kv_per_token_ = 0;
   std::mt19937 rng_;

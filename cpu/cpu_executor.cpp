@@ -1,9 +1,10 @@
-// CPU executor (see cpu_executor.hpp): slot bookkeeping, request checks, and the forward step.
+// CPU executor (see cpu_executor.hpp): slot bookkeeping, request checks, and the forward pass.
 #include "cpu/cpu_executor.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "cpu/cpu_matmul.hpp"
@@ -18,20 +19,27 @@ namespace rz {
 CpuExecutor::CpuExecutor(std::shared_ptr<const ModelFile> file, const CpuExecutorOptions& opt)
     : file_(std::move(file)), cfg_(file_->config()), w_(ModelWeights::load(*file_)) {
   if (opt.slots < 1) throw Error("cpu executor: slots must be at least 1");
+  if (opt.kv_block_size < 0)
+    throw Error("cpu executor: kv_block_size must be at least 1 (0: the default), got " +
+                std::to_string(opt.kv_block_size));
+  if (opt.kv_blocks < 0 || opt.kv_blocks > std::numeric_limits<int32_t>::max())
+    throw Error("cpu executor: bad kv_blocks " + std::to_string(opt.kv_blocks));
   if (cfg_.n_rot > cfg_.head_dim || cfg_.n_rot % 2 != 0)
     throw file_error(file_->path(), "rotary dimensions " + std::to_string(cfg_.n_rot) +
                                         " do not fit head_dim " + std::to_string(cfg_.head_dim));
   max_ctx_ = opt.max_context > 0 ? opt.max_context : default_context(cfg_);
+  block_size_ = opt.kv_block_size > 0 ? opt.kv_block_size : kDefaultKvBlockSize;
+  n_blocks_ = opt.kv_blocks > 0
+                  ? opt.kv_blocks
+                  : int64_t{opt.slots} * ((int64_t{max_ctx_} + block_size_ - 1) / block_size_);
   q_dim_ = int64_t{cfg_.n_head} * cfg_.head_dim;
   kv_dim_ = int64_t{cfg_.n_head_kv} * cfg_.head_dim;
   pool_ = std::make_unique<ThreadPool>(opt.threads);
   rope_ = std::make_unique<RopeFreqs>(RopeFreqs::make(cfg_));
   slots_.resize(opt.slots);
-  const size_t cache_floats = size_t(cfg_.n_layer) * max_ctx_ * kv_dim_;
-  for (int s = 0; s < opt.slots; ++s) {
-    k_cache_.emplace_back(new float[cache_floats]);
-    v_cache_.emplace_back(new float[cache_floats]);
-  }
+  const size_t cache_floats = size_t(cfg_.n_layer) * size_t(n_blocks_) * block_size_ * kv_dim_;
+  k_cache_.reset(new float[cache_floats]);
+  v_cache_.reset(new float[cache_floats]);
   scores_.resize(pool_->size(), std::vector<float>(max_ctx_));
 }
 
@@ -39,15 +47,20 @@ CpuExecutor::~CpuExecutor() = default;
 
 int CpuExecutor::threads() const { return pool_->size(); }
 
-float* CpuExecutor::k_cache(int slot, int layer) const {
-  return k_cache_[slot].get() + size_t(layer) * max_ctx_ * kv_dim_;
+float* CpuExecutor::k_cache(int layer) const {
+  return k_cache_.get() + size_t(layer) * size_t(n_blocks_) * block_size_ * kv_dim_;
 }
-float* CpuExecutor::v_cache(int slot, int layer) const {
-  return v_cache_[slot].get() + size_t(layer) * max_ctx_ * kv_dim_;
+float* CpuExecutor::v_cache(int layer) const {
+  return v_cache_.get() + size_t(layer) * size_t(n_blocks_) * block_size_ * kv_dim_;
 }
 
 SlotView CpuExecutor::slot_view() const {
-  return {max_slots(), max_ctx_, cfg_.n_vocab, [this](int s) { return slots_[s].active; },
+  return {max_slots(),
+          max_ctx_,
+          cfg_.n_vocab,
+          block_size_,
+          n_blocks_,
+          [this](int s) { return slots_[s].active; },
           [this](int s) { return static_cast<int>(slots_[s].history.size()); }};
 }
 
@@ -73,33 +86,29 @@ std::span<const float> CpuExecutor::last_logits(int slot) const {
   return slots_[slot].logits;
 }
 
-std::vector<int32_t> CpuExecutor::prefill(std::span<const PrefillRequest> reqs) {
-  check_prefill(reqs, slot_view());
-  if (reqs.empty()) return {};
-  std::vector<Seq> seqs;
-  for (const auto& r : reqs) {
-    Slot& s = slots_[r.slot];
-    s.active = true;
-    s.history = r.tokens;
-    s.sampler = Sampler(r.sampling);
-    s.logits.clear();
-    seqs.push_back({r.slot, static_cast<int>(r.tokens.size())});
+std::vector<int32_t> CpuExecutor::step(std::span<const StepSeq> seqs) {
+  check_step(seqs, slot_view());
+  if (seqs.empty()) return {};
+  for (const StepSeq& e : seqs) {
+    Slot& s = slots_[e.slot];
+    if (e.begin) {
+      s.active = true;
+      s.sampler = Sampler(e.sampling);
+      s.history = e.cached;
+      s.logits.clear();
+    }
+    s.history.insert(s.history.end(), e.tokens.begin(), e.tokens.end());
   }
-  return step(seqs);
+  try {
+    return forward(seqs);
+  } catch (...) {
+    // The histories already hold the step's tokens, whose KV may be half written.
+    for (const StepSeq& e : seqs) release(e.slot);
+    throw;
+  }
 }
 
-std::vector<int32_t> CpuExecutor::decode(std::span<const DecodeRequest> reqs) {
-  check_decode(reqs, slot_view());
-  if (reqs.empty()) return {};
-  std::vector<Seq> seqs;
-  for (const auto& r : reqs) {
-    slots_[r.slot].history.push_back(r.token);
-    seqs.push_back({r.slot, 1});
-  }
-  return step(seqs);
-}
-
-void CpuExecutor::ensure_buffers(int n_tok, int n_seq) {
+void CpuExecutor::ensure_buffers(int n_tok, int n_sample) {
   auto grow = [](std::vector<float>& v, size_t n) {
     if (v.size() < n) v.resize(n);
   };
@@ -114,31 +123,35 @@ void CpuExecutor::ensure_buffers(int n_tok, int n_seq) {
   grow(gate_, N * cfg_.n_ff);
   grow(up_, N * cfg_.n_ff);
   grow(rope_cs_, N * cfg_.n_rot);
-  grow(last_, size_t(n_seq) * cfg_.n_embd);
-  grow(logits_, size_t(n_seq) * cfg_.n_vocab);
+  grow(last_, size_t(n_sample) * cfg_.n_embd);
+  grow(logits_, size_t(n_sample) * cfg_.n_vocab);
 }
 
-std::vector<int32_t> CpuExecutor::step(const std::vector<Seq>& seqs) {
-  const int E = cfg_.n_embd, HD = cfg_.head_dim, FF = cfg_.n_ff;
-  const int n_seq = static_cast<int>(seqs.size());
-  // Step token i belongs to slot tok_slot[i] at position tok_pos[i].
-  std::vector<int> tok_slot, tok_pos;
-  for (const auto& s : seqs) {
-    const int len = static_cast<int>(slots_[s.slot].history.size());
-    for (int p = len - s.n_new; p < len; ++p) {
-      tok_slot.push_back(s.slot);
-      tok_pos.push_back(p);
+std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
+  const int E = cfg_.n_embd, HD = cfg_.head_dim, FF = cfg_.n_ff, BS = block_size_;
+  // Step token i is tokens[j] of entry tok_seq[i], at position tok_pos[i] = start + j.
+  std::vector<int> tok_seq, tok_pos;
+  std::vector<int32_t> tok_id;
+  // The last step token of each sampling entry.
+  std::vector<int> sample_tok;
+  for (size_t e = 0; e < seqs.size(); ++e) {
+    const StepSeq& s = seqs[e];
+    for (size_t j = 0; j < s.tokens.size(); ++j) {
+      tok_seq.push_back(static_cast<int>(e));
+      tok_pos.push_back(s.start + static_cast<int>(j));
+      tok_id.push_back(s.tokens[j]);
     }
+    if (s.sample) sample_tok.push_back(static_cast<int>(tok_seq.size()) - 1);
   }
-  const int N = static_cast<int>(tok_slot.size());
-  ensure_buffers(N, n_seq);
+  const int N = static_cast<int>(tok_seq.size());
+  const int n_sample = static_cast<int>(sample_tok.size());
+  ensure_buffers(N, n_sample);
   ThreadPool& pool = *pool_;
 
   // Embedding rows (dequantized) and rotary tables.
   pool.parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
-      const int32_t tok = slots_[tok_slot[i]].history[tok_pos[i]];
-      dequantize_row(w_.token_embd->type, w_.token_embd->row(tok), &x_[i * E], E);
+      dequantize_row(w_.token_embd->type, w_.token_embd->row(tok_id[i]), &x_[i * E], E);
       rope_table(*rope_, tok_pos[i], &rope_cs_[i * cfg_.n_rot]);
     }
   });
@@ -170,18 +183,20 @@ std::vector<int32_t> CpuExecutor::step(const std::vector<Seq>& seqs) {
           rope_apply(q + h * HD, cs, cfg_.n_rot, cfg_.rope_neox);
         for (int h = 0; h < cfg_.n_head_kv; ++h)
           rope_apply(k + h * HD, cs, cfg_.n_rot, cfg_.rope_neox);
-        const size_t at = size_t(tok_pos[i]) * kv_dim_;
-        std::memcpy(k_cache(tok_slot[i], l) + at, k, kv_dim_ * sizeof(float));
-        std::memcpy(v_cache(tok_slot[i], l) + at, v, kv_dim_ * sizeof(float));
+        const int p = tok_pos[i];
+        const int64_t row = int64_t{seqs[tok_seq[i]].blocks[p / BS]} * BS + p % BS;
+        std::memcpy(k_cache(l) + row * kv_dim_, k, kv_dim_ * sizeof(float));
+        std::memcpy(v_cache(l) + row * kv_dim_, v, kv_dim_ * sizeof(float));
       }
     });
-    // One work item per (token, head); token i sees positions 0..tok_pos[i] of its slot.
+    // One work item per (token, head); token i sees positions 0..tok_pos[i] of its entry's
+    // block table.
     pool.parallel_for(int64_t(N) * cfg_.n_head, 1, [&](int64_t b, int64_t e, int t) {
       for (int64_t it = b; it < e; ++it) {
         const int64_t i = it / cfg_.n_head;
         const int h = static_cast<int>(it % cfg_.n_head), kvh = h / group;
-        attend_head(&q_[i * q_dim_ + h * HD], k_cache(tok_slot[i], l) + kvh * HD,
-                    v_cache(tok_slot[i], l) + kvh * HD, kv_dim_, tok_pos[i] + 1, HD, scale,
+        attend_head(&q_[i * q_dim_ + h * HD], k_cache(l) + kvh * HD, v_cache(l) + kvh * HD,
+                    seqs[tok_seq[i]].blocks.data(), BS, kv_dim_, tok_pos[i] + 1, HD, scale,
                     scores_[t].data(), &att_[i * q_dim_ + h * HD]);
       }
     });
@@ -207,22 +222,18 @@ std::vector<int32_t> CpuExecutor::step(const std::vector<Seq>& seqs) {
     });
   }
 
-  // Final norm and output matrix, only for the last token of each sequence.
-  {
-    int end = 0;
-    for (int s = 0; s < n_seq; ++s) {
-      end += seqs[s].n_new;
-      rms_norm(&x_[size_t(end - 1) * E], w_.output_norm.data(), &last_[size_t(s) * E], E,
-               cfg_.norm_eps);
-    }
-  }
+  // Final norm and output matrix, only for the last token of each sampling entry.
+  if (n_sample == 0) return {};
+  for (int k = 0; k < n_sample; ++k)
+    rms_norm(&x_[size_t(sample_tok[k]) * E], w_.output_norm.data(), &last_[size_t(k) * E], E,
+             cfg_.norm_eps);
   const MatmulJob out{w_.output, last_.data(), logits_.data(), cfg_.n_vocab};
-  matmul(pool, {&out, 1}, n_seq);
+  matmul(pool, {&out, 1}, n_sample);
 
   std::vector<int32_t> result;
-  for (int s = 0; s < n_seq; ++s) {
-    Slot& slot = slots_[seqs[s].slot];
-    std::span<float> lg(&logits_[size_t(s) * cfg_.n_vocab], cfg_.n_vocab);
+  for (int k = 0; k < n_sample; ++k) {
+    Slot& slot = slots_[seqs[tok_seq[sample_tok[k]]].slot];
+    std::span<float> lg(&logits_[size_t(k) * cfg_.n_vocab], cfg_.n_vocab);
     if (keep_logits_) slot.logits.assign(lg.begin(), lg.end());
     result.push_back(slot.sampler.sample(lg, slot.history));
   }

@@ -58,12 +58,18 @@ void rope_apply(float* x, const float* cs, int n_rot, bool neox) {
   }
 }
 
-void attend_head(const float* q, const float* k, const float* v, int64_t stride, int n_pos,
-                 int head_dim, float scale, float* scores, float* out) {
+void attend_head(const float* q, const float* k, const float* v, const int32_t* blocks,
+                 int block_size, int64_t stride, int n_pos, int head_dim, float scale,
+                 float* scores, float* out) {
+  const int64_t block_stride = int64_t{block_size} * stride;
   float mx = -INFINITY;
-  for (int p = 0; p < n_pos; ++p) {
-    scores[p] = dot_f32(q, k + p * stride, head_dim) * scale;
-    mx = std::max(mx, scores[p]);
+  for (int p0 = 0, b = 0; p0 < n_pos; p0 += block_size, ++b) {
+    const float* kb = k + blocks[b] * block_stride;
+    const int n = std::min(block_size, n_pos - p0);
+    for (int j = 0; j < n; ++j) {
+      scores[p0 + j] = dot_f32(q, kb + j * stride, head_dim) * scale;
+      mx = std::max(mx, scores[p0 + j]);
+    }
   }
   float sum = 0;
   for (int p = 0; p < n_pos; ++p) {
@@ -72,10 +78,14 @@ void attend_head(const float* q, const float* k, const float* v, int64_t stride,
   }
   const float inv = 1.0f / sum;
   std::fill(out, out + head_dim, 0.0f);
-  for (int p = 0; p < n_pos; ++p) {
-    const float w = scores[p] * inv;
-    const float* vp = v + p * stride;
-    for (int d = 0; d < head_dim; ++d) out[d] += w * vp[d];
+  for (int p0 = 0, b = 0; p0 < n_pos; p0 += block_size, ++b) {
+    const float* vb = v + blocks[b] * block_stride;
+    const int n = std::min(block_size, n_pos - p0);
+    for (int j = 0; j < n; ++j) {
+      const float w = scores[p0 + j] * inv;
+      const float* vp = vb + j * stride;
+      for (int d = 0; d < head_dim; ++d) out[d] += w * vp[d];
+    }
   }
 }
 

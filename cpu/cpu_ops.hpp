@@ -1,6 +1,7 @@
 // The non-matmul pieces of a Llama-family forward pass on the CPU, fp32: RMSNorm, rotary position
 // embedding tables (plain, linear, llama3, yarn), rotation, causal attention of one query head
-// over a KV cache, SwiGLU. Single-threaded building blocks; cpu_executor.cpp parallelises them.
+// over a paged KV cache, SwiGLU. Single-threaded building blocks; cpu_executor.cpp parallelises
+// them.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,12 +20,16 @@ void rope_table(const RopeFreqs& f, int pos, float* cs);
 // Rotates one head vector in place. neox: pairs (i, i + n_rot/2); else adjacent pairs (2i, 2i+1).
 void rope_apply(float* x, const float* cs, int n_rot, bool neox);
 
-// Attention of one query head over positions [0, n_pos) of a cache:
+// Attention of one query head over positions [0, n_pos) of a paged cache:
 //   out = softmax(q · K[p] * scale) · V[p]
-// k, v point at position 0 of the head's rows; `stride` floats separate consecutive positions.
-// scores: scratch of n_pos floats.  q, out: [head_dim]
-void attend_head(const float* q, const float* k, const float* v, int64_t stride, int n_pos,
-                 int head_dim, float scale, float* scores, float* out);
+// Position p is row blocks[p / block_size] * block_size + p % block_size of the cache; k, v point
+// at the head's part of row 0 and `stride` floats separate consecutive rows. (A contiguous cache
+// is one block: blocks = {0}, block_size >= n_pos.) The blocks are walked in order, so the
+// result does not depend on where they lie.
+// blocks: [ceil(n_pos / block_size)]  scores: scratch of n_pos floats.  q, out: [head_dim]
+void attend_head(const float* q, const float* k, const float* v, const int32_t* blocks,
+                 int block_size, int64_t stride, int n_pos, int head_dim, float scale,
+                 float* scores, float* out);
 
 // gate[i] = silu(gate[i]) * up[i]
 void swiglu(float* gate, const float* up, int64_t n);

@@ -1,5 +1,5 @@
-// The CUDA executor (see gpu_executor.hpp): set-up and memory plan, slot bookkeeping and request
-// checks. The forward pass itself is in gpu_forward.cpp.
+// The CUDA executor (see gpu_executor.hpp): set-up and memory plan, slot bookkeeping, request
+// checks and the step's entry point. The forward pass itself is in gpu_forward.cpp.
 #include "gpu/gpu_executor.hpp"
 
 #include <algorithm>
@@ -185,15 +185,21 @@ void GpuExecutor::Impl::plan_kv_cache() {
   shape = KvCacheShape{int(blocks), cfg.n_head_kv, bs, cfg.head_dim};
   k_cache = DeviceBuffer<uint16_t>(size_t(cfg.n_layer) * size_t(shape.layer_elems()));
   v_cache = DeviceBuffer<uint16_t>(size_t(cfg.n_layer) * size_t(shape.layer_elems()));
-  alloc = std::make_unique<KvBlockAllocator>(int(blocks), bs, opt.slots);
   plan.kv_blocks = blocks;
   plan.kv_block_size = bs;
   plan.kv_bytes = k_cache.bytes() + v_cache.bytes();
 }
 
 SlotView GpuExecutor::Impl::slot_view() const {
-  return {int(slots.size()), max_ctx, cfg.n_vocab, [this](int s) { return slots[s].active; },
-          [this](int s) { return static_cast<int>(slots[s].history.size()); }};
+  SlotView v;
+  v.n_slots = int(slots.size());
+  v.max_context = max_ctx;
+  v.n_vocab = cfg.n_vocab;
+  v.kv_block_size = shape.block_size;
+  v.kv_blocks = shape.n_blocks;
+  v.active = [this](int s) { return slots[s].active; };
+  v.length = [this](int s) { return static_cast<int>(slots[s].history.size()); };
+  return v;
 }
 
 void GpuExecutor::Impl::release(int slot) {
@@ -202,59 +208,32 @@ void GpuExecutor::Impl::release(int slot) {
   s.active = false;
   s.history.clear();
   s.logits.clear();
-  alloc->release(slot);
 }
 
-std::vector<int32_t> GpuExecutor::Impl::prefill(std::span<const PrefillRequest> reqs) {
-  check_prefill(reqs, slot_view());
-  int64_t blocks = 0;
-  for (const auto& r : reqs) blocks += alloc->blocks_needed(reserve_for(r));
-  if (blocks > alloc->free_blocks())
-    throw Error("prefill: the KV cache has " + std::to_string(alloc->free_blocks()) +
-                " free blocks, the requests need " + std::to_string(blocks));
-  if (reqs.empty()) return {};
-  std::vector<Seq> seqs;
-  for (const auto& r : reqs) {
-    Slot& s = slots[r.slot];
-    if (!alloc->reserve(r.slot, reserve_for(r)))
-      throw Error("prefill: KV cache blocks ran out");  // not reached: checked above
-    s.active = true;
-    s.history = r.tokens;
-    s.sampling = r.sampling;
-    s.rng.seed(r.sampling.seed);
-    s.logits.clear();
-    seqs.push_back({r.slot, 0, static_cast<int>(r.tokens.size())});
+std::vector<int32_t> GpuExecutor::Impl::step(std::span<const StepSeq> seqs) {
+  check_step(seqs, slot_view());
+  if (seqs.empty()) return {};
+  // A decode step: one token per entry, each sampled (the CUDA-graph path). Anything else runs
+  // through the packed prefill attention.
+  bool decode = true;
+  for (const StepSeq& e : seqs) decode = decode && e.tokens.size() == 1 && e.sample;
+  for (const StepSeq& e : seqs) {
+    Slot& s = slots[e.slot];
+    if (e.begin) {
+      s.active = true;
+      s.history = e.cached;
+      s.sampling = e.sampling;
+      s.rng.seed(e.sampling.seed);
+      s.logits.clear();
+    }
+    s.history.insert(s.history.end(), e.tokens.begin(), e.tokens.end());
   }
-  return run_step(seqs, false);
-}
-
-std::vector<int32_t> GpuExecutor::Impl::decode(std::span<const DecodeRequest> reqs) {
-  check_decode(reqs, slot_view());
-  for (const auto& r : reqs) {
-    if (!alloc->reserve(r.slot, int64_t(slots[r.slot].history.size()) + 1))
-      throw Error("decode: the KV cache has no free block for slot " + std::to_string(r.slot));
-  }
-  if (reqs.empty()) return {};
-  std::vector<Seq> seqs;
-  for (const auto& r : reqs) {
-    Slot& s = slots[r.slot];
-    s.history.push_back(r.token);
-    seqs.push_back({r.slot, static_cast<int>(s.history.size()) - 1, 1});
-  }
-  return run_step(seqs, true);
-}
-
-int64_t GpuExecutor::Impl::reserve_for(const PrefillRequest& r) const {
-  return std::min<int64_t>(std::max<int64_t>(r.reserve_tokens, int64_t(r.tokens.size())), max_ctx);
-}
-
-std::vector<int32_t> GpuExecutor::Impl::run_step(const std::vector<Seq>& seqs, bool decode) {
   try {
-    return step(seqs, decode);
+    return run_passes(seqs, decode);
   } catch (...) {
     // The step's slots are in an unknown state: free them (the caller fails their requests).
     cudaStreamSynchronize(stream);
-    for (const Seq& s : seqs) release(s.slot);
+    for (const StepSeq& e : seqs) release(e.slot);
     throw;
   }
 }
@@ -269,12 +248,7 @@ int GpuExecutor::max_slots() const { return static_cast<int>(impl_->slots.size()
 int GpuExecutor::max_context() const { return impl_->max_ctx; }
 int GpuExecutor::kv_block_size() const { return impl_->shape.block_size; }
 int64_t GpuExecutor::kv_blocks() const { return impl_->shape.n_blocks; }
-std::vector<int32_t> GpuExecutor::prefill(std::span<const PrefillRequest> reqs) {
-  return impl_->prefill(reqs);
-}
-std::vector<int32_t> GpuExecutor::decode(std::span<const DecodeRequest> reqs) {
-  return impl_->decode(reqs);
-}
+std::vector<int32_t> GpuExecutor::step(std::span<const StepSeq> seqs) { return impl_->step(seqs); }
 void GpuExecutor::release(int slot) { impl_->release(slot); }
 bool GpuExecutor::slot_active(int slot) const {
   return slot >= 0 && slot < max_slots() && impl_->slots[slot].active;
@@ -289,6 +263,5 @@ std::span<const float> GpuExecutor::last_logits(int slot) const {
   return impl_->slots[slot].logits;
 }
 const GpuMemoryPlan& GpuExecutor::memory_plan() const { return impl_->plan; }
-int GpuExecutor::free_kv_blocks() const { return impl_->alloc->free_blocks(); }
 
 }  // namespace rz::gpu

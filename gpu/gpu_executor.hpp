@@ -1,28 +1,33 @@
 // The CUDA executor: the same Llama-family forward pass as the CPU executor (cpu/cpu_executor.hpp)
 // on one GPU. Weights stay on the device in their stored GGUF types (F32 matrices become F16);
-// activations are fp32, the KV cache fp16 in fixed-size blocks shared by all slots
-// (gpu/kv_blocks.hpp).
+// activations are fp32, the KV cache fp16 in fixed-size blocks shared by all slots (device layout
+// in kernels/kv_cache_shape.hpp). Which block holds which tokens is the caller's: every StepSeq
+// carries its sequence's block table (model/executor.hpp); the executor keeps no block
+// bookkeeping and only writes the rows of the positions a step computes.
 //
-// One step, N tokens of S sequences (all prefill or all decode):
+// One step, N tokens of S sequences (decode tokens and prompt chunks, model/executor.hpp):
 //   embedding gather -> per layer: RMSNorm, Q/K/V matmuls (+bias), RoPE, KV append, attention
-//   (packed causal prefill or paged decode), output matmul + residual, RMSNorm, gate/up matmuls,
-//   SwiGLU, down matmul + residual -> last token of each sequence: RMSNorm, output matmul ->
-//   sampling on the GPU (argmax, or penalty/top-k/top-p/min-p/temperature with the slot's seeded
-//   stream drawn on the host) -> S token ids copied back.
-// Decode steps of B sequences replay a CUDA graph of the whole forward pass captured the first
-// time B occurs (the step's arguments are copied to fixed device addresses first; attention is
-// launched for the full context so the graph does not depend on the lengths).
+//   (packed causal prefill over the cache, or paged decode), output matmul + residual, RMSNorm,
+//   gate/up matmuls, SwiGLU, down matmul + residual -> last token of each sampling entry: RMSNorm,
+//   output matmul -> sampling on the GPU (argmax, or penalty/top-k/top-p/min-p/temperature with
+//   the slot's seeded stream drawn on the host) -> the sampled ids copied back.
+// A step whose entries are all one token that samples is a decode step: paged decode attention,
+// and a CUDA graph of the whole forward pass per batch size B, captured the first time B occurs
+// (the step's arguments are copied to fixed device addresses first; attention is launched for
+// the full context so the graph does not depend on the lengths). Any other step (prompt chunks,
+// or decode tokens mixed with chunks) runs in passes of at most max_step_tokens tokens through
+// the packed prefill attention, each piece attending to its sequence's earlier tokens in the
+// cache (a decode token is a piece of one token).
 // Matmuls with at most kGemvMaxBatch tokens use the quantized GEMV kernels; larger ones dequantize
 // the weight to fp16/bf16 scratch and run a cuBLAS GEMM.
 //
 // Memory plan: weights + step scratch first, then the KV cache takes `kv_memory_fraction` of the
-// free device memory left (or exactly `kv_blocks` blocks when given). A prefill reserves blocks for
-// PrefillRequest::reserve_tokens; decode takes further blocks as a slot grows and throws (failing
-// that step only) when none are left: the scheduler, which sees kv_blocks()/kv_block_size(),
-// avoids that by reserving at admission.
+// free device memory left, at most slots x context blocks (or exactly `kv_blocks` blocks when
+// given): kv_blocks() blocks of kv_block_size() tokens, which the scheduler hands out
+// (sched/kv_block_manager.hpp).
 //
 // Any CUDA/cuBLAS failure inside a step throws gpu::CudaError (an rz::Error); the slots of that
-// step are left released, so the caller fails those requests and keeps going.
+// step's entries are left released, so the caller fails those requests and keeps going.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -38,13 +43,13 @@ namespace rz::gpu {
 
 struct GpuExecutorOptions {
   int device = 0;
-  int slots = 16;                   // concurrent sequences
-  int max_context = 0;              // tokens per slot; 0: default_context(config)
-  int kv_block_size = 16;           // tokens per KV block
-  double kv_memory_fraction = 0.9;  // of the free memory left after weights and scratch
-  int64_t kv_blocks = 0;            // > 0: exactly this many blocks (tests), ignoring the fraction
-  int max_step_tokens = 4096;       // tokens one prefill step may hold (sizes the scratch buffers)
-  bool cuda_graphs = true;          // decode steps replay a CUDA graph captured per batch size
+  int slots = 16;                           // concurrent sequences
+  int max_context = 0;                      // tokens per slot; 0: default_context(config)
+  int kv_block_size = kDefaultKvBlockSize;  // tokens per KV block
+  double kv_memory_fraction = 0.9;          // of the free memory left after weights and scratch
+  int64_t kv_blocks = 0;       // > 0: exactly this many blocks (tests), ignoring the fraction
+  int max_step_tokens = 4096;  // tokens of one forward pass (sizes the scratch buffers)
+  bool cuda_graphs = true;     // decode steps replay a CUDA graph captured per batch size
   int64_t gemm_scratch_elems = int64_t{64}
                                << 20;  // dequantized weights per GEMM slice (tests: small)
 };
@@ -76,8 +81,7 @@ class GpuExecutor final : public Executor {
   int max_context() const override;
   int kv_block_size() const override;
   int64_t kv_blocks() const override;
-  std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs) override;
-  std::vector<int32_t> decode(std::span<const DecodeRequest> reqs) override;
+  std::vector<int32_t> step(std::span<const StepSeq> seqs) override;
   void release(int slot) override;
   bool slot_active(int slot) const override;
   int slot_length(int slot) const override;
@@ -85,7 +89,6 @@ class GpuExecutor final : public Executor {
   std::span<const float> last_logits(int slot) const override;
 
   const GpuMemoryPlan& memory_plan() const;
-  int free_kv_blocks() const;
 
  private:
   struct Impl;

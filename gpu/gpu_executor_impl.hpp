@@ -12,9 +12,9 @@
 #include "gpu/gemm.hpp"
 #include "gpu/gpu_executor.hpp"
 #include "gpu/gpu_weights.hpp"
-#include "gpu/kv_blocks.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
+#include "kernels/kv_cache_shape.hpp"
 #include "kernels/sampling.hpp"
 #include "model/executor_checks.hpp"
 #include "model/sampling.hpp"
@@ -27,8 +27,8 @@ struct StepArgsLayout {
   size_t ids = 0;         // [cap] int32 token ids
   size_t pos = 0;         // [cap] int32 positions
   size_t rows = 0;        // [cap] int64 KV cache rows
-  size_t tables = 0;      // [slots, table_stride] int32 block tables, one row per sequence
-  size_t ctx_lens = 0;    // [slots] int32 cached tokens per sequence after this step
+  size_t tables = 0;      // [slots, table_stride] int32 block tables, one row per piece
+  size_t ctx_lens = 0;    // [slots] int32 cached tokens per piece's sequence after the pass
   size_t cu_seqlens = 0;  // [slots + 1] int32
   size_t sample = 0;      // [slots] SampleRow
   size_t penalty = 0;     // [max_penalty] int32
@@ -49,9 +49,10 @@ struct GpuExecutor::Impl {
     std::mt19937_64 rng;        // the same stream the CPU Sampler draws from
     std::vector<float> logits;  // kept logits (keep_logits)
   };
-  // Tokens [start, start + n) of a slot's history, run in this step.
-  struct Seq {
-    int slot;
+  // Tokens [start, start + n) of step entry `entry`'s sequence, run in one forward pass (an
+  // entry longer than what is left of a pass continues in the next one).
+  struct Piece {
+    int entry;
     int start;
     int n;
   };
@@ -62,21 +63,26 @@ struct GpuExecutor::Impl {
   void plan_kv_cache();
   SlotView slot_view() const;  // for the shared request checks (model/executor_checks.hpp)
   void release(int slot);
-  int64_t reserve_for(const PrefillRequest& r) const;
-  std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs);
-  std::vector<int32_t> decode(std::span<const DecodeRequest> reqs);
-  std::vector<int32_t> run_step(const std::vector<Seq>& seqs, bool decode);
+  // Checks the step, updates the slots (begin, history) and runs it; on a failure part way the
+  // entries' slots are released and the error rethrown.
+  std::vector<int32_t> step(std::span<const StepSeq> seqs);
 
   // gpu_forward.cpp
-  std::vector<int32_t> step(const std::vector<Seq>& seqs, bool decode);
-  // Runs the layers over one pass of at most `cap` tokens; pieces of sequences whose last token
-  // is in this pass (ends[i]) leave their final hidden row in last[row i].
-  void forward_pass(const std::vector<Seq>& pieces, bool decode, std::vector<int>& out_slots);
+  // Splits the entries (already in their slots' histories) into passes of at most `cap` tokens
+  // and runs them; one sampled token per sampling entry, in entry order. `decode`: every entry is
+  // one token that samples.
+  std::vector<int32_t> run_passes(std::span<const StepSeq> seqs, bool decode);
+  // Runs the layers over one pass; pieces that end a sampling entry (its last token is in this
+  // pass) leave their final hidden row in last[row r] and logits row r, r in piece order;
+  // out_entries[r] is that piece's entry.
+  void forward_pass(std::span<const StepSeq> seqs, const std::vector<Piece>& pieces, bool decode,
+                    std::vector<int>& out_entries);
   // Enqueues embedding -> layers -> final norm -> logits for N tokens in P pieces whose step
   // arguments are on the device already; out_rows: token index of each logits row.
   void enqueue_forward(int N, int P, bool use_decode, int max_len,
                        const std::vector<int>& out_rows);
   void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens);
+  // Samples logits row r for slot out_slots[r].
   void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens);
 
   std::shared_ptr<const ModelFile> file;
@@ -97,9 +103,8 @@ struct GpuExecutor::Impl {
   DeviceBuffer<float> rope_cs;  // [max_ctx, n_rot] cos/sin of every position (kernels/rope.hpp)
   float attn_factor = 1.0f;
 
-  KvCacheShape shape;
+  KvCacheShape shape;                       // one layer's cache; n_blocks = kv_blocks()
   DeviceBuffer<uint16_t> k_cache, v_cache;  // [n_layer][n_blocks][n_head_kv][block][head_dim]
-  std::unique_ptr<KvBlockAllocator> alloc;
 
   // Scratch (cap = tokens per pass, S = slots).
   DeviceBuffer<float> x, xn, tmp;  // [cap, n_embd]

@@ -50,29 +50,37 @@ StepArgsLayout StepArgsLayout::make(int cap, int slots, int table_stride, int64_
   return l;
 }
 
-std::vector<int32_t> GpuExecutor::Impl::step(const std::vector<Seq>& seqs, bool decode) {
-  std::vector<int32_t> result(seqs.size(), -1);
-  std::vector<Seq> pieces;
-  std::vector<int> out_slots;
+std::vector<int32_t> GpuExecutor::Impl::run_passes(std::span<const StepSeq> seqs, bool decode) {
+  // result_of[i]: entry i's index in the result (sampling entries in entry order), -1 for none.
+  std::vector<int> result_of(seqs.size(), -1);
+  int n_out = 0;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (seqs[i].sample) result_of[i] = n_out++;
+  std::vector<int32_t> result(size_t(n_out), -1);
+  std::vector<Piece> pieces;
+  std::vector<int> out_entries, out_slots;
   std::vector<int32_t> toks;
   int used = 0;
   auto flush = [&] {
     if (pieces.empty()) return;
-    forward_pass(pieces, decode, out_slots);
-    if (!out_slots.empty()) {
+    forward_pass(seqs, pieces, decode, out_entries);
+    if (!out_entries.empty()) {
+      out_slots.clear();
+      for (int e : out_entries) out_slots.push_back(seqs[size_t(e)].slot);
       sample(out_slots, toks);
-      for (size_t r = 0; r < out_slots.size(); ++r)
-        for (size_t i = 0; i < seqs.size(); ++i)
-          if (seqs[i].slot == out_slots[r]) result[i] = toks[r];
+      for (size_t r = 0; r < out_entries.size(); ++r)
+        result[size_t(result_of[size_t(out_entries[r])])] = toks[r];
     }
     pieces.clear();
     used = 0;
   };
-  for (const Seq& s : seqs) {
-    int start = s.start, left = s.n;
+  // Passes of at most `cap` tokens; an entry that does not fit in what is left of a pass goes on
+  // in the next one, whose attention reads its earlier tokens from the cache.
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    int start = seqs[i].start, left = static_cast<int>(seqs[i].tokens.size());
     while (left > 0) {
       const int take = std::min(left, cap - used);
-      pieces.push_back({s.slot, start, take});
+      pieces.push_back({static_cast<int>(i), start, take});
       start += take;
       left -= take;
       used += take;
@@ -80,12 +88,16 @@ std::vector<int32_t> GpuExecutor::Impl::step(const std::vector<Seq>& seqs, bool 
     }
   }
   flush();
+  for (int32_t t : result)
+    if (t < 0) throw Error("cuda executor: a sampling entry got no token");  // not reached
   return result;
 }
 
-void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode,
-                                     std::vector<int>& out_slots) {
+void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
+                                     const std::vector<Piece>& pieces, bool decode,
+                                     std::vector<int>& out_entries) {
   const int P = static_cast<int>(pieces.size());
+  const int bs = shape.block_size;
   // The previous pass may still be reading the pinned arguments.
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   uint8_t* h = args_host.get();
@@ -98,18 +110,22 @@ void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode
   int n = 0, max_len = 0;
   cu[0] = 0;
   for (int p = 0; p < P; ++p) {
-    const Seq& s = pieces[p];
-    const Slot& slot = slots[s.slot];
-    for (int i = 0; i < s.n; ++i, ++n) {
-      ids[n] = slot.history[s.start + i];
-      pos[n] = s.start + i;
-      rows[n] = alloc->cache_row(s.slot, s.start + i);
+    const Piece& pc = pieces[p];
+    const StepSeq& e = seqs[size_t(pc.entry)];
+    const Slot& slot = slots[e.slot];
+    // The entry's block table (check_step: it covers e.end() <= max_ctx tokens, so the blocks
+    // beyond table_stride are never read).
+    for (int i = 0; i < pc.n; ++i, ++n) {
+      const int tp = pc.start + i;
+      ids[n] = slot.history[size_t(tp)];
+      pos[n] = tp;
+      rows[n] = int64_t(e.blocks[size_t(tp / bs)]) * bs + tp % bs;
     }
-    const auto table = alloc->table(s.slot);
     int32_t* row = tables + size_t(p) * table_stride;
-    std::fill(row, row + table_stride, -1);
-    std::copy(table.begin(), table.end(), row);
-    ctx_lens[p] = s.start + s.n;
+    const size_t nb = std::min(e.blocks.size(), size_t(table_stride));
+    std::copy(e.blocks.begin(), e.blocks.begin() + std::ptrdiff_t(nb), row);
+    std::fill(row + nb, row + table_stride, -1);
+    ctx_lens[p] = pc.start + pc.n;
     max_len = std::max(max_len, ctx_lens[p]);
     cu[p + 1] = n;
   }
@@ -117,14 +133,15 @@ void GpuExecutor::Impl::forward_pass(const std::vector<Seq>& pieces, bool decode
   RZ_CUDA_CHECK(
       cudaMemcpyAsync(args_dev.get(), h, args_layout.sample, cudaMemcpyHostToDevice, stream));
 
-  // Sequences whose last token is in this pass get a logits row.
-  out_slots.clear();
+  // Sampling entries whose last token is in this pass get a logits row.
+  out_entries.clear();
   std::vector<int> out_rows;
   for (int p = 0; p < P; ++p) {
-    const Seq& s = pieces[p];
-    if (s.start + s.n != static_cast<int>(slots[s.slot].history.size())) continue;
+    const Piece& pc = pieces[p];
+    const StepSeq& e = seqs[size_t(pc.entry)];
+    if (!e.sample || pc.start + pc.n != e.end()) continue;
     out_rows.push_back(cu[p + 1] - 1);
-    out_slots.push_back(s.slot);
+    out_entries.push_back(pc.entry);
   }
   const bool use_decode = decode && N == P;
   if (!(use_decode && opt.cuda_graphs)) {

@@ -22,7 +22,8 @@ struct KvAppendArgs {
 // k_new, v_new: device [n_tokens, row_stride] fp32, kv head h of token t at
 //   k_new + t * k_row_stride + h * head_dim
 // cache_rows: device [n_tokens] int64, token t goes to block cache_rows[t] / block_size, offset
-//   cache_rows[t] % block_size (KvBlockAllocator::cache_row); a negative row skips the token
+//   cache_rows[t] % block_size (blocks[p / block_size] * block_size + p % block_size for position
+//   p of a sequence with block table `blocks`); a negative row skips the token
 //   (padding), and so does a row past the cache's end (a bug upstream, never a stray write).
 // k_cache, v_cache: device, one layer's cache each (uint16_t holds the fp16 bits).
 // Throws rz::Error for bad shapes or strides; n_tokens == 0 launches nothing.

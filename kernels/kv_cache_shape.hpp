@@ -1,6 +1,7 @@
 // The paged KV cache as the attention, kv_append and qkv_post kernels see it: one layer's K (or
-// V) cache and the element index of a (block, kv head, offset, dim). Plain data, no CUDA; the
-// block bookkeeping (which blocks each slot owns) is the host's: KvBlockAllocator.
+// V) cache and the element index of a (block, kv head, offset, dim). Plain data, no CUDA; which
+// blocks hold which sequence's tokens is the scheduler's (sched/kv_block_manager.hpp), and each
+// step brings its sequences' block tables (model/executor.hpp).
 //
 // Device layout (one allocation per cache, K and V alike), fp16:
 //
@@ -19,13 +20,13 @@
 // block_size * head_dim halves (4 KiB for 16 x 128), so a warp streams whole rows and a block's
 // rows for one head sit together. Appending a token writes n_head_kv short rows, which is cheap.
 //
-// Token position p (0-based, within its sequence) of slot s lives at
-//   block  = table(s)[p / block_size]
+// Token position p (0-based, within its sequence) of a sequence with block table `table` lives at
+//   block  = table[p / block_size]
 //   offset = p % block_size
 //   element (layer l, kv head h, dim d) =
 //     (((l * n_blocks + block) * n_head_kv + h) * block_size + offset) * head_dim + d
 // The kernels take one layer's cache (the pointer already offset by l) and, for appends, a flat
-// "cache row" block * block_size + offset per token (KvBlockAllocator::cache_row, on the host).
+// "cache row" block * block_size + offset per token (computed on the host).
 #pragma once
 
 #include <cstdint>

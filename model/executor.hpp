@@ -1,7 +1,22 @@
 // The executor interface: what the CPU executor (cpu/cpu_executor.hpp) and the CUDA executor
 // (gpu/gpu_executor.hpp) implement, and what the actors drive. An executor owns a fixed number of
-// slots, each with its own KV cache and sampler; it runs exactly the step it is asked for and
-// decides nothing.
+// slots (each a sequence's token history and sampler) and a paged KV cache of kv_blocks() blocks
+// of kv_block_size() tokens. It runs exactly the step it is asked for and decides nothing: which
+// block holds which tokens is the scheduler's business (sched/kv_block_manager.hpp), and each
+// step says it.
+//
+// One step mixes decode tokens (one per running sequence) and prefill chunks (a piece of a
+// prompt), any number of each:
+//
+//   StepSeq{slot 0, start 37, tokens [t37],         blocks [4 9 2], sample}     decode
+//   StepSeq{slot 3, begin, cached [a0..a31], start 32, tokens [a32..a95],
+//           blocks [7 1 12 8 5 3], no sample}                                  first prompt chunk,
+//                                                                               32 tokens reused
+//   StepSeq{slot 5, start 96, tokens [b96..b111], blocks [...], sample}         last prompt chunk
+//
+// Token p of a sequence has its K and V in block blocks[p / kv_block_size()], row
+// p % kv_block_size(). Blocks a sequence shares with another (a cached prefix) are only read:
+// a step writes the KV of positions start .. start + n - 1 alone.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -21,19 +36,27 @@ inline int default_context(const ModelConfig& cfg) {
   return cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultContextCap) : kDefaultContextCap;
 }
 
-struct PrefillRequest {
-  int slot = 0;                 // a free slot
-  std::vector<int32_t> tokens;  // the whole prompt (at least one token)
-  SamplingParams sampling;      // used for this slot until it is released
-  // KV cache room to reserve for this slot now, in tokens (prompt + the tokens it may generate);
-  // at least the prompt is always reserved. Executors with a shared, paged cache take the blocks
-  // at prefill, so the slot's later decode steps never run out; others ignore it.
-  int reserve_tokens = 0;
-};
+// Tokens per KV cache block when none is asked for (both executors).
+inline constexpr int kDefaultKvBlockSize = 16;
 
-struct DecodeRequest {
+// One sequence's part of a step.
+struct StepSeq {
   int slot = 0;
-  int32_t token = 0;  // the token to append (normally the one sampled last step)
+  // begin: the slot (free) starts a new sequence with this entry. Its sampler starts from
+  // `sampling`, and its history is `cached`, the tokens at positions [0, start) whose KV the
+  // blocks already hold (a reused prefix; often empty). Otherwise the entry continues the slot's
+  // sequence and start is the slot's length; `sampling` and `cached` are ignored.
+  bool begin = false;
+  SamplingParams sampling;
+  std::vector<int32_t> cached;
+  int start = 0;                // position of tokens[0]
+  std::vector<int32_t> tokens;  // computed at positions start .. start + n - 1 (n >= 1)
+  // The sequence's block table, covering at least start + n tokens.
+  std::vector<int32_t> blocks;
+  // Sample the next token from the logits of the last token (a decode, or a prompt's last
+  // chunk). Without it the step only fills the KV cache (an earlier prompt chunk).
+  bool sample = false;
+  int end() const { return start + static_cast<int>(tokens.size()); }
 };
 
 class Executor {
@@ -42,31 +65,25 @@ class Executor {
   virtual const ModelConfig& config() const = 0;
   virtual int max_slots() const = 0;
   virtual int max_context() const = 0;  // tokens one slot can hold (prompt + generated)
+  // The paged KV cache: kv_blocks() blocks of kv_block_size() tokens, shared by all slots.
+  virtual int kv_block_size() const = 0;
+  virtual int64_t kv_blocks() const = 0;
 
-  // The KV cache as the scheduler sees it: kv_blocks() blocks of kv_block_size() tokens shared by
-  // all slots. A slot holding n tokens (or reserving them) takes ceil(n / kv_block_size()) blocks.
-  // The default describes a cache with a full context per slot (one "block" per slot), which
-  // never makes a request wait for anything but a free slot.
-  virtual int kv_block_size() const { return max_context(); }
-  virtual int64_t kv_blocks() const { return max_slots(); }
+  // Runs one step: appends each entry's tokens to its slot's history, computes their KV into the
+  // blocks and, for entries with `sample`, samples one token from the last token's logits.
+  // Returns one token per sampling entry, in entry order. Throws rz::Error before doing any work
+  // when an entry is malformed (model/executor_checks.hpp); when a step fails part way, the
+  // slots of its entries are released before the error propagates.
+  virtual std::vector<int32_t> step(std::span<const StepSeq> seqs) = 0;
 
-  // Prefills several prompts into free slots in one step and samples each one's first token.
-  // Returns one token per request, in request order. Throws rz::Error before doing any work if a
-  // slot is busy or out of range, or a prompt is empty or does not fit in max_context().
-  virtual std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs) = 0;
-
-  // One decode step over the given active slots: appends each token and samples the next one.
-  // Returns one token per request, in request order. Throws rz::Error before doing any work if a
-  // slot is not active or full.
-  virtual std::vector<int32_t> decode(std::span<const DecodeRequest> reqs) = 0;
-
-  // Frees a slot (no-op for a free one).
+  // Frees a slot (no-op for a free one). The KV blocks are not the executor's: nothing else
+  // changes.
   virtual void release(int slot) = 0;
   virtual bool slot_active(int slot) const = 0;
-  virtual int slot_length(int slot) const = 0;  // tokens in the slot's KV cache
+  virtual int slot_length(int slot) const = 0;  // tokens in the slot's history (and KV cache)
 
-  // When enabled, the logits each step produced for each slot are kept and readable until the
-  // slot's next step (tests and tools; costs a copy of n_vocab floats per slot and step).
+  // When enabled, the logits each step sampled from are kept per slot and readable until the
+  // slot's next sampling step (tests and tools; costs a copy of n_vocab floats per slot and step).
   virtual void set_keep_logits(bool keep) = 0;
   virtual std::span<const float> last_logits(int slot) const = 0;
 };

@@ -20,32 +20,37 @@ void check_token(int32_t tok, int n_vocab, const char* what) {
                 " out of range (vocabulary " + std::to_string(n_vocab) + ")");
 }
 
-void check_prefill(std::span<const PrefillRequest> reqs, const SlotView& v) {
+void check_step(std::span<const StepSeq> seqs, const SlotView& v) {
   std::set<int> seen;
-  for (const auto& r : reqs) {
-    check_slot(r.slot, v.n_slots, "prefill");
-    if (v.active(r.slot) || !seen.insert(r.slot).second)
-      throw Error("prefill: slot " + std::to_string(r.slot) + " is busy");
-    if (r.tokens.empty()) throw Error("prefill: empty prompt for slot " + std::to_string(r.slot));
-    if (static_cast<int64_t>(r.tokens.size()) > v.max_context)
-      throw Error("prefill: prompt of " + std::to_string(r.tokens.size()) +
-                  " tokens does not fit the context of " + std::to_string(v.max_context) +
-                  " tokens");
-    for (int32_t t : r.tokens) check_token(t, v.n_vocab, "prefill");
-  }
-}
-
-void check_decode(std::span<const DecodeRequest> reqs, const SlotView& v) {
-  std::set<int> seen;
-  for (const auto& r : reqs) {
-    check_slot(r.slot, v.n_slots, "decode");
-    if (!v.active(r.slot)) throw Error("decode: slot " + std::to_string(r.slot) + " is not active");
-    if (!seen.insert(r.slot).second)
-      throw Error("decode: slot " + std::to_string(r.slot) + " appears twice in one step");
-    if (v.length(r.slot) >= v.max_context)
-      throw Error("decode: slot " + std::to_string(r.slot) + " is full (" +
-                  std::to_string(v.max_context) + " tokens)");
-    check_token(r.token, v.n_vocab, "decode");
+  for (const StepSeq& s : seqs) {
+    check_slot(s.slot, v.n_slots, "step");
+    const std::string slot = "step: slot " + std::to_string(s.slot);
+    if (!seen.insert(s.slot).second) throw Error(slot + " appears twice in one step");
+    if (s.begin) {
+      if (v.active(s.slot)) throw Error(slot + " is busy");
+      if (s.start != static_cast<int64_t>(s.cached.size()))
+        throw Error(slot + " starts at " + std::to_string(s.start) + " with " +
+                    std::to_string(s.cached.size()) + " cached tokens");
+      for (int32_t t : s.cached) check_token(t, v.n_vocab, "step");
+    } else {
+      if (!v.active(s.slot)) throw Error(slot + " is not active");
+      if (s.start != v.length(s.slot))
+        throw Error(slot + " holds " + std::to_string(v.length(s.slot)) +
+                    " tokens, the step starts at " + std::to_string(s.start));
+    }
+    if (s.tokens.empty()) throw Error(slot + ": no tokens");
+    if (s.end() > v.max_context)
+      throw Error(slot + ": " + std::to_string(s.end()) + " tokens do not fit the context of " +
+                  std::to_string(v.max_context) + " tokens");
+    for (int32_t t : s.tokens) check_token(t, v.n_vocab, "step");
+    const int64_t need = (int64_t{s.end()} + v.kv_block_size - 1) / v.kv_block_size;
+    if (static_cast<int64_t>(s.blocks.size()) < need)
+      throw Error(slot + ": " + std::to_string(s.blocks.size()) + " KV blocks for " +
+                  std::to_string(s.end()) + " tokens (" + std::to_string(need) + " needed)");
+    for (int32_t b : s.blocks)
+      if (b < 0 || b >= v.kv_blocks)
+        throw Error(slot + ": KV block " + std::to_string(b) + " out of range (0.." +
+                    std::to_string(v.kv_blocks - 1) + ")");
   }
 }
 

@@ -9,20 +9,23 @@
 
 namespace rz {
 
-// What the checks need to know of an executor's slots.
+// What the checks need to know of an executor's slots and KV cache.
 struct SlotView {
   int n_slots = 0;
   int max_context = 0;
   int n_vocab = 0;
+  int kv_block_size = 0;
+  int64_t kv_blocks = 0;
   std::function<bool(int)> active;  // slot in range -> holds a sequence
-  std::function<int(int)> length;   // slot in range -> tokens in its cache
+  std::function<int(int)> length;   // slot in range -> tokens in its history
 };
 
 void check_slot(int slot, int n_slots, const char* what);
 void check_token(int32_t tok, int n_vocab, const char* what);
-// Every slot free, in range and named once; prompts non-empty, within the context, ids in range.
-void check_prefill(std::span<const PrefillRequest> reqs, const SlotView& v);
-// Every slot active, in range, named once and not full; ids in range.
-void check_decode(std::span<const DecodeRequest> reqs, const SlotView& v);
+// Every entry's slot in range and named once; a `begin` entry's slot free and its start the
+// number of cached tokens, any other's slot active and its start the slot's length; at least one
+// token, the end within the context, ids in the vocabulary; a block table that covers the end
+// with block ids in range.
+void check_step(std::span<const StepSeq> seqs, const SlotView& v);
 
 }  // namespace rz

@@ -76,12 +76,19 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_active_slots", "gauge", "Slots running a request.", m.active_slots);
   scalar(out, "rz_max_slots", "gauge", "Slots of the executor.", m.max_slots);
   scalar(out, "rz_kv_blocks_used", "gauge",
-         "KV cache blocks reserved by running requests (prompt + max_tokens each).",
+         "KV cache blocks referenced by running requests (a shared prefix block counts once).",
          m.kv_blocks_used);
   scalar(out, "rz_kv_blocks_total", "gauge", "KV cache blocks of the executor.", m.kv_blocks_total);
   scalar(out, "rz_kv_block_tokens", "gauge", "Tokens per KV cache block.", m.kv_block_size);
+  scalar(out, "rz_prefix_cache_lookups_total", "counter",
+         "Admitted requests that looked up the prefix cache.", m.prefix_cache_lookups);
+  scalar(out, "rz_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens whose KV was reused from the prefix cache.", m.prefix_cache_hit_tokens);
+  scalar(out, "rz_prefix_cache_evictions_total", "counter",
+         "Cached KV blocks evicted to make room for new ones.", m.prefix_cache_evictions);
   scalar(out, "rz_sessions", "gauge", "Open engine sessions.", m.sessions);
-  histogram(out, "rz_step_seconds", "Executor step duration (prefill and decode).", m.step_seconds);
+  histogram(out, "rz_step_seconds", "Executor step duration (decode tokens and prompt chunks).",
+            m.step_seconds);
   histogram(out, "rz_ttft_seconds", "Time from a request's arrival to its first token.",
             m.ttft_seconds);
   scalar(out, "rz_ws_connections_open", "gauge", "WebSocket connections open.", n.connections_open);

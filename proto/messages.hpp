@@ -133,6 +133,7 @@ struct TokenFrame {
 struct Usage {
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
+  uint64_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
 };
 
 struct Timings {

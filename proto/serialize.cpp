@@ -45,6 +45,8 @@ void append_json(std::string& out, const DoneFrame& f) {
   append_uint(out, f.usage.prompt_tokens);
   out.append(",\"completion_tokens\":");
   append_uint(out, f.usage.completion_tokens);
+  out.append(",\"cached_tokens\":");
+  append_uint(out, f.usage.cached_tokens);
   out.push_back('}');
   key(out, "timings");
   out.append("{\"ttft_ms\":");

@@ -11,7 +11,7 @@ namespace rz::proto {
 
 // Server -> client. Keys are written in this order:
 //   token: type, id, text, tokens, index
-//   done:  type, id, finish_reason, usage{prompt_tokens, completion_tokens},
+//   done:  type, id, finish_reason, usage{prompt_tokens, completion_tokens, cached_tokens},
 //          timings{ttft_ms, total_ms}     (times with 1-3 decimals; ttft_ms null when absent)
 //   error: type, id (left out when absent), code, message
 //   pong:  type

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "formats/common.hpp"
+#include "sched/stop_check.hpp"
 
 namespace rz {
 
@@ -15,19 +16,18 @@ void BatchConfig::validate() const {
   };
   need(max_slots >= 1, "max_slots must be at least 1, got " + std::to_string(max_slots));
   need(max_context >= 2, "max_context must be at least 2, got " + std::to_string(max_context));
-  need(max_queue >= 1, "max_queue must be at least 1, got " + std::to_string(max_queue));
-  need(max_prefill_batch >= 1,
-       "max_prefill_batch must be at least 1, got " + std::to_string(max_prefill_batch));
-  need(max_prefill_tokens >= 1,
-       "max_prefill_tokens must be at least 1, got " + std::to_string(max_prefill_tokens));
-  need(max_consecutive_prefills >= 1, "max_consecutive_prefills must be at least 1, got " +
-                                          std::to_string(max_consecutive_prefills));
+  need(max_queue >= 0, "max_queue must not be negative, got " + std::to_string(max_queue));
+  need(max_step_tokens >= max_slots,
+       "max_step_tokens (" + std::to_string(max_step_tokens) + ") must be at least max_slots (" +
+           std::to_string(max_slots) + "): every running request decodes in each step");
   need(n_vocab >= 0, "n_vocab must not be negative, got " + std::to_string(n_vocab));
-  need(kv_block_size >= 0,
-       "kv_block_size must not be negative, got " + std::to_string(kv_block_size));
+  need(kv_block_size >= 1,
+       "kv_block_size must be at least 1, got " + std::to_string(kv_block_size));
   need(kv_blocks >= 0, "kv_blocks must not be negative, got " + std::to_string(kv_blocks));
-  need(kv_blocks == 0 || kv_block_size >= 1,
-       "kv_blocks " + std::to_string(kv_blocks) + " needs a kv_block_size of at least 1");
+}
+
+int64_t BatchConfig::kv_block_count() const {
+  return kv_blocks > 0 ? kv_blocks : int64_t{max_slots} * kv_blocks_for(max_context);
 }
 
 int64_t BatchConfig::kv_reserve_tokens(int64_t prompt, int max_tokens) const {
@@ -36,12 +36,19 @@ int64_t BatchConfig::kv_reserve_tokens(int64_t prompt, int max_tokens) const {
 }
 
 int64_t BatchConfig::kv_blocks_for(int64_t tokens) const {
-  if (!kv_limited()) return 0;
   return (tokens + kv_block_size - 1) / kv_block_size;
 }
 
-BatchedDecodeState::BatchedDecodeState(BatchConfig cfg) : cfg_(std::move(cfg)) {
-  cfg_.validate();
+namespace {
+const BatchConfig& validated(const BatchConfig& c) {
+  c.validate();
+  return c;
+}
+}  // namespace
+
+BatchedDecodeState::BatchedDecodeState(BatchConfig cfg)
+    : cfg_(std::move(cfg)),
+      kv_(validated(cfg_).kv_block_count(), cfg_.kv_block_size, cfg_.prefix_cache) {
   slots_.resize(static_cast<size_t>(cfg_.max_slots));
 }
 
@@ -78,24 +85,25 @@ SubmitResult BatchedDecodeState::submit(BatchRequest req) {
                                                              "exceeds the context of " +
                                                              std::to_string(cfg_.max_context) +
                                                              " tokens");
-  if (cfg_.kv_limited()) {
-    const int64_t reserve = cfg_.kv_reserve_tokens(n, req.max_tokens);
-    const int64_t blocks = cfg_.kv_blocks_for(reserve);
-    if (blocks > cfg_.kv_blocks) {
-      const std::string gen = req.max_tokens > 0 ? "max_tokens " + std::to_string(req.max_tokens)
-                                                 : "generation up to the context of " +
-                                                       std::to_string(cfg_.max_context) + " tokens";
-      return refuse(SubmitStatus::context_length_exceeded,
-                    "the prompt has " + std::to_string(n) + " tokens; with " + gen + " it needs " +
-                        std::to_string(reserve) + " tokens of KV cache (" + std::to_string(blocks) +
-                        " blocks of " + std::to_string(cfg_.kv_block_size) +
-                        "), more than the whole cache of " + std::to_string(cfg_.kv_blocks) +
-                        " blocks");
-    }
+  const int64_t reserve = cfg_.kv_reserve_tokens(n, req.max_tokens);
+  const int64_t blocks = cfg_.kv_blocks_for(reserve);
+  if (blocks > kv_.n_blocks()) {
+    const std::string gen = req.max_tokens > 0 ? "max_tokens " + std::to_string(req.max_tokens)
+                                               : "generation up to the context of " +
+                                                     std::to_string(cfg_.max_context) + " tokens";
+    return refuse(SubmitStatus::context_length_exceeded,
+                  "the prompt has " + std::to_string(n) + " tokens; with " + gen + " it needs " +
+                      std::to_string(reserve) + " tokens of KV cache (" + std::to_string(blocks) +
+                      " blocks of " + std::to_string(cfg_.kv_block_size) +
+                      "), more than the whole cache of " + std::to_string(kv_.n_blocks()) +
+                      " blocks");
   }
-  if (static_cast<int>(queue_.size()) >= cfg_.max_queue)
-    return refuse(SubmitStatus::overloaded,
-                  "the server is busy: " + std::to_string(queue_.size()) + " requests wait");
+  // Requests that free slots will take are never refused: only live requests beyond every slot
+  // and the queue bound are.
+  if (static_cast<int64_t>(live_.size()) >= int64_t{cfg_.max_slots} + cfg_.max_queue)
+    return refuse(SubmitStatus::overloaded, "the server is busy: " + std::to_string(active_) +
+                                                " requests run and " +
+                                                std::to_string(queue_.size()) + " wait");
   live_[req.ref.id] = -1;
   queue_.push_back(Queued{std::move(req), now()});
   ++counters_.submitted;
@@ -142,10 +150,12 @@ bool BatchedDecodeState::has_work() const {
 void BatchedDecodeState::free_slot(int i) {
   BatchSlot& s = slots_[static_cast<size_t>(i)];
   live_.erase(s.request.id);
-  kv_used_ -= s.kv_blocks;
+  // Last to first: a cached tail is evicted before the prefix it extends.
+  for (auto b = s.blocks.rbegin(); b != s.blocks.rend(); ++b) kv_.release(*b);
+  promised_ -= s.reserved_blocks - static_cast<int64_t>(s.blocks.size());
   s = BatchSlot{};
   --active_;
-  // The executor slot may hold this request's KV cache (release of a free one is a no-op).
+  // The executor slot may hold this request's sequence (release of a free one is a no-op).
   pending_release_.push_back(i);
 }
 
@@ -155,7 +165,7 @@ SchedEvent BatchedDecodeState::finish_slot(int i, FinishReason reason) {
   ev.request = s.request;
   ev.slot = i;
   ev.reason = reason;
-  ev.usage = {s.prompt_len, s.generated};
+  ev.usage = {s.prompt_len, s.generated, s.cached_tokens};
   ev.timings = s.timings;
   ev.timings.finished = now();
   if (reason == FinishReason::cancelled)
@@ -173,7 +183,7 @@ SchedEvent BatchedDecodeState::fail_slot(int i, const std::string& message) {
   ev.slot = i;
   ev.code = ErrorCode::internal;
   ev.message = message;
-  ev.usage = {s.prompt_len, s.generated};
+  ev.usage = {s.prompt_len, s.generated, s.cached_tokens};
   ev.timings = s.timings;
   ev.timings.finished = now();
   ++counters_.failed;
@@ -187,6 +197,81 @@ void BatchedDecodeState::take_cancellations() {
       pending_events_.push_back(finish_slot(i, FinishReason::cancelled));
 }
 
+BatchedDecodeState::Admission BatchedDecodeState::try_admission() const {
+  Admission a;
+  if (queue_.empty() || active_ >= cfg_.max_slots) return a;
+  const BatchRequest& r = queue_.front().req;
+  const auto n = static_cast<int64_t>(r.prompt.size());
+  a.reserve_blocks = cfg_.kv_blocks_for(cfg_.kv_reserve_tokens(n, r.max_tokens));
+  // At least the prompt's last token is computed: its logits give the first token.
+  a.cached = kv_.match_prefix(r.prompt, (n - 1) / cfg_.kv_block_size);
+  int64_t revived = 0;  // cached blocks nobody references: reusing them takes them off the free
+  for (int32_t b : a.cached) revived += kv_.refs(b) == 0 ? 1 : 0;
+  const int64_t need = a.reserve_blocks - static_cast<int64_t>(a.cached.size());
+  a.fits = need <= kv_.free_blocks() - revived - promised_;
+  return a;
+}
+
+void BatchedDecodeState::admit(const Admission& a, int slot) {
+  Queued q = std::move(queue_.front());
+  queue_.pop_front();
+  BatchSlot& s = slots_[static_cast<size_t>(slot)];
+  s.phase = BatchSlot::Phase::prefilling;
+  s.request = q.req.ref;
+  s.sampling = q.req.sampling;
+  s.prompt_len = static_cast<int>(q.req.prompt.size());
+  s.tokens = std::move(q.req.prompt);
+  s.max_tokens = q.req.max_tokens;
+  s.ignore_eos = q.req.ignore_eos;
+  for (int32_t b : a.cached) kv_.acquire(b);
+  s.blocks = a.cached;
+  s.registered = a.cached.size();
+  s.cached_tokens = static_cast<int>(a.cached.size()) * cfg_.kv_block_size;
+  s.computed = s.cached_tokens;
+  s.reserved_blocks = a.reserve_blocks;
+  promised_ += a.reserve_blocks - static_cast<int64_t>(a.cached.size());
+  s.admission = ++admissions_;
+  s.timings.enqueued = q.enqueued;
+  s.timings.admitted = now();
+  live_[s.request.id] = slot;
+  ++active_;
+  ++counters_.admitted;
+  counters_.prompt_tokens += static_cast<uint64_t>(s.prompt_len);
+  if (kv_.prefix_cache()) {
+    ++counters_.prefix_lookups;
+    counters_.prefix_hit_tokens += static_cast<uint64_t>(s.cached_tokens);
+  }
+}
+
+void BatchedDecodeState::add_entry(StepPlan& p, int slot, int n_tokens) {
+  BatchSlot& s = slots_[static_cast<size_t>(slot)];
+  const int end = s.computed + n_tokens;
+  while (static_cast<int64_t>(s.blocks.size()) < cfg_.kv_blocks_for(end)) {
+    // The reservation guarantees a block (free_blocks >= promised_ at every boundary).
+    if (static_cast<int64_t>(s.blocks.size()) >= s.reserved_blocks)
+      throw std::logic_error("BatchedDecodeState: a request outgrew its KV reservation");
+    const int32_t b = kv_.allocate();
+    if (b < 0) throw std::logic_error("BatchedDecodeState: a reserved KV block was not free");
+    s.blocks.push_back(b);
+    --promised_;
+  }
+  StepSeq e;
+  e.slot = slot;
+  e.begin = !s.started;
+  if (e.begin) {
+    e.sampling = s.sampling;
+    e.cached.assign(s.tokens.begin(), s.tokens.begin() + s.computed);
+  }
+  e.start = s.computed;
+  e.tokens.assign(s.tokens.begin() + s.computed, s.tokens.begin() + end);
+  e.blocks = s.blocks;
+  // A decode, or the chunk that ends the prompt: its last token's logits give the next token.
+  e.sample = end == static_cast<int>(s.tokens.size());
+  s.started = true;
+  p.seqs.push_back(std::move(e));
+  p.requests.push_back(s.request);
+}
+
 StepPlan BatchedDecodeState::plan() {
   if (in_flight_) throw std::logic_error("BatchedDecodeState::plan: a step is in flight");
   take_cancellations();
@@ -196,77 +281,44 @@ StepPlan BatchedDecodeState::plan() {
   p.events = std::move(pending_events_);
   pending_events_.clear();
 
-  // Outside a step every busy slot is decoding (prefilling lasts only while its step flies).
-  const bool can_decode = active_ > 0;
-  const bool can_prefill = head_admissible();
-  if (can_prefill && (!can_decode || prefills_in_row_ < cfg_.max_consecutive_prefills))
-    plan_prefill(p);
-  else if (can_decode)
-    plan_decode(p);
+  int budget = cfg_.max_step_tokens;
+  // 1. Decodes: every slot whose prompt is computed appends its last sampled token.
+  for (int i = 0; i < cfg_.max_slots; ++i) {
+    if (slots_[static_cast<size_t>(i)].phase != BatchSlot::Phase::decoding) continue;
+    add_entry(p, i, 1);
+    --budget;
+  }
+  // 2. Prompts part-way through, oldest admission first.
+  std::vector<int> partial;
+  for (int i = 0; i < cfg_.max_slots; ++i)
+    if (slots_[static_cast<size_t>(i)].phase == BatchSlot::Phase::prefilling) partial.push_back(i);
+  std::sort(partial.begin(), partial.end(), [this](int a, int b) {
+    return slots_[static_cast<size_t>(a)].admission < slots_[static_cast<size_t>(b)].admission;
+  });
+  auto chunk = [&](int i) {
+    const BatchSlot& s = slots_[static_cast<size_t>(i)];
+    const int n = std::min(s.prompt_len - s.computed, budget);
+    add_entry(p, i, n);
+    budget -= n;
+  };
+  for (int i : partial) {
+    if (budget <= 0) break;
+    chunk(i);
+  }
+  // 3. New requests from the queue's head (strict FIFO), into the lowest free slots.
+  int next_free = 0;
+  while (budget > 0) {
+    const Admission a = try_admission();
+    if (!a.fits) break;
+    while (slots_[static_cast<size_t>(next_free)].busy()) ++next_free;
+    admit(a, next_free);
+    chunk(next_free);
+  }
   if (!p.idle()) {
     p.step = ++step_;
     in_flight_ = true;
   }
   return p;
-}
-
-bool BatchedDecodeState::head_admissible() const {
-  if (queue_.empty() || active_ >= cfg_.max_slots) return false;
-  if (!cfg_.kv_limited()) return true;
-  const Queued& q = queue_.front();
-  const auto n = static_cast<int64_t>(q.req.prompt.size());
-  return kv_used_ + cfg_.kv_blocks_for(cfg_.kv_reserve_tokens(n, q.req.max_tokens)) <=
-         cfg_.kv_blocks;
-}
-
-void BatchedDecodeState::plan_prefill(StepPlan& p) {
-  p.kind = StepKind::prefill;
-  ++prefills_in_row_;
-  const auto at = now();
-  long long tokens = 0;
-  int next_free = 0;
-  // Strict FIFO: a head without a free slot or enough free KV blocks stops admission here; it
-  // waits for the next step rather than being overtaken.
-  while (static_cast<int>(p.prefill.size()) < cfg_.max_prefill_batch && head_admissible()) {
-    Queued& q = queue_.front();
-    const auto n = static_cast<long long>(q.req.prompt.size());
-    // Only a head that alone exceeds the prompt-token budget runs alone (it would never fit
-    // otherwise).
-    if (!p.prefill.empty() && tokens + n > cfg_.max_prefill_tokens) break;
-    const int64_t reserve = cfg_.kv_reserve_tokens(n, q.req.max_tokens);
-    while (slots_[static_cast<size_t>(next_free)].busy()) ++next_free;
-    BatchSlot& s = slots_[static_cast<size_t>(next_free)];
-    s.phase = BatchSlot::Phase::prefilling;
-    s.request = q.req.ref;
-    s.sampling = q.req.sampling;
-    s.prompt_len = static_cast<int>(n);
-    s.max_tokens = q.req.max_tokens;
-    s.ignore_eos = q.req.ignore_eos;
-    s.kv_blocks = cfg_.kv_blocks_for(reserve);
-    kv_used_ += s.kv_blocks;
-    s.timings.enqueued = q.enqueued;
-    s.timings.admitted = at;
-    live_[q.req.ref.id] = next_free;
-    ++active_;
-    ++counters_.admitted;
-    counters_.prompt_tokens += static_cast<uint64_t>(n);
-    tokens += n;
-    p.requests.push_back(q.req.ref);
-    p.prefill.push_back(PrefillRequest{next_free, std::move(q.req.prompt), q.req.sampling,
-                                       static_cast<int>(reserve)});
-    queue_.pop_front();
-  }
-}
-
-void BatchedDecodeState::plan_decode(StepPlan& p) {
-  p.kind = StepKind::decode;
-  prefills_in_row_ = 0;
-  for (int i = 0; i < cfg_.max_slots; ++i) {
-    const BatchSlot& s = slots_[static_cast<size_t>(i)];
-    if (s.phase != BatchSlot::Phase::decoding) continue;
-    p.decode.push_back(DecodeRequest{i, s.last_token});
-    p.requests.push_back(s.request);
-  }
 }
 
 void BatchedDecodeState::check_in_flight(const StepPlan& p, const char* what) const {
@@ -275,15 +327,12 @@ void BatchedDecodeState::check_in_flight(const StepPlan& p, const char* what) co
   };
   if (!in_flight_) fail("no step is in flight");
   if (p.idle() || p.step != step_) fail("the plan is not the step in flight");
-  const size_t n = p.kind == StepKind::prefill ? p.prefill.size() : p.decode.size();
-  if (n != p.requests.size()) fail("the plan's entries and requests differ in number");
-  const auto want =
-      p.kind == StepKind::prefill ? BatchSlot::Phase::prefilling : BatchSlot::Phase::decoding;
-  for (size_t i = 0; i < n; ++i) {
-    const int slot = p.kind == StepKind::prefill ? p.prefill[i].slot : p.decode[i].slot;
+  if (p.seqs.size() != p.requests.size()) fail("the plan's entries and requests differ in number");
+  for (size_t i = 0; i < p.seqs.size(); ++i) {
+    const int slot = p.seqs[i].slot;
     if (slot < 0 || slot >= cfg_.max_slots) fail("a slot of the plan is out of range");
     const BatchSlot& s = slots_[static_cast<size_t>(slot)];
-    if (s.phase != want || !(s.request == p.requests[i]))
+    if (!s.busy() || !(s.request == p.requests[i]) || s.computed != p.seqs[i].start)
       fail("a slot of the plan no longer holds its request");
   }
 }
@@ -295,43 +344,49 @@ std::vector<SchedEvent> BatchedDecodeState::end_step() {
   return out;
 }
 
+void BatchedDecodeState::register_full_blocks(BatchSlot& s) {
+  const auto bs = static_cast<size_t>(cfg_.kv_block_size);
+  while ((s.registered + 1) * bs <= static_cast<size_t>(s.computed)) {
+    const size_t i = s.registered;
+    kv_.register_full(s.blocks[i], i > 0 ? s.blocks[i - 1] : -1,
+                      std::span<const int32_t>(s.tokens).subspan(i * bs, bs));
+    ++s.registered;
+  }
+}
+
 std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
                                                   std::span<const int32_t> tokens) {
   check_in_flight(p, "apply");
-  if (tokens.size() != p.size())
+  if (tokens.size() != p.sampled())
     throw std::invalid_argument("BatchedDecodeState::apply: " + std::to_string(tokens.size()) +
-                                " tokens for a step of " + std::to_string(p.size()) + " requests");
-  const bool prefill = p.kind == StepKind::prefill;
-  ++(prefill ? counters_.prefill_steps : counters_.decode_steps);
+                                " tokens for a step that samples " + std::to_string(p.sampled()));
+  ++counters_.steps;
   std::vector<SchedEvent> out = end_step();
   const auto at = now();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int slot = prefill ? p.prefill[i].slot : p.decode[i].slot;
-    BatchSlot& s = slots_[static_cast<size_t>(slot)];
+  size_t k = 0;
+  for (const StepSeq& e : p.seqs) {
+    BatchSlot& s = slots_[static_cast<size_t>(e.slot)];
     ++s.timings.steps;
-    if (prefill) {
-      s.phase = BatchSlot::Phase::decoding;
-      s.position = s.prompt_len;
-    } else {
-      ++s.position;  // the decode appended last_token
-    }
-    if (s.cancel_requested) {  // the token is dropped: the client asked for no more
-      out.push_back(finish_slot(slot, FinishReason::cancelled));
+    const bool decode = s.phase == BatchSlot::Phase::decoding;
+    (decode ? counters_.decode_tokens : counters_.prefill_tokens) += e.tokens.size();
+    s.computed = e.end();
+    register_full_blocks(s);
+    const int32_t t = e.sample ? tokens[k++] : -1;
+    if (s.cancel_requested) {  // the token, if any, is dropped: the client asked for no more
+      out.push_back(finish_slot(e.slot, FinishReason::cancelled));
       continue;
     }
-    const int32_t t = tokens[i];
+    if (!e.sample) continue;  // an earlier chunk of the prompt
+    s.phase = BatchSlot::Phase::decoding;
+    s.tokens.push_back(t);
     const int index = s.generated++;
-    s.last_token = t;
     if (index == 0) s.timings.first_token = at;
     const bool eog = !s.ignore_eos && cfg_.is_eog && cfg_.is_eog(t);
-    out.push_back(TokenEvent{s.request, slot, t, index, eog});
+    out.push_back(TokenEvent{s.request, e.slot, t, index, eog, s.cached_tokens});
     ++counters_.tokens_generated;
-    if (eog) {
-      out.push_back(finish_slot(slot, FinishReason::stop));
-    } else if ((s.max_tokens > 0 && s.generated >= s.max_tokens) ||
-               s.prompt_len + s.generated >= cfg_.max_context) {
-      out.push_back(finish_slot(slot, FinishReason::length));
-    }
+    const auto reason =
+        stop_reason({eog, s.generated, s.max_tokens, s.prompt_len, cfg_.max_context});
+    if (reason) out.push_back(finish_slot(e.slot, *reason));
   }
   return out;
 }
@@ -339,18 +394,16 @@ std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
 std::vector<SchedEvent> BatchedDecodeState::fail_step(const StepPlan& p,
                                                       const std::string& message) {
   check_in_flight(p, "fail_step");
-  const bool prefill = p.kind == StepKind::prefill;
-  ++(prefill ? counters_.prefill_steps : counters_.decode_steps);
+  ++counters_.steps;
   ++counters_.failed_steps;
   std::vector<SchedEvent> out = end_step();
-  for (size_t i = 0; i < p.size(); ++i) {
-    const int slot = prefill ? p.prefill[i].slot : p.decode[i].slot;
-    BatchSlot& s = slots_[static_cast<size_t>(slot)];
+  for (const StepSeq& e : p.seqs) {
+    BatchSlot& s = slots_[static_cast<size_t>(e.slot)];
     ++s.timings.steps;
     if (s.cancel_requested)
-      out.push_back(finish_slot(slot, FinishReason::cancelled));
+      out.push_back(finish_slot(e.slot, FinishReason::cancelled));
     else
-      out.push_back(fail_slot(slot, message));
+      out.push_back(fail_slot(e.slot, message));
   }
   return out;
 }

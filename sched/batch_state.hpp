@@ -1,59 +1,60 @@
 // BatchedDecodeState: the batcher's scheduling state and policy as plain data (no actors, no
-// threads). It owns the waiting queue and the slot table, decides each step (plan), and applies
-// each step's result (apply / fail_step) into per-request events. The gpu actor runs the plans on
-// an Executor (model/executor.hpp); sched/driver.hpp runs the same loop synchronously.
+// threads). Three parts: capacity (the slot table and the KV cache's KvBlockManager, which it
+// owns), the planner (plan: what the next step computes, within a token budget) and the stop
+// check (sched/stop_check.hpp). apply / fail_step turn a step's result into per-request events.
+// The gpu actor runs the plans on an Executor (model/executor.hpp); sched/driver.hpp runs the
+// same loop synchronously.
 //
-//   submit ──▶ [ waiting queue, FIFO, bounded ] ──plan: prefill joins──▶ [ slots 0..max_slots-1 ]
-//   cancel ──▶ marks; takes effect at the next step boundary        plan: decode all active ◀─┘
-//                                                                   apply: tokens -> events,
-//                                                                          finished slots freed
+//   submit ──▶ [ waiting queue, FIFO ] ──admit: slot + KV blocks + cached prefix──▶ [ slots ]
+//   cancel ──▶ marks; takes effect at the next step boundary
+//   plan:  budget = max_step_tokens
+//          1. every decoding slot: its last sampled token            (1 token each)
+//          2. slots part-way through their prompt, in admission order (a chunk each)
+//          3. the queue's head, while a slot, its KV blocks and budget remain (chunk of prompt)
+//   apply: tokens -> events; full blocks registered in the prefix cache; finished slots freed
+//
 // One step at a time (sched/step.hpp implements release -> run -> apply/fail_step once,
 // for the actors and sched/driver.hpp alike):
 //
 //   StepPlan p = s.plan();                 // a step boundary
 //   deliver(p.events);                     // cancellations decided at this boundary
-//   for (int slot : p.release) ex.release(slot);   // ALWAYS, whatever p.kind (idle included)
+//   for (int slot : p.release) ex.release(slot);   // ALWAYS, whatever the plan (idle included)
 //   if (p.idle()) wait for submit/cancel;
-//   tokens = p.kind == prefill ? ex.prefill(p.prefill) : ex.decode(p.decode);
-//   deliver(s.apply(p, tokens));           // or, if the executor threw: deliver(s.fail_step(p,
-//   msg))
+//   tokens = ex.step(p.seqs);
+//   deliver(s.apply(p, tokens));           // or, if the executor threw: s.fail_step(p, msg)
 //
 // Executor-release responsibility: the state never touches the executor. Whenever it frees a
-// slot whose executor slot may be active (a request finished, was cancelled after admission, or
-// was in a failed step), it puts the slot on a release list, and the next plan() hands that list
-// out in StepPlan::release, before any prefill that reuses the slot. So the caller releases
-// exactly the slots in plan.release, nothing else, and must do so before running the step.
+// slot whose executor slot may be active, it puts the slot on a release list, and the next plan()
+// hands that list out in StepPlan::release, before any entry that reuses the slot. So the caller
+// releases exactly the slots in plan.release, and must do so before running the step.
 //
 // Policy (documented choices):
-// - Admission is strict FIFO: prefill takes queued requests from the head into the lowest free
-//   slots, several per step, up to max_prefill_batch requests and max_prefill_tokens prompt
-//   tokens; it stops at the first request that does not fit (no overtaking). A prompt longer
-//   than max_prefill_tokens alone runs as a step of its own (the executor has no chunked prefill).
-// - KV cache blocks (when kv_blocks > 0): a request reserves, at admission, the blocks for every
-//   token it may ever hold, reserve = min(prompt + (max_tokens > 0 ? max_tokens : max_context -
-//   prompt), max_context) tokens, i.e. ceil(reserve / kv_block_size) blocks, and holds them until
-//   its slot is freed (finish, cancel, failure, abort_all). The head of the queue is admitted only
-//   if a slot AND its blocks are free; otherwise admission stops there and the head waits for
-//   blocks to come back (no overtaking, no failure; running requests never run out because their
-//   blocks were taken up front). PrefillRequest::reserve_tokens carries `reserve`, so a paged
-//   executor takes exactly these blocks. submit() refuses with context_length_exceeded a request
-//   that needs more blocks than the whole cache has (it could never run). Blocks freed in one
-//   plan() are reusable by that plan's prefill: the caller releases them (plan.release) first.
-// - Prefill whenever the head of the queue is admissible (a slot and its KV blocks are free), but
-//   never more than
-//   max_consecutive_prefills prefill steps in a row while some slot could decode (default 1:
-//   prefill and decode alternate under load, so a burst of arrivals delays running requests by
-//   at most one step per decode step, and new requests join at every other boundary).
-// - Decode runs every active slot in one step, in slot order.
+// - Token budget: a step holds at most max_step_tokens tokens, decodes first (every decoding
+//   slot, one token each; max_step_tokens >= max_slots so they always fit), then prompt chunks.
+//   A prompt longer than what is left runs in chunks over several steps (chunked prefill), so a
+//   long prompt delays running streams by at most one budget's worth of compute per step.
+// - Admission is strict FIFO: the queue's head takes the lowest free slot when a slot and its KV
+//   blocks are free; nothing overtakes it. Several requests can join in one step.
+// - KV cache: a request reserves at admission every block it may ever need,
+//   reserve = min(prompt + (max_tokens > 0 ? max_tokens : max_context - prompt), max_context)
+//   tokens, less the blocks of its cached prefix. Blocks are taken from the manager as the
+//   sequence grows, and the reservation guarantees they are there: a running request never runs
+//   out, and nothing is preempted. The head waits while its reservation does not fit. submit()
+//   refuses with context_length_exceeded a request whose reservation exceeds the whole cache.
+// - Prefix cache (prefix_cache): at admission the request reuses the longest run of cached full
+//   blocks that starts its prompt (at most (prompt - 1) / block_size blocks, so at least one
+//   token is computed and sampled from) and computes only the rest. Every block that becomes full
+//   of computed KV (prompt or generated tokens) is registered; a finished request's blocks stay
+//   cached until evicted (least recently released first) for new blocks.
+// - Queue bound: submit() refuses with `overloaded` only when the live requests (running and
+//   waiting) already fill every slot and max_queue more: a burst of up to max_slots requests
+//   into an idle server is never refused.
 // - A cancel that arrives before a step boundary always ends its request as `cancelled` at that
 //   boundary, even if that step produced a token (dropped, not delivered) or failed.
-// - A failed step (the executor threw) fails every request in that step with ErrorCode::internal;
-//   requests outside the step are untouched. A decode step holds every active slot, so a failed
-//   decode fails all running requests; a failed prefill fails only the requests joining in it.
+// - A failed step (the executor threw) fails every request with an entry in that step with
+//   ErrorCode::internal; requests outside the step are untouched.
 // - The sequence never exceeds max_context tokens: a request ends with `length` when
 //   prompt + generated == max_context, so its last token could still be appended.
-// - Finish checks, in order: end-of-generation (unless ignore_eos) -> stop; max_tokens or
-//   context full -> length. The eog token is delivered as a Token event with eog = true.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -64,63 +65,75 @@
 #include <vector>
 
 #include "model/executor.hpp"
+#include "sched/kv_block_manager.hpp"
 #include "sched/types.hpp"
 
 namespace rz {
 
+// The token budget of a step when none is asked for: kDefaultStepTokens, or max_slots when more
+// (every running request decodes in each step). See docs/engine.md for how it was chosen.
+inline constexpr int kDefaultStepTokens = 512;
+inline int default_max_step_tokens(int max_slots) {
+  return max_slots > kDefaultStepTokens ? max_slots : kDefaultStepTokens;
+}
+
 struct BatchConfig {
-  int max_slots = 1;                 // <= the executor's max_slots()
-  int max_context = 2;               // tokens per slot, prompt + generated; <= executor's
-  int max_queue = 64;                // waiting requests beyond this are refused (overloaded)
-  int max_prefill_batch = 8;         // requests joining in one prefill step
-  int max_prefill_tokens = 8192;     // prompt tokens in one prefill step (see the policy above)
-  int max_consecutive_prefills = 1;  // prefill steps in a row while some slot could decode
-  int n_vocab = 0;                   // > 0: prompt tokens outside [0, n_vocab) are refused
-  // The KV cache shared by all slots: kv_blocks blocks of kv_block_size tokens each (see the
-  // policy above; Executor::kv_block_size()/kv_blocks()). kv_blocks == 0: unlimited, no
-  // accounting; kv_blocks > 0 needs kv_block_size >= 1.
-  int kv_block_size = 0;
+  int max_slots = 1;    // <= the executor's max_slots()
+  int max_context = 2;  // tokens per slot, prompt + generated; <= executor's
+  int max_queue = 64;   // waiting requests beyond the slots (see the policy above)
+  int max_step_tokens = kDefaultStepTokens;  // tokens in one step, decode + prefill; >= max_slots
+  int n_vocab = 0;                           // > 0: prompt tokens outside [0, n_vocab) are refused
+  // The KV cache: kv_blocks blocks of kv_block_size tokens (the executor's, see check_fits in
+  // sched/driver.hpp). kv_blocks == 0: one full context per slot, max_slots * ceil(max_context /
+  // kv_block_size).
+  int kv_block_size = kDefaultKvBlockSize;
   int64_t kv_blocks = 0;
+  bool prefix_cache = true;
   std::function<bool(int32_t)> is_eog;          // end-of-generation ids; empty: none
   std::function<SchedClock::time_point()> now;  // empty: SchedClock::now (tests inject)
 
   void validate() const;  // throws rz::Error("batch config: cause")
 
-  bool kv_limited() const { return kv_blocks > 0; }
+  // The block count in use: kv_blocks, or its default.
+  int64_t kv_block_count() const;
   // Tokens of KV cache a request reserves at admission (the policy above); prompt >= 1.
   int64_t kv_reserve_tokens(int64_t prompt, int max_tokens) const;
-  // Blocks that hold `tokens` tokens: ceil(tokens / kv_block_size); 0 when not kv_limited().
+  // Blocks that hold `tokens` tokens: ceil(tokens / kv_block_size).
   int64_t kv_blocks_for(int64_t tokens) const;
 };
 
-// The state of one slot. A request occupies its slot from admission (plan() puts it in a
-// prefill step) until its final event, made in the same call that frees the slot: there is no
-// lingering "done" slot, the FinishedEvent/FailedEvent carries the outcome.
+// The state of one slot. A request occupies its slot from admission until its final event, made
+// in the same call that frees the slot.
 struct BatchSlot {
   enum class Phase {
     free,
-    prefilling,  // admitted into the prefill step in flight
-    decoding,    // prefilled; its last token waits to be appended by the next decode
+    prefilling,  // admitted; part of its prompt is still to be computed
+    decoding,    // its prompt is computed; its last sampled token waits to be appended
   };
   Phase phase = Phase::free;
   RequestRef request;
   SamplingParams sampling;
+  std::vector<int32_t> tokens;  // prompt, then every generated token
   int prompt_len = 0;
-  int position = 0;         // tokens in the executor's KV cache: prompt_len + generated - 1
-  int32_t last_token = -1;  // sampled last; the next decode appends it
-  int generated = 0;        // tokens delivered so far
-  int max_tokens = 0;       // 0: until the context is full
+  int computed = 0;       // tokens whose KV is in the cache (a prefix of `tokens`)
+  int cached_tokens = 0;  // prompt tokens reused from the prefix cache at admission
+  bool started = false;   // an entry of this request has run (the executor slot is begun)
+  int generated = 0;      // tokens delivered so far
+  int max_tokens = 0;     // 0: until the context is full
   bool ignore_eos = false;
   bool cancel_requested = false;
-  int64_t kv_blocks = 0;  // KV blocks reserved for this request (0 when not kv_limited)
+  std::vector<int32_t> blocks;  // block table: token p's KV is in blocks[p / kv_block_size]
+  int64_t reserved_blocks = 0;  // blocks this request may hold at most (its reservation)
+  size_t registered = 0;        // leading blocks registered in (or taken from) the prefix cache
+  uint64_t admission = 0;       // admission order (prompt chunks continue in this order)
   RequestTimings timings;
   bool busy() const { return phase != Phase::free; }
 };
 
-// One step, as plain data: the executor step (kind, step number, release list, the requests ready
-// to pass to Executor::prefill/decode; sched/types.hpp) and what the state needs back.
+// One step, as plain data: the executor step (step number, release list, entries;
+// sched/types.hpp) and what the state needs back.
 struct StepPlan : ExecutorStep {
-  std::vector<RequestRef> requests;  // the request of each prefill/decode entry, same order
+  std::vector<RequestRef> requests;  // the request of each entry, same order
   std::vector<SchedEvent> events;    // final events decided at this boundary: deliver them
   size_t size() const { return requests.size(); }
 };
@@ -130,15 +143,18 @@ struct BatchCounters {
   uint64_t submitted = 0;  // accepted by submit()
   uint64_t rejected_overloaded = 0;
   uint64_t rejected_invalid = 0;  // context_length_exceeded and invalid_request
-  uint64_t admitted = 0;          // put into a prefill step
+  uint64_t admitted = 0;          // given a slot
   uint64_t finished = 0;          // FinishedEvent with stop or length
   uint64_t cancelled = 0;         // FinishedEvent with cancelled
   uint64_t failed = 0;            // FailedEvent
   uint64_t prompt_tokens = 0;     // prompt tokens of admitted requests
   uint64_t tokens_generated = 0;  // TokenEvents
-  uint64_t prefill_steps = 0;     // applied or failed, by kind
-  uint64_t decode_steps = 0;
+  uint64_t steps = 0;             // applied or failed
   uint64_t failed_steps = 0;
+  uint64_t decode_tokens = 0;      // tokens of decode entries in applied steps
+  uint64_t prefill_tokens = 0;     // prompt tokens computed in applied steps
+  uint64_t prefix_lookups = 0;     // admissions that looked up the prefix cache
+  uint64_t prefix_hit_tokens = 0;  // prompt tokens those admissions reused
 };
 
 class BatchedDecodeState {
@@ -157,11 +173,11 @@ class BatchedDecodeState {
   // The next step (a step boundary). Throws std::logic_error while a step is in flight.
   StepPlan plan();
 
-  // Applies the result of the step in flight: tokens[i] belongs to plan.requests[i]. Returns
-  // the events, request by request in plan order (a request's TokenEvent before its final
+  // Applies the result of the step in flight: tokens[i] belongs to the i-th sampling entry.
+  // Returns the events, entry by entry in plan order (a request's TokenEvent before its final
   // event), after any cancellations of queued requests. Throws std::logic_error if `p` is not
-  // the step in flight and std::invalid_argument if tokens.size() != p.size() (state unchanged:
-  // call fail_step instead).
+  // the step in flight and std::invalid_argument if tokens.size() != p.sampled() (state
+  // unchanged: call fail_step instead).
   std::vector<SchedEvent> apply(const StepPlan& p, std::span<const int32_t> tokens);
 
   // The executor threw while running `p`: every request of that step fails (or ends cancelled
@@ -182,9 +198,10 @@ class BatchedDecodeState {
   int queue_depth() const { return static_cast<int>(queue_.size()); }
   int active_slots() const { return active_; }
   int free_slots() const { return cfg_.max_slots - active_; }
-  // KV blocks reserved by busy slots (the sum of their BatchSlot::kv_blocks); always 0 when the
-  // config is not kv_limited(). Blocks of a freed slot come back at once (see the policy).
-  int64_t kv_blocks_used() const { return kv_used_; }
+  // KV blocks referenced by running requests (shared blocks count once). Cached blocks no
+  // request references are not counted: they are free for new blocks.
+  int64_t kv_blocks_used() const { return kv_.referenced_blocks(); }
+  const KvBlockManager& kv() const { return kv_; }
   bool in_flight() const { return in_flight_; }
   // Slots freed here but not yet handed out in a plan's release list.
   const std::vector<int>& pending_releases() const { return pending_release_; }
@@ -197,19 +214,27 @@ class BatchedDecodeState {
     BatchRequest req;
     SchedClock::time_point enqueued;
   };
+  // What admitting the queue's head would reuse and need.
+  struct Admission {
+    std::vector<int32_t> cached;  // prefix blocks to reuse
+    int64_t reserve_blocks = 0;   // its whole reservation
+    bool fits = false;
+  };
   SchedClock::time_point now() const;
   void check_in_flight(const StepPlan& p, const char* what) const;
-  void take_cancellations();     // running, not in flight, cancel requested
-  bool head_admissible() const;  // a slot and the head's KV blocks are free
-  void plan_prefill(StepPlan& p);
-  void plan_decode(StepPlan& p);
-  // Free a slot (onto the release list) and make its final event.
+  void take_cancellations();  // running, not in flight, cancel requested
+  Admission try_admission() const;
+  void admit(const Admission& a, int slot);
+  void add_entry(StepPlan& p, int slot, int n_tokens);  // grows the block table first
+  void register_full_blocks(BatchSlot& s);
+  // Free a slot (blocks back, onto the release list) and make its final event.
   SchedEvent finish_slot(int i, FinishReason reason);
   SchedEvent fail_slot(int i, const std::string& message);
   void free_slot(int i);
   std::vector<SchedEvent> end_step();  // pending events, in-flight flag cleared
 
   BatchConfig cfg_;
+  KvBlockManager kv_;
   std::vector<BatchSlot> slots_;
   std::deque<Queued> queue_;
   std::unordered_map<uint64_t, int> live_;  // id -> slot, or -1 while queued
@@ -217,9 +242,9 @@ class BatchedDecodeState {
   std::vector<SchedEvent> pending_events_;
   int active_ = 0;
   bool in_flight_ = false;
-  uint64_t step_ = 0;  // sequence number of the last plan that was not idle
-  int prefills_in_row_ = 0;
-  int64_t kv_used_ = 0;
+  uint64_t step_ = 0;        // sequence number of the last plan that was not idle
+  uint64_t admissions_ = 0;  // admission order
+  int64_t promised_ = 0;     // blocks reserved by running requests and not yet taken
   BatchCounters counters_;
 };
 

@@ -16,16 +16,13 @@ void check_fits(const BatchConfig& cfg, const Executor& ex) {
   if (cfg.max_context > ex.max_context())
     throw Error("batch config: max_context " + std::to_string(cfg.max_context) +
                 " exceeds the executor's " + std::to_string(ex.max_context()));
-  // The state's block count must be the executor's, in blocks of the same size: the executor
-  // takes ceil(reserve_tokens / its block size) blocks for each admitted request.
-  if (cfg.kv_limited()) {
-    if (cfg.kv_block_size != ex.kv_block_size())
-      throw Error("batch config: kv_block_size " + std::to_string(cfg.kv_block_size) +
-                  " differs from the executor's " + std::to_string(ex.kv_block_size()));
-    if (cfg.kv_blocks > ex.kv_blocks())
-      throw Error("batch config: kv_blocks " + std::to_string(cfg.kv_blocks) +
-                  " exceeds the executor's " + std::to_string(ex.kv_blocks()));
-  }
+  // The state hands out the executor's blocks, so they must exist and be of the same size.
+  if (cfg.kv_block_size != ex.kv_block_size())
+    throw Error("batch config: kv_block_size " + std::to_string(cfg.kv_block_size) +
+                " differs from the executor's " + std::to_string(ex.kv_block_size()));
+  if (cfg.kv_block_count() > ex.kv_blocks())
+    throw Error("batch config: " + std::to_string(cfg.kv_block_count()) +
+                " KV blocks exceed the executor's " + std::to_string(ex.kv_blocks()));
 }
 
 namespace {

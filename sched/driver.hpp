@@ -15,11 +15,11 @@ namespace rz {
 using SchedEventSink = std::function<void(const SchedEvent&)>;
 
 // Throws rz::Error when the config asks for more slots or context than the executor has, or
-// (when cfg.kv_limited()) for more KV blocks, or blocks of another size.
+// for more KV blocks, or blocks of another size.
 void check_fits(const BatchConfig& cfg, const Executor& ex);
 
 // One step boundary and, unless the plan is idle, one executor step:
-//   plan(); deliver plan.events; execute_step (release plan.release, run prefill or decode);
+//   plan(); deliver plan.events; execute_step (release plan.release, run the entries);
 //   apply_step_result (apply() the tokens, or fail_step() if the executor threw or returned the
 //   wrong count).
 // Returns false when the plan was idle (nothing ran).

@@ -21,13 +21,13 @@ StepResult execute_step(Executor& ex, const ExecutorStep& step) {
   r.step = step.step;
   release_slots(ex, step.release);
   if (step.idle()) return r;
-  const size_t n = step.executor_requests();
+  const size_t n = step.sampled();
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    r.tokens = step.kind == StepKind::prefill ? ex.prefill(step.prefill) : ex.decode(step.decode);
+    r.tokens = ex.step(step.seqs);
     if (r.tokens.size() != n)
       r.error = "the executor returned " + std::to_string(r.tokens.size()) + " tokens for " +
-                std::to_string(n) + " requests";
+                std::to_string(n) + " sampling entries";
   } catch (const std::exception& e) {
     r.error = e.what();
     if (r.error.empty()) r.error = "the executor failed";

@@ -3,7 +3,7 @@
 // runs execute_step for each step message (actors/gpu_actor.hpp), the batcher applies the reply
 // with apply_step_result (actors/batcher.cpp), and sched/driver.hpp does both in one loop.
 //
-//   ExecutorStep ──execute_step──▶ release slots ─▶ prefill | decode | nothing ─▶ StepResult
+//   ExecutorStep ──execute_step──▶ release slots ─▶ Executor::step(entries) | nothing ─▶ StepResult
 //   StepResult ──apply_step_result──▶ state.apply(tokens)  or  state.fail_step(error) ─▶ events
 #pragma once
 #include <cstdint>
@@ -17,12 +17,12 @@
 
 namespace rz {
 
-// What one step produced: one token per executor request of the step, or the error.
+// What one step produced: one token per sampling entry of the step, or the error.
 struct StepResult {
   uint64_t step = 0;            // the ExecutorStep's sequence number
   std::vector<int32_t> tokens;  // empty when error is set
   std::string error;            // non-empty: the step failed (the state calls fail_step)
-  double seconds = 0.0;         // executor time of the prefill or decode (0 for an idle step)
+  double seconds = 0.0;         // executor time of the step (0 for an idle step)
   bool ok() const { return error.empty(); }
 };
 
@@ -30,9 +30,9 @@ struct StepResult {
 // scheduler never lists one, so a throw is ignored here: it must not stop the slots after it.
 void release_slots(Executor& ex, std::span<const int> slots);
 
-// Releases step.release, then runs step.prefill or step.decode (nothing more for an idle step).
-// Never throws: an executor exception, or a token count that does not match the step's requests,
-// becomes StepResult::error, with the same messages for every caller.
+// Releases step.release, then runs step.seqs (nothing more for an idle step). Never throws: an
+// executor exception, or a token count that does not match the step's sampling entries, becomes
+// StepResult::error, with the same messages for every caller.
 StepResult execute_step(Executor& ex, const ExecutorStep& step);
 
 // Applies the result of `plan` (the state's step in flight) and returns the events: apply() the

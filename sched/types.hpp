@@ -36,7 +36,7 @@ struct BatchRequest {
 
 enum class SubmitStatus {
   accepted,
-  overloaded,               // the waiting queue is full; try again later
+  overloaded,  // every slot is taken and the queue beyond them is full; try again later
   context_length_exceeded,  // prompt + 1 token does not fit in max_context, or the request's
                             // KV reserve needs more blocks than the whole cache has
   invalid_request,          // empty prompt, a token outside the vocabulary, a live duplicate id,
@@ -63,38 +63,36 @@ enum class ErrorCode {
 const char* error_code_name(ErrorCode c);  // "internal"
 
 // One executor step as plain data: release the listed slots (always, idle included), then run
-// the prefill or the decode. The scheduler's StepPlan is one of these plus its bookkeeping
-// (sched/batch_state.hpp); the gpu actor receives exactly this (actors/messages.hpp), and
-// sched/step.hpp runs it.
-enum class StepKind { idle, prefill, decode };
-
+// the entries (model/executor.hpp: decode tokens and prefill chunks mixed). The scheduler's
+// StepPlan is one of these plus its bookkeeping (sched/batch_state.hpp); the gpu actor receives
+// exactly this (actors/messages.hpp), and sched/step.hpp runs it.
 struct ExecutorStep {
-  StepKind kind = StepKind::idle;
-  uint64_t step = 0;                    // sequence number (apply/fail_step check it)
-  std::vector<int> release;             // Executor::release() these first, whatever the kind
-  std::vector<PrefillRequest> prefill;  // kind == prefill: the joining requests, FIFO order
-  std::vector<DecodeRequest> decode;    // kind == decode: every active slot, slot order
-  bool idle() const { return kind == StepKind::idle; }
-  // Requests the step runs: one token is expected back for each.
-  size_t executor_requests() const {
-    if (kind == StepKind::prefill) return prefill.size();
-    return kind == StepKind::decode ? decode.size() : 0;
+  uint64_t step = 0;          // sequence number (apply/fail_step check it)
+  std::vector<int> release;   // Executor::release() these first, idle or not
+  std::vector<StepSeq> seqs;  // decodes (slot order), then prefill chunks (admission order)
+  bool idle() const { return seqs.empty(); }
+  // Entries that sample: one token is expected back for each.
+  size_t sampled() const {
+    size_t n = 0;
+    for (const StepSeq& s : seqs) n += s.sample ? 1 : 0;
+    return n;
   }
 };
 
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;  // tokens delivered as Token events (the final eog token included)
+  int cached_tokens = 0;      // prompt tokens whose KV came from the prefix cache
 };
 
 // Wall-clock marks of one request (BatchConfig::now), plus how many executor steps it was
 // part of. A mark that was never reached holds the epoch (time_since_epoch() == 0).
 struct RequestTimings {
   SchedClock::time_point enqueued;     // submit() accepted it
-  SchedClock::time_point admitted;     // plan() put it in a prefill step
+  SchedClock::time_point admitted;     // plan() gave it a slot (its first prompt chunk)
   SchedClock::time_point first_token;  // its first token was applied
   SchedClock::time_point finished;     // its final event was made
-  int steps = 0;                       // prefill + decode steps it took part in
+  int steps = 0;                       // executor steps it took part in
   double queue_ms() const;             // enqueued -> admitted (0 if never admitted)
   double ttft_ms() const;              // enqueued -> first_token (0 if no token)
   double total_ms() const;             // enqueued -> finished
@@ -106,6 +104,7 @@ struct TokenEvent {
   int32_t token = 0;
   int index = 0;     // 0, 1, 2, ... per request, without gaps
   bool eog = false;  // this end-of-generation token ends the request (FinishReason::stop follows)
+  int cached_tokens = 0;  // the request's prompt tokens reused from the prefix cache
 };
 
 struct FinishedEvent {

@@ -9,12 +9,16 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/engine.hpp"
 #include "cpu/cpu_executor.hpp"
+#include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
+#include "sched/slot_runner.hpp"
 #include "tests/actors/engine_test_support.hpp"
+#include "tokenizer/chat_template.hpp"
 
 using rz::engine::Engine;
 using rz::engine::EngineConfig;
@@ -31,14 +35,13 @@ std::vector<int32_t> direct_greedy(std::shared_ptr<const rz::ModelFile> mf,
                                    const rz::Tokenizer& tok, const std::vector<int32_t>& prompt,
                                    int n) {
   rz::CpuExecutor ex(mf, {.slots = 1, .max_context = kCtx, .threads = 0});
-  rz::PrefillRequest p{0, prompt, rz::SamplingParams{}};  // temperature 0: greedy
+  rz::SlotRunner run(ex);
   std::vector<int32_t> out;
-  int32_t next = ex.prefill({&p, 1})[0];
+  int32_t next = run.prefill({0, prompt, rz::SamplingParams{}});  // temperature 0: greedy
   while (!tok.is_eog(next)) {
     out.push_back(next);
     if (static_cast<int>(out.size()) == n) break;
-    rz::DecodeRequest d{0, next};
-    next = ex.decode({&d, 1})[0];
+    next = run.decode(0, next);
   }
   return out;
 }
@@ -104,4 +107,154 @@ TEST(EngineCpu, GreedyTokensAloneAndUnderLoadEqualTheExecutor) {
     EXPECT_EQ(d->finish_reason, rz::proto::FinishReason::length) << id;
   }
   engine->shutdown(std::chrono::seconds(1));
+}
+
+namespace {
+
+// A CPU engine on the default model with the model's chat template.
+struct CpuEngine {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<Engine> engine;
+  CpuEngine(std::shared_ptr<const rz::ModelFile> mf, std::shared_ptr<const rz::Tokenizer> tok,
+            rz::CpuExecutorOptions opt, EngineConfig ec) {
+    auto g = rz::GgufFile::open(rz_test::default_model_path());
+    auto tmpl = rz::ChatTemplate::from_jinja(g->get_string("tokenizer.chat_template").value_or(""),
+                                             tok->token_text(tok->bos_id()),
+                                             tok->token_text(tok->eos_id()));
+    engine = Engine::start(sys, std::make_unique<rz::CpuExecutor>(mf, opt), tok, tmpl, ec);
+  }
+  ~CpuEngine() { engine->shutdown(std::chrono::seconds(1)); }
+};
+
+struct Turn {
+  std::string text;
+  std::vector<int32_t> tokens;
+  rz::proto::Usage usage;
+};
+
+// A chat of three turns, each resending the whole history; greedy answers of up to 12 tokens.
+std::vector<Turn> chat_three_turns(Engine& engine) {
+  auto sink = std::make_shared<RecordingSink>();
+  Session s = engine.open_session(sink);
+  std::vector<rz::ChatMessage> history;
+  std::vector<Turn> turns;
+  const char* questions[] = {"What is the capital of France?", "And of Italy?",
+                             "Which of the two is larger?"};
+  for (int t = 0; t < 3; ++t) {
+    history.push_back({"user", questions[t]});
+    GenerateRequest r;
+    r.id = "t" + std::to_string(t);
+    r.messages = history;
+    r.max_tokens = 12;
+    r.sampling.temperature = 0.0f;
+    s.generate(r);
+    if (!sink->wait_final(r.id, std::chrono::seconds(120))) return turns;
+    auto d = sink->done_of(r.id);
+    if (!d) return turns;
+    turns.push_back({sink->text_of(r.id), sink->tokens_of(r.id), d->usage});
+    history.push_back({"assistant", turns.back().text});
+  }
+  return turns;
+}
+
+}  // namespace
+
+// Each turn of a chat resends its history: with the prefix cache, the previous turn's prompt (in
+// whole blocks) is reused, the answers are the same as without the cache, and without it nothing
+// is reused.
+TEST(EngineCpu, MultiTurnChatReusesItsHistory) {
+  const std::string path = rz_test::default_model_path();
+  if (!std::filesystem::exists(path)) FAIL() << "missing " << path << ": run scripts/setup.sh";
+  auto mf = rz::ModelFile::open(path);
+  auto tok = rz_test::default_tokenizer();
+  std::vector<Turn> on, off;
+  for (bool cache : {true, false}) {
+    EngineConfig ec;
+    ec.prefix_cache = cache;
+    CpuEngine e(mf, tok, {.slots = 2, .max_context = 512, .threads = 0}, ec);
+    (cache ? on : off) = chat_three_turns(*e.engine);
+  }
+  ASSERT_EQ(on.size(), 3u);
+  ASSERT_EQ(off.size(), 3u);
+  const int bs = rz::kDefaultKvBlockSize;
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(on[t].tokens, off[t].tokens) << "turn " << t;
+    EXPECT_EQ(on[t].usage.prompt_tokens, off[t].usage.prompt_tokens) << "turn " << t;
+    EXPECT_EQ(off[t].usage.cached_tokens, 0u) << "turn " << t;
+    EXPECT_EQ(on[t].usage.cached_tokens % bs, 0u) << "whole blocks";
+    EXPECT_LT(on[t].usage.cached_tokens, on[t].usage.prompt_tokens);
+    if (t == 0) continue;
+    // The previous prompt is a prefix of this one (its answer and the next question follow).
+    const uint64_t prev = on[t - 1].usage.prompt_tokens;
+    EXPECT_GE(on[t].usage.cached_tokens, prev / bs * bs)
+        << "turn " << t << ": " << on[t].usage.cached_tokens << " of " << on[t].usage.prompt_tokens;
+  }
+}
+
+// More distinct prompts than the KV cache holds: eviction makes room, every request completes
+// with the tokens it gets alone, and the used blocks return to zero.
+TEST(EngineCpu, EvictionKeepsServingUnderMemoryPressure) {
+  const std::string path = rz_test::default_model_path();
+  if (!std::filesystem::exists(path)) FAIL() << "missing " << path << ": run scripts/setup.sh";
+  auto mf = rz::ModelFile::open(path);
+  auto tok = rz_test::default_tokenizer();
+  // 24 blocks of 16 tokens: room for about three of the prompts below at a time.
+  EngineConfig ec;
+  CpuEngine e(mf, tok, {.slots = 2, .max_context = kCtx, .threads = 0, .kv_blocks = 24}, ec);
+  auto sink = std::make_shared<RecordingSink>();
+  Session s = e.engine->open_session(sink);
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 8; ++i) {
+    std::string p = "Story " + std::to_string(i) + ":";
+    for (int w = 0; w < 40; ++w) p += " word" + std::to_string((i * 7 + w * 3) % 50);
+    prompts.push_back(p);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateRequest r = greedy("p" + std::to_string(i), prompts[i]);
+    r.max_tokens = 4;
+    r.ignore_eos = true;
+    s.generate(r);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string id = "p" + std::to_string(i);
+    ASSERT_TRUE(sink->wait_final(id, std::chrono::seconds(120))) << id;
+    auto d = sink->done_of(id);
+    ASSERT_TRUE(d) << id << " failed";
+    EXPECT_EQ(d->finish_reason, rz::proto::FinishReason::length);
+    EXPECT_EQ(sink->tokens_of(id), direct_greedy(mf, *tok, tok->encode(prompts[i], true, false), 4))
+        << id;
+  }
+  const auto m = e.engine->metrics();
+  EXPECT_GT(m.prefix_cache_evictions, 0u);
+  EXPECT_EQ(m.requests_failed, 0u);
+  for (int i = 0; i < 100 && e.engine->metrics().kv_blocks_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(e.engine->metrics().kv_blocks_used, 0);
+}
+
+// A burst of max_slots requests into an idle engine with no queue beyond the slots: none is
+// refused, all complete.
+TEST(EngineCpu, BurstOfMaxSlotsRequestsAllComplete) {
+  const std::string path = rz_test::default_model_path();
+  if (!std::filesystem::exists(path)) FAIL() << "missing " << path << ": run scripts/setup.sh";
+  auto mf = rz::ModelFile::open(path);
+  auto tok = rz_test::default_tokenizer();
+  EngineConfig ec;
+  ec.max_queue = 0;
+  CpuEngine e(mf, tok, {.slots = 6, .max_context = kCtx, .threads = 0}, ec);
+  auto sink = std::make_shared<RecordingSink>();
+  Session s = e.engine->open_session(sink);
+  for (int i = 0; i < 6; ++i) {
+    GenerateRequest r = greedy("b" + std::to_string(i), "Count to " + std::to_string(i + 3) + ":");
+    r.max_tokens = 3;
+    s.generate(r);
+  }
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "b" + std::to_string(i);
+    ASSERT_TRUE(sink->wait_final(id, std::chrono::seconds(120))) << id;
+    EXPECT_TRUE(sink->done_of(id))
+        << id << ": " << (sink->error_of(id) ? sink->error_of(id)->message : "");
+  }
+  EXPECT_EQ(e.engine->metrics().requests_rejected, 0u);
 }

@@ -405,10 +405,9 @@ TEST(Engine, FailingStepFailsOnlyItsRequests) {
   const auto na = tok->encode(pa, true, false).size(), nb = tok->encode(pb, true, false).size();
   ASSERT_NE(na, nb);
   auto fake = std::make_unique<FakeExecutor>(2, 256, kVocab);
-  fake->fail_if = [nb](const FakeExecutor::Call& c) {  // any prefill holding b's prompt
-    if (c.kind != FakeExecutor::Call::Kind::prefill) return false;
-    for (int32_t len : c.inputs)
-      if (len == static_cast<int32_t>(nb)) return true;
+  fake->fail_if = [nb](const FakeExecutor::Call& c) {  // the step that begins b's prompt
+    for (size_t i = 0; i < c.slots.size(); ++i)
+      if (c.begin[i] && c.n_tokens[i] == static_cast<int>(nb)) return true;
     return false;
   };
   EngineConfig ec;
@@ -420,19 +419,26 @@ TEST(Engine, FailingStepFailsOnlyItsRequests) {
   h.gate->allow(1);
   ASSERT_TRUE(h.gate->wait_blocked_after(1));  // a prefilled, its first decode waits
   s.generate(gen("b", pb, 20));
+  s.generate(gen("c", pa, 6, 9));  // waits: both slots are taken once b joins
   s.ping();
   ASSERT_TRUE(sink->wait_pongs(1));
   h.gate->open();
-  ASSERT_TRUE(sink->wait_final("b"));
-  ASSERT_TRUE(sink->wait_final("a"));
-  auto eb = sink->error_of("b");
-  ASSERT_TRUE(eb);
-  EXPECT_EQ(eb->code, ErrorCode::internal);
-  EXPECT_NE(eb->message.find("injected failure"), std::string::npos) << eb->message;
-  expect_well_formed(*sink, "a");
-  EXPECT_EQ(sink->done_of("a")->finish_reason, FinishReason::length);
-  EXPECT_EQ(sink->tokens_of("a"), fake_tokens(tok->encode(pa, true, false), 5, 20));
-  EXPECT_EQ(h.engine->metrics().requests_failed, 1u);
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(sink->wait_final(id)) << id;
+  // b's first chunk shares its step with a's decode: the failure ends both, and only them.
+  for (const char* id : {"a", "b"}) {
+    auto e = sink->error_of(id);
+    ASSERT_TRUE(e) << id;
+    EXPECT_EQ(e->code, ErrorCode::internal);
+    EXPECT_NE(e->message.find("injected failure"), std::string::npos) << e->message;
+  }
+  const auto ta = sink->tokens_of("a");
+  const auto ref_a = fake_tokens(tok->encode(pa, true, false), 5, 20);
+  ASSERT_LE(ta.size(), ref_a.size());
+  EXPECT_TRUE(std::equal(ta.begin(), ta.end(), ref_a.begin())) << "a's tokens before the failure";
+  expect_well_formed(*sink, "c");
+  EXPECT_EQ(sink->done_of("c")->finish_reason, FinishReason::length);
+  EXPECT_EQ(sink->tokens_of("c"), fake_tokens(tok->encode(pa, true, false), 9, 6));
+  EXPECT_EQ(h.engine->metrics().requests_failed, 2u);
 }
 
 TEST(Engine, StopStringsAcrossTokensAndEndOfGeneration) {

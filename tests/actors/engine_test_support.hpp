@@ -19,6 +19,7 @@
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "model/executor.hpp"
+#include "model/executor_checks.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz_test {
@@ -144,7 +145,7 @@ class RecordingSink : public rz::engine::FrameSink {
   Frames frames_;
 };
 
-// Permits for executor steps: each prefill/decode call takes one (or runs freely once opened).
+// Permits for executor steps: each step call takes one (or runs freely once opened).
 class StepGate {
  public:
   void allow(int n) {
@@ -217,13 +218,11 @@ class GatedExecutor : public rz::Executor {
   const rz::ModelConfig& config() const override { return inner_->config(); }
   int max_slots() const override { return inner_->max_slots(); }
   int max_context() const override { return inner_->max_context(); }
-  std::vector<int32_t> prefill(std::span<const rz::PrefillRequest> reqs) override {
+  int kv_block_size() const override { return inner_->kv_block_size(); }
+  int64_t kv_blocks() const override { return inner_->kv_blocks(); }
+  std::vector<int32_t> step(std::span<const rz::StepSeq> seqs) override {
     gate_->take();
-    return inner_->prefill(reqs);
-  }
-  std::vector<int32_t> decode(std::span<const rz::DecodeRequest> reqs) override {
-    gate_->take();
-    return inner_->decode(reqs);
+    return inner_->step(seqs);
   }
   void release(int slot) override { inner_->release(slot); }
   bool slot_active(int slot) const override { return inner_->slot_active(slot); }
@@ -236,8 +235,9 @@ class GatedExecutor : public rz::Executor {
   std::shared_ptr<StepGate> gate_;
 };
 
-// Every slot plays the same token script: the prefill returns script[0], each decode the next
-// one (the last one again past the end). Checks its inputs like a real executor.
+// Every slot plays the same token script: its first sampled token is script[0], each later one
+// the next (the last one again past the end). Checks its inputs like a real executor
+// (model/executor_checks.hpp), with one full context of blocks per slot.
 class ScriptedExecutor : public rz::Executor {
  public:
   ScriptedExecutor(int max_slots, int max_context, int n_vocab, std::vector<int32_t> script)
@@ -250,26 +250,20 @@ class ScriptedExecutor : public rz::Executor {
   const rz::ModelConfig& config() const override { return cfg_; }
   int max_slots() const override { return max_slots_; }
   int max_context() const override { return max_context_; }
-  std::vector<int32_t> prefill(std::span<const rz::PrefillRequest> reqs) override {
-    std::vector<int32_t> out;
-    for (const auto& r : reqs) {
-      Slot& s = at(r.slot);
-      if (s.active) throw rz::Error("scripted: prefill of a busy slot");
-      if (r.tokens.empty() || static_cast<int>(r.tokens.size()) > max_context_)
-        throw rz::Error("scripted: bad prompt");
-      s = Slot{true, static_cast<int>(r.tokens.size()), 0};
-      out.push_back(next(s));
-    }
-    return out;
+  int kv_block_size() const override { return rz::kDefaultKvBlockSize; }
+  int64_t kv_blocks() const override {
+    return int64_t{max_slots_} * ((max_context_ + kv_block_size() - 1) / kv_block_size());
   }
-  std::vector<int32_t> decode(std::span<const rz::DecodeRequest> reqs) override {
+  std::vector<int32_t> step(std::span<const rz::StepSeq> seqs) override {
+    rz::check_step(seqs, rz::SlotView{max_slots_, max_context_, cfg_.n_vocab, kv_block_size(),
+                                      kv_blocks(), [this](int i) { return at(i).active; },
+                                      [this](int i) { return at(i).length; }});
     std::vector<int32_t> out;
-    for (const auto& r : reqs) {
-      Slot& s = at(r.slot);
-      if (!s.active) throw rz::Error("scripted: decode of a free slot");
-      if (s.length >= max_context_) throw rz::Error("scripted: slot full");
-      ++s.length;
-      out.push_back(next(s));
+    for (const auto& e : seqs) {
+      Slot& s = at(e.slot);
+      if (e.begin) s = Slot{true, e.start, 0};
+      s.length = e.end();
+      if (e.sample) out.push_back(next(s));
     }
     return out;
   }
@@ -286,6 +280,10 @@ class ScriptedExecutor : public rz::Executor {
     size_t produced = 0;
   };
   Slot& at(int slot) {
+    if (slot < 0 || slot >= max_slots_) throw rz::Error("scripted: slot out of range");
+    return slots_[static_cast<size_t>(slot)];
+  }
+  const Slot& at(int slot) const {
     if (slot < 0 || slot >= max_slots_) throw rz::Error("scripted: slot out of range");
     return slots_[static_cast<size_t>(slot)];
   }

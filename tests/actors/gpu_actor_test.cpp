@@ -16,15 +16,18 @@ using rz_test::FakeExecutor;
 
 namespace {
 
+// A step that begins a sequence with the whole prompt (one KV block) and samples.
 ExecutorStep prefill_step(uint64_t n, int slot, std::vector<int32_t> prompt) {
   ExecutorStep g;
   g.step = n;
-  g.kind = rz::StepKind::prefill;
-  rz::PrefillRequest p;
+  rz::StepSeq p;
   p.slot = slot;
+  p.begin = true;
   p.tokens = std::move(prompt);
+  p.blocks = {slot};
+  p.sample = true;
   p.sampling.seed = 3;
-  g.prefill.push_back(p);
+  g.seqs.push_back(p);
   return g;
 }
 
@@ -84,29 +87,42 @@ TEST(EngineMessages, KeepEveryFieldThroughSerialization) {
   caf::actor_system sys{cfg};
   ExecutorStep s = prefill_step(11, 1, {4, 5, 6});
   s.release = {0, 2};
-  s.prefill[0].reserve_tokens = 77;
-  s.prefill[0].sampling.temperature = 0.5f;
-  s.prefill[0].sampling.top_k = 9;
+  s.seqs[0].cached = {7, 8};
+  s.seqs[0].start = 2;
+  s.seqs[0].blocks = {9, 4};
+  s.seqs[0].sampling.temperature = 0.5f;
+  s.seqs[0].sampling.top_k = 9;
+  rz::StepSeq d;  // a decode entry: no begin, no sampling
+  d.slot = 3;
+  d.start = 40;
+  d.tokens = {42};
+  d.blocks = {1, 2, 3};
+  d.sample = true;
+  s.seqs.push_back(d);
+  s.seqs.push_back(d);
+  s.seqs.back().sample = false;
   ExecutorStep a = round_trip(sys, s);
-  EXPECT_EQ(a.kind, rz::StepKind::prefill);
   EXPECT_EQ(a.step, 11u);
   EXPECT_EQ(a.release, (std::vector<int>{0, 2}));
-  ASSERT_EQ(a.prefill.size(), 1u);
-  EXPECT_EQ(a.prefill[0].slot, 1);
-  EXPECT_EQ(a.prefill[0].tokens, (std::vector<int32_t>{4, 5, 6}));
-  EXPECT_EQ(a.prefill[0].reserve_tokens, 77);
-  EXPECT_EQ(a.prefill[0].sampling.seed, 3u);
-  EXPECT_EQ(a.prefill[0].sampling.temperature, 0.5f);
-  EXPECT_EQ(a.prefill[0].sampling.top_k, 9);
-
-  ExecutorStep d;
-  d.kind = rz::StepKind::decode;
-  d.decode = {{3, 42}};
-  ExecutorStep b = round_trip(sys, d);
-  EXPECT_EQ(b.kind, rz::StepKind::decode);
-  ASSERT_EQ(b.decode.size(), 1u);
-  EXPECT_EQ(b.decode[0].slot, 3);
-  EXPECT_EQ(b.decode[0].token, 42);
+  ASSERT_EQ(a.seqs.size(), 3u);
+  EXPECT_EQ(a.seqs[0].slot, 1);
+  EXPECT_TRUE(a.seqs[0].begin);
+  EXPECT_EQ(a.seqs[0].cached, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(a.seqs[0].start, 2);
+  EXPECT_EQ(a.seqs[0].tokens, (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(a.seqs[0].blocks, (std::vector<int32_t>{9, 4}));
+  EXPECT_TRUE(a.seqs[0].sample);
+  EXPECT_EQ(a.seqs[0].sampling.seed, 3u);
+  EXPECT_EQ(a.seqs[0].sampling.temperature, 0.5f);
+  EXPECT_EQ(a.seqs[0].sampling.top_k, 9);
+  EXPECT_EQ(a.seqs[1].slot, 3);
+  EXPECT_FALSE(a.seqs[1].begin);
+  EXPECT_EQ(a.seqs[1].start, 40);
+  EXPECT_EQ(a.seqs[1].tokens, (std::vector<int32_t>{42}));
+  EXPECT_EQ(a.seqs[1].blocks, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_TRUE(a.seqs[1].sample);
+  EXPECT_FALSE(a.seqs[2].sample);
+  EXPECT_EQ(a.sampled(), 2u);
 
   StepResult r;
   r.step = 5;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "formats/common.hpp"
+#include "sched/slot_runner.hpp"
 #include "tests/formats/model_test_files.hpp"
 
 namespace rz {
@@ -52,6 +53,8 @@ TEST_F(ExecutorFactoryTest, CpuTakesTheOptionsAndTheDefaultContext) {
   EXPECT_EQ(b.executor->max_slots(), 3);
   EXPECT_EQ(b.executor->max_context(), default_context(model_->config()));
   EXPECT_EQ(b.executor->max_context(), 256);
+  EXPECT_EQ(b.executor->kv_block_size(), 16);
+  EXPECT_EQ(b.executor->kv_blocks(), 3 * 16);  // a full context per slot
   EXPECT_EQ(b.description, "cpu, 1 threads");
   EXPECT_TRUE(b.memory_plan.empty());
 
@@ -59,13 +62,16 @@ TEST_F(ExecutorFactoryTest, CpuTakesTheOptionsAndTheDefaultContext) {
   EXPECT_EQ(c.executor->max_slots(), 1);
   EXPECT_EQ(c.executor->max_context(), 64);
   EXPECT_EQ(c.description, "cpu, 2 threads");
+  BuiltExecutor k = make_executor(
+      "cpu", model_, {.slots = 2, .max_context = 40, .kv_block_size = 8, .kv_blocks = 10});
+  EXPECT_EQ(k.executor->kv_block_size(), 8);
+  EXPECT_EQ(k.executor->kv_blocks(), 10);
 
   // It runs: a prefill gives one token in the vocabulary.
-  PrefillRequest req{0, {1, 2, 3}, {}};
-  const std::vector<int32_t> t = c.executor->prefill({&req, 1});
-  ASSERT_EQ(t.size(), 1u);
-  EXPECT_GE(t[0], 0);
-  EXPECT_LT(t[0], model_->config().n_vocab);
+  SlotRunner run(*c.executor);
+  const int32_t t = run.prefill(PrefillRequest{0, {1, 2, 3}, {}});
+  EXPECT_GE(t, 0);
+  EXPECT_LT(t, model_->config().n_vocab);
 }
 
 TEST_F(ExecutorFactoryTest, UnknownDeviceIsAnError) {

@@ -21,6 +21,7 @@
 #include "formats/gguf_writer.hpp"
 #include "formats/model_file.hpp"
 #include "quants/quants.hpp"
+#include "sched/slot_runner.hpp"
 #include "tests/tokenizer/tokenizer_test_util.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -252,19 +253,19 @@ TEST_P(SynthTiny, ReadsBackAndRuns) {
   CpuExecutorOptions eo;
   eo.max_context = 64;
   CpuExecutor ex(m, eo);
+  SlotRunner run(ex);
   ex.set_keep_logits(true);
   PrefillRequest pr;
   pr.tokens = tok->encode("Hello world, this is", false, false);
   ASSERT_FALSE(pr.tokens.empty());
-  int32_t next = ex.prefill(std::span(&pr, 1)).at(0);
+  int32_t next = run.prefill(pr);
   for (int step = 0; step < 4; ++step) {
     auto lg = ex.last_logits(0);
     ASSERT_EQ(lg.size(), 50304u);
     for (float x : lg) ASSERT_TRUE(std::isfinite(x));
     ASSERT_GE(next, 0);
     ASSERT_LT(next, 50304);
-    DecodeRequest dr{0, next};
-    next = ex.decode(std::span(&dr, 1)).at(0);
+    next = run.decode(0, next);
   }
   EXPECT_EQ(ex.slot_length(0), int(pr.tokens.size()) + 4);
 }

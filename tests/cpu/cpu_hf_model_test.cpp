@@ -21,6 +21,7 @@
 #include "cpu/cpu_executor.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "formats/model_file.hpp"
+#include "sched/slot_runner.hpp"
 
 namespace rz {
 namespace {
@@ -165,23 +166,21 @@ class CpuHfModel : public ::testing::TestWithParam<const char*> {
 TEST_P(CpuHfModel, GreedyOneSlotMatchesTransformers) {
   check_config();
   CpuExecutor ex(mf_, {.slots = 1, .max_context = 128, .threads = 2});
+  SlotRunner run(ex);
   ex.set_keep_logits(true);
   float worst = 0;
   for (size_t p = 0; p < g_.prompts.size(); ++p) {
     const Prompt& pr = g_.prompts[p];
     std::vector<PrefillRequest> req(1);
     req[0].tokens = pr.ids;
-    std::vector<int32_t> got = {ex.prefill(req)[0]};
+    std::vector<int32_t> got = {run.prefill(req)[0]};
     worst = std::max(worst, max_diff(ex.last_logits(0), pr.logits_first));
     ASSERT_LE(worst, kTol) << "prompt " << p << " [" << join(pr.ids) << "]: first step";
-    while (static_cast<int>(got.size()) < g_.steps) {
-      const DecodeRequest d{0, got.back()};
-      got.push_back(ex.decode({&d, 1})[0]);
-    }
+    while (static_cast<int>(got.size()) < g_.steps) got.push_back(run.decode(0, got.back()));
     ASSERT_EQ(got, pr.greedy) << "prompt " << p << " [" << join(pr.ids) << "]";
     worst = std::max(worst, max_diff(ex.last_logits(0), pr.logits_last));
     ASSERT_LE(worst, kTol) << "prompt " << p << ": last step";
-    ex.release(0);
+    run.release(0);
   }
   std::printf(
       "%s, one slot: max |logit diff| vs transformers %.2e (tol %.0e), golden min "
@@ -193,13 +192,14 @@ TEST_P(CpuHfModel, GreedyOneSlotMatchesTransformers) {
 TEST_P(CpuHfModel, GreedyBatchedMatchesTransformers) {
   const int n = static_cast<int>(g_.prompts.size());
   CpuExecutor ex(mf_, {.slots = n, .max_context = 128, .threads = 2});
+  SlotRunner run(ex);
   ex.set_keep_logits(true);
   std::vector<PrefillRequest> reqs(n);
   for (int s = 0; s < n; ++s) {
     reqs[s].slot = s;
     reqs[s].tokens = g_.prompts[s].ids;
   }
-  std::vector<int32_t> first = ex.prefill(reqs);
+  std::vector<int32_t> first = run.prefill(reqs);
   ASSERT_EQ(static_cast<int>(first.size()), n);
   std::vector<std::vector<int32_t>> got(n);
   float worst = 0;
@@ -211,7 +211,7 @@ TEST_P(CpuHfModel, GreedyBatchedMatchesTransformers) {
   for (int step = 1; step < g_.steps; ++step) {
     std::vector<DecodeRequest> d;
     for (int s = 0; s < n; ++s) d.push_back({s, got[s].back()});
-    std::vector<int32_t> next = ex.decode(d);
+    std::vector<int32_t> next = run.decode(d);
     for (int s = 0; s < n; ++s) got[s].push_back(next[s]);
   }
   for (int s = 0; s < n; ++s) {

@@ -1,12 +1,15 @@
 // Tests of the CPU forward-pass building blocks (cpu/cpu_ops.cpp): rotary embedding tables
 // and rotation against Hugging Face transformers (tests/golden/make_cpu_rope_golden.py), and
-// RMSNorm, attention and SwiGLU against float64 references on random inputs.
+// RMSNorm, attention (contiguous and paged) and SwiGLU against float64 references on random
+// inputs.
 #include "cpu/cpu_ops.hpp"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -183,16 +186,18 @@ TEST(CpuOps, RmsNormAttentionSwigluMatchFloat64) {
     for (int i = 0; i < n; ++i)
       ASSERT_NEAR(y[i], x[i] * inv * w[i], 1e-5 * std::fabs(x[i] * inv * w[i]) + 1e-7);
   }
-  // Attention of one head over a strided cache.
+  // Attention of one head over a strided contiguous cache (one block), then over the same rows
+  // scattered into blocks of 16 in shuffled order: the float64 result, and the same bits.
   for (int n_pos : {1, 2, 33, 300}) {
-    const int hd = 64, stride = 3 * hd;
+    const int hd = 64, stride = 3 * hd, bs = 16, n_blk = (n_pos + bs - 1) / bs;
     std::vector<float> q(hd), k(n_pos * stride), v(n_pos * stride), out(hd, NAN), scores(n_pos);
     for (auto& a : q) a = nd(rng);
     for (auto& a : k) a = nd(rng);
     for (auto& a : v) a = nd(rng);
     const float scale = 0.125f;
-    attend_head(q.data(), k.data() + hd, v.data() + hd, stride, n_pos, hd, scale, scores.data(),
-                out.data());
+    const int32_t one_block = 0;
+    attend_head(q.data(), k.data() + hd, v.data() + hd, &one_block, n_pos, stride, n_pos, hd, scale,
+                scores.data(), out.data());
     std::vector<double> s(n_pos);
     double mx = -1e300, sum = 0;
     for (int p = 0; p < n_pos; ++p) {
@@ -207,6 +212,22 @@ TEST(CpuOps, RmsNormAttentionSwigluMatchFloat64) {
       for (int p = 0; p < n_pos; ++p) r += s[p] / sum * v[p * stride + hd + i];
       ASSERT_NEAR(out[i], r, 1e-5) << "n_pos " << n_pos << " dim " << i;
     }
+    // Paged: position p in block blocks[p / bs] of a cache with n_blk + 3 blocks (NaN elsewhere,
+    // so a wrong row shows).
+    std::vector<int32_t> blocks(n_blk);
+    for (int b = 0; b < n_blk; ++b) blocks[b] = n_blk + 2 - b;  // n_blk + 2 down to 3
+    std::vector<float> kp(size_t(n_blk + 3) * bs * stride, NAN), vp(kp.size(), NAN);
+    for (int p = 0; p < n_pos; ++p) {
+      const size_t row = size_t(blocks[p / bs]) * bs + p % bs;
+      std::copy_n(&k[p * stride], stride, &kp[row * stride]);
+      std::copy_n(&v[p * stride], stride, &vp[row * stride]);
+    }
+    std::vector<float> paged(hd, NAN);
+    attend_head(q.data(), kp.data() + hd, vp.data() + hd, blocks.data(), bs, stride, n_pos, hd,
+                scale, scores.data(), paged.data());
+    for (int i = 0; i < hd; ++i)
+      ASSERT_EQ(std::memcmp(&paged[i], &out[i], sizeof(float)), 0)
+          << "n_pos " << n_pos << " dim " << i << ": " << paged[i] << " vs " << out[i];
   }
   // SwiGLU
   std::vector<float> g(1000), u(1000);

@@ -8,10 +8,10 @@
 // partition boundaries 1, 63, 64, 65, 255, 256, 257, 1000, 4096, GQA 1/6/8, block sizes 1/16,
 // with grids sized for a max_context far above the lengths (as captured graphs launch them);
 // batches of more than kAttnSmallBatchHeads query heads (256-token partitions); a decode loop
-// driven by KvBlockAllocator (grow, release, recycle), and the bad-input paths (NaN, shape
-// errors) on both partition lengths.
-// Causal prefill attention (attention_prefill) against the same reference, one query token at a
-// time at its position: several packed prompts and chunks with earlier context (cu_seqlens).
+// whose block tables grow, are released and recycled as the scheduler's
+// (sched/kv_block_manager.hpp) do, and the bad-input paths (NaN, shape errors) on both partition
+// lengths. Causal prefill attention (attention_prefill) against the same reference, one query token
+// at a time at its position: several packed prompts and chunks with earlier context (cu_seqlens).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "gpu/kv_blocks.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
 #include "kernels/kv_append.hpp"
 #include "quants/quants.hpp"
+#include "sched/kv_block_manager.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 
 namespace rz::gpu {
@@ -288,17 +288,37 @@ TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
             "65 slots x 4 heads, block_size 1");
 }
 
-// Decode steps driven by KvBlockAllocator: prompts appended, then one token per slot per step
-// (reserve L + 1, append at cache_row, attend over L + 1), one slot released and recycled for a
-// new sequence midway. The host reference follows the same cache_rows.
-TEST(AttentionDecode, DecodeLoopWithAllocator) {
+// Decode steps over block tables kept as the scheduler keeps them (blocks from a KvBlockManager,
+// one table per slot): prompts appended, then one token per slot per step (the table grown to
+// cover L + 1, append at the new position's row, attend over L + 1), one slot released and
+// recycled for a new sequence midway. The host reference follows the same cache rows.
+TEST(AttentionDecode, DecodeLoopWithBlockTables) {
   RZ_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int n_slots = 3, n_head_kv = 3, n_head = 9, hd = 64, bs = 16, n_blocks = 80;
   const int max_context = 600, table_stride = (max_context + bs - 1) / bs, width = n_head_kv * hd;
-  KvBlockAllocator alloc(n_blocks, bs, n_slots);
+  KvBlockManager blocks(n_blocks, bs, false);
+  std::vector<std::vector<int32_t>> table(n_slots);
+  // Grows slot s's table to hold n tokens.
+  auto cover = [&](int s, int n) {
+    auto& t = table[size_t(s)];
+    while (int64_t(t.size()) < blocks.blocks_for(n)) {
+      const int32_t b = blocks.allocate();
+      ASSERT_GE(b, 0) << "out of blocks";
+      t.push_back(b);
+    }
+  };
+  auto release = [&](int s) {
+    auto& t = table[size_t(s)];
+    for (auto it = t.rbegin(); it != t.rend(); ++it) blocks.release(*it);
+    t.clear();
+  };
+  // Cache row of position p of slot s.
+  auto row_of = [&](int s, int p) {
+    return int64_t(table.at(size_t(s)).at(size_t(p / bs))) * bs + p % bs;
+  };
   const KvCacheShape sh{n_blocks, n_head_kv, bs, hd};
   HostCache hc(sh);
   auto d_k = poisoned<uint16_t>(sh.layer_elems());
@@ -324,28 +344,28 @@ TEST(AttentionDecode, DecodeLoopWithAllocator) {
     kv_append(dk.get(), dv.get(), dr.get(), d_k.get(), d_v.get(), aa, nullptr);
   };
   auto prompt = [&](int s, int len) {
-    ASSERT_TRUE(alloc.reserve(s, len));
+    cover(s, len);
     std::vector<int64_t> rows;
-    for (int p = 0; p < len; ++p) rows.push_back(alloc.cache_row(s, p));
+    for (int p = 0; p < len; ++p) rows.push_back(row_of(s, p));
     append(rows);
     lens[s] = len;
   };
   for (int s = 0; s < n_slots; ++s) prompt(s, lens[s]);
   for (int step = 0; step < 24; ++step) {
     if (step == 10) {  // slot 1 finishes; a new 70-token sequence takes its place
-      alloc.release(1);
+      release(1);
       prompt(1, 70);
     }
     std::vector<int64_t> rows;
     for (int s = 0; s < n_slots; ++s) {
-      ASSERT_TRUE(alloc.reserve(s, lens[s] + 1)) << "step " << step;
-      rows.push_back(alloc.cache_row(s, lens[s]));
+      cover(s, lens[s] + 1);
+      rows.push_back(row_of(s, lens[s]));
       ++lens[s];
     }
     append(rows);
     std::vector<int32_t> tables(size_t(n_slots) * table_stride, -1);
     for (int s = 0; s < n_slots; ++s) {
-      const auto t = alloc.table(s);
+      const auto& t = table[size_t(s)];
       std::copy(t.begin(), t.end(), tables.begin() + size_t(s) * table_stride);
     }
     const auto q = randn(size_t(n_slots) * n_head * hd, 3.0f, rng);

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "gpu/kv_blocks.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
+#include "kernels/kv_cache_shape.hpp"
 #include "quants/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 

@@ -1,10 +1,12 @@
 // The CUDA executor (gpu/gpu_executor.hpp) against the CPU executor on tiny synthetic models of
 // every format: logits of every step within a tolerance (3 x the error measured on the H200 for
 // that format), greedy picks equal except where the CPU's top-2 margin is below that row's
-// measured |dlogit| (at most 1 % of the picks); chunked prefill; KV block accounting; bad
-// requests; a Llama 3 GGUF whose frequency scaling is only in rope_freqs.weight, against the CPU
-// and transformers. The GPU tests skip without a device; the no-device test runs only where
-// there is none.
+// measured |dlogit| (at most 1 % of the picks); chunked prefill in passes; steps as the scheduler
+// makes them (a prompt in chunks over several steps, a prefix reused from another slot's blocks,
+// decode tokens mixed with prompt chunks, graph replay after such steps) against the same work
+// done plainly; block tables from the caller (SlotRunner) and bad steps; a Llama 3 GGUF whose
+// frequency scaling is only in rope_freqs.weight, against the CPU and transformers. The GPU tests
+// skip without a device; the no-device test runs only where there is none.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -12,7 +14,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,7 @@
 #include "gpu/gpu_executor.hpp"
 #include "gpu/test_support.hpp"
 #include "model/sampling.hpp"
+#include "sched/slot_runner.hpp"
 
 namespace rz::gpu {
 namespace {
@@ -118,15 +123,16 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
   auto mf = ModelFile::open(path);
   CpuExecutor cpu(mf, CpuExecutorOptions{.slots = 4, .max_context = 256, .threads = 0});
   GpuExecutor gpu(mf, gopt);
+  SlotRunner cpu_run(cpu), gpu_run(gpu);
   cpu.set_keep_logits(true);
   gpu.set_keep_logits(true);
   std::mt19937 rng(1234);
   const int lens[4] = {1, 7, 33, 70};
   std::vector<PrefillRequest> reqs;
   for (int i = 0; i < 4; ++i)
-    reqs.push_back({i, random_prompt(rng, lens[i], mf->config().n_vocab), SamplingParams{}, 0});
-  auto tc = cpu.prefill(reqs);
-  auto tg = gpu.prefill(reqs);
+    reqs.push_back({i, random_prompt(rng, lens[i], mf->config().n_vocab), SamplingParams{}});
+  auto tc = cpu_run.prefill(reqs);
+  auto tg = gpu_run.prefill(reqs);
   double worst = 0;
   int excused = 0;
   for (int step = 0; step < steps; ++step) {
@@ -148,8 +154,8 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
     }
     std::vector<DecodeRequest> dec;
     for (int s = 0; s < 4; ++s) dec.push_back({s, tc[s]});  // teacher forcing: the CPU's tokens
-    tc = cpu.decode(dec);
-    tg = gpu.decode(dec);
+    tc = cpu_run.decode(dec);
+    tg = gpu_run.decode(dec);
   }
   // At most 1 % of the picks (rounded up) may differ, each excused as above.
   const int cap = (4 * steps + 99) / 100;
@@ -280,10 +286,11 @@ TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesTransformers) {
   ASSERT_EQ(n, 8);
   const int steps = static_cast<int>(prompts[0].greedy.size());
   GpuExecutor gpu(mf, GpuExecutorOptions{.slots = n, .max_context = 128});
+  SlotRunner run(gpu);
   gpu.set_keep_logits(true);
   std::vector<PrefillRequest> reqs;
-  for (int s = 0; s < n; ++s) reqs.push_back({s, prompts[s].ids, SamplingParams{}, 0});
-  std::vector<int32_t> picks = gpu.prefill(reqs);
+  for (int s = 0; s < n; ++s) reqs.push_back({s, prompts[s].ids, SamplingParams{}});
+  std::vector<int32_t> picks = run.prefill(reqs);
   double worst = 0;
   auto check = [&](int s, const std::vector<float>& want, int32_t want_tok, const char* what) {
     const Diff d = compare(gpu.last_logits(s), want);
@@ -298,13 +305,16 @@ TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesTransformers) {
   for (int step = 1; step < steps; ++step) {
     std::vector<DecodeRequest> dec;
     for (int s = 0; s < n; ++s) dec.push_back({s, prompts[s].greedy[step - 1]});
-    picks = gpu.decode(dec);
+    picks = run.decode(dec);
   }
   for (int s = 0; s < n; ++s) check(s, prompts[s].last, prompts[s].greedy[steps - 1], "last");
   std::printf("[ llama3_tied.gguf ] max |gpu - transformers| logit: %.3g\n", worst);
 }
 
-TEST(GpuExecutor, KvBlocksAreReservedAndReturned) {
+// The executor has no block bookkeeping: its kv_blocks() blocks are the caller's to hand out, and
+// a SlotRunner over it (the tools' and tests' driver) runs out of them where the scheduler would
+// make a request wait: before any work, changing nothing.
+TEST(GpuExecutor, KvBlocksComeFromTheCaller) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q8_0));
   // 64-token context in blocks of 16: 4 blocks hold exactly one full context.
@@ -312,49 +322,80 @@ TEST(GpuExecutor, KvBlocksAreReservedAndReturned) {
       mf, GpuExecutorOptions{.slots = 2, .max_context = 64, .kv_block_size = 16, .kv_blocks = 4});
   EXPECT_EQ(gpu.kv_blocks(), 4);
   EXPECT_EQ(gpu.kv_block_size(), 16);
+  EXPECT_EQ(gpu.memory_plan().kv_blocks, 4);
+  SlotRunner run(gpu);
   std::mt19937 rng(5);
   const int V = mf->config().n_vocab;
-  std::vector<PrefillRequest> two = {{0, random_prompt(rng, 40, V), {}, 0},
-                                     {1, random_prompt(rng, 40, V), {}, 0}};
-  EXPECT_THROW(gpu.prefill(two), Error);  // 3 + 3 blocks > 4: refused before any work
+  std::vector<PrefillRequest> two = {{0, random_prompt(rng, 40, V), {}},
+                                     {1, random_prompt(rng, 40, V), {}}};
+  EXPECT_THROW(run.prefill(two), Error);  // 3 + 3 blocks > 4: refused before any work
   EXPECT_FALSE(gpu.slot_active(0));
-  EXPECT_EQ(gpu.free_kv_blocks(), 4);
-  std::vector<PrefillRequest> one = {{0, random_prompt(rng, 10, V), {}, 64}};
-  gpu.prefill(one);  // reserves the whole context
-  EXPECT_EQ(gpu.free_kv_blocks(), 0);
-  std::vector<PrefillRequest> other = {{1, random_prompt(rng, 5, V), {}, 0}};
-  EXPECT_THROW(gpu.prefill(other), Error);
-  for (int i = 0; i < 20; ++i) gpu.decode(std::vector<DecodeRequest>{{0, 3}});
+  EXPECT_FALSE(gpu.slot_active(1));
+  EXPECT_EQ(run.blocks().free_blocks(), 4);
+  const PrefillRequest first{0, random_prompt(rng, 10, V), {}};
+  int32_t t = run.prefill(first);
+  EXPECT_EQ(run.blocks().free_blocks(), 3);
+  for (int i = 0; i < 20; ++i) t = run.decode(0, t);  // 30 tokens: a second block
   EXPECT_EQ(gpu.slot_length(0), 30);
-  gpu.release(0);
-  EXPECT_EQ(gpu.free_kv_blocks(), 4);
-  gpu.prefill(other);
-  EXPECT_EQ(gpu.free_kv_blocks(), 3);
-  // Without a reservation, decode takes blocks as the slot grows.
-  for (int i = 0; i < 12; ++i) gpu.decode(std::vector<DecodeRequest>{{1, 3}});
-  EXPECT_EQ(gpu.slot_length(1), 17);
-  EXPECT_EQ(gpu.free_kv_blocks(), 2);
+  EXPECT_EQ(run.blocks().free_blocks(), 2);
+  const PrefillRequest big{1, random_prompt(rng, 40, V), {}};
+  EXPECT_THROW(run.prefill(big), Error);  // 3 blocks > 2 free
+  EXPECT_FALSE(gpu.slot_active(1));
+  EXPECT_EQ(gpu.slot_length(0), 30);
+  run.release(0);
+  EXPECT_EQ(run.blocks().free_blocks(), 4);
+  run.prefill(big);
+  EXPECT_EQ(run.blocks().free_blocks(), 1);
 }
 
-TEST(GpuExecutor, BadRequestsThrowAndHarmNothing) {
+TEST(GpuExecutor, BadStepsThrowAndHarmNothing) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q8_0));
-  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 32});
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 32, .kv_block_size = 16});
   const int V = mf->config().n_vocab;
-  EXPECT_THROW(gpu.decode(std::vector<DecodeRequest>{{0, 1}}), Error);             // not active
-  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{2, {1}, {}, 0}}), Error);  // slot range
-  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, {}, {}, 0}}), Error);   // empty
-  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, {V}, {}, 0}}), Error);  // token id
-  EXPECT_THROW(gpu.prefill(std::vector<PrefillRequest>{{0, std::vector<int32_t>(33, 1), {}, 0}}),
-               Error);  // longer than the context
-  const auto a = gpu.prefill(std::vector<PrefillRequest>{{0, {1, 2, 3}, {}, 0}});
+  const int64_t nb = gpu.kv_blocks();
+  ASSERT_GE(nb, 4);
+  auto entry = [](int slot, bool begin, int start, std::vector<int32_t> tokens,
+                  std::vector<int32_t> blocks) {
+    StepSeq e;
+    e.slot = slot;
+    e.begin = begin;
+    e.start = start;
+    e.tokens = std::move(tokens);
+    e.blocks = std::move(blocks);
+    e.sample = true;
+    return e;
+  };
+  auto run = [&](std::vector<StepSeq> seqs) { return gpu.step(seqs); };
+  EXPECT_THROW(run({entry(0, false, 0, {1}, {0})}), Error);  // not active
+  EXPECT_THROW(run({entry(2, true, 0, {1}, {0})}), Error);   // slot range
+  EXPECT_THROW(run({entry(0, true, 0, {}, {0})}), Error);    // no tokens
+  EXPECT_THROW(run({entry(0, true, 0, {V}, {0})}), Error);   // token id
+  EXPECT_THROW(run({entry(0, true, 0, std::vector<int32_t>(33, 1), {0, 1, 2})}),
+               Error);  // past the context
+  EXPECT_THROW(run({entry(0, true, 0, std::vector<int32_t>(17, 1), {0})}), Error);  // 1 block
+  EXPECT_THROW(run({entry(0, true, 0, {1}, {int32_t(nb)})}), Error);  // block id range
+  EXPECT_THROW(run({entry(0, true, 0, {1}, {-1})}), Error);
+  EXPECT_THROW(run({entry(0, true, 1, {1}, {0})}), Error);  // start != cached
+  EXPECT_THROW(run({entry(0, true, 0, {1}, {0}), entry(0, true, 0, {2}, {1})}),
+               Error);  // slot twice
+  EXPECT_FALSE(gpu.slot_active(0));
+  const auto a = run({entry(0, true, 0, {1, 2, 3}, {2})});
   ASSERT_EQ(a.size(), 1u);
-  EXPECT_THROW(gpu.decode(std::vector<DecodeRequest>{{0, -1}}), Error);
-  EXPECT_EQ(gpu.slot_length(0), 3);  // the bad decode changed nothing
-  const auto b = gpu.decode(std::vector<DecodeRequest>{{0, a[0]}});
+  EXPECT_EQ(gpu.slot_length(0), 3);
+  EXPECT_THROW(run({entry(0, false, 3, {-1}, {2})}), Error);    // token id
+  EXPECT_THROW(run({entry(0, false, 2, {a[0]}, {2})}), Error);  // start != length
+  EXPECT_THROW(run({entry(0, true, 0, {1}, {3})}), Error);      // busy
+  // A good entry beside a bad one: the whole step is refused.
+  EXPECT_THROW(run({entry(0, false, 3, {a[0]}, {2}), entry(1, true, 0, {V + 7}, {3})}), Error);
+  EXPECT_EQ(gpu.slot_length(0), 3);  // the bad steps changed nothing
+  EXPECT_FALSE(gpu.slot_active(1));
+  const auto b = run({entry(0, false, 3, {a[0]}, {2})});
   ASSERT_EQ(b.size(), 1u);
   EXPECT_GE(b[0], 0);
   EXPECT_LT(b[0], V);
+  EXPECT_EQ(gpu.slot_length(0), 4);
+  EXPECT_TRUE(run({}).empty());
 }
 
 TEST(GpuExecutor, MemoryPlanIsReported) {
@@ -386,27 +427,28 @@ TEST(GpuExecutor, CudaGraphsAreBitIdentical) {
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
   GpuExecutor plain(mf, GpuExecutorOptions{.slots = 4, .max_context = 512, .cuda_graphs = false});
   GpuExecutor graphs(mf, GpuExecutorOptions{.slots = 4, .max_context = 512, .cuda_graphs = true});
+  SlotRunner plain_run(plain), graphs_run(graphs);
   plain.set_keep_logits(true);
   graphs.set_keep_logits(true);
   std::mt19937 rng(99);
   const int V = mf->config().n_vocab;
   std::vector<PrefillRequest> reqs;
   const int lens[4] = {3, 250, 40, 255};  // two slots cross the 256-token attention partition
-  for (int i = 0; i < 4; ++i) reqs.push_back({i, random_prompt(rng, lens[i], V), {}, 0});
-  auto ta = plain.prefill(reqs);
-  auto tb = graphs.prefill(reqs);
+  for (int i = 0; i < 4; ++i) reqs.push_back({i, random_prompt(rng, lens[i], V), {}});
+  auto ta = plain_run.prefill(reqs);
+  auto tb = graphs_run.prefill(reqs);
   ASSERT_EQ(ta, tb);
   std::vector<int> live = {0, 1, 2, 3};
   for (int step = 0; step < 12; ++step) {
     if (step == 5) {  // batch size 4 -> 3
-      plain.release(2);
-      graphs.release(2);
+      plain_run.release(2);
+      graphs_run.release(2);
       live = {0, 1, 3};
     }
     std::vector<DecodeRequest> dec;
     for (size_t i = 0; i < live.size(); ++i) dec.push_back({live[i], ta[i]});
-    ta = plain.decode(dec);
-    tb = graphs.decode(dec);
+    ta = plain_run.decode(dec);
+    tb = graphs_run.decode(dec);
     ASSERT_EQ(ta, tb) << "step " << step;
     for (int s : live) {
       const auto a = plain.last_logits(s), b = graphs.last_logits(s);
@@ -415,6 +457,324 @@ TEST(GpuExecutor, CudaGraphsAreBitIdentical) {
         ASSERT_EQ(a[j], b[j]) << "step " << step << " slot " << s << " logit " << j;
     }
   }
+}
+
+}  // namespace
+}  // namespace rz::gpu
+
+namespace rz::gpu {
+namespace {
+
+// Steps built by hand, as the scheduler makes them: prompt chunks, reused prefixes, decode tokens
+// mixed with chunks. Each slot's block table grows from a shuffled free list (so a sequence's
+// blocks lie scattered over the cache, and a wrong row shows); a table may start with another
+// slot's blocks (a shared prefix, read only). Blocks are never returned: these tests need few.
+class Steps {
+ public:
+  Steps(Executor& ex, uint32_t seed)
+      : ex_(ex), bs_(ex.kv_block_size()), tables_(size_t(ex.max_slots())) {
+    for (int64_t b = 0; b < ex.kv_blocks(); ++b) free_.push_back(static_cast<int32_t>(b));
+    std::mt19937 rng(seed);
+    std::shuffle(free_.begin(), free_.end(), rng);
+  }
+
+  // A new sequence in `slot`: `cached` tokens whose KV `shared` blocks hold (another slot's, whole
+  // blocks), then `tokens` to compute.
+  StepSeq begin(int slot, std::vector<int32_t> tokens, bool sample,
+                std::vector<int32_t> cached = {}, std::span<const int32_t> shared = {}) {
+    EXPECT_EQ(cached.size(), shared.size() * size_t(bs_)) << "a shared prefix is whole blocks";
+    StepSeq e;
+    e.slot = slot;
+    e.begin = true;
+    e.start = static_cast<int>(cached.size());
+    e.cached = std::move(cached);
+    e.tokens = std::move(tokens);
+    e.sample = sample;
+    tables_[size_t(slot)].assign(shared.begin(), shared.end());
+    e.blocks = cover(slot, e.end());
+    return e;
+  }
+  // The slot's next tokens (a decode token, or a further prompt chunk).
+  StepSeq next(int slot, std::vector<int32_t> tokens, bool sample) {
+    StepSeq e;
+    e.slot = slot;
+    e.start = ex_.slot_length(slot);
+    e.tokens = std::move(tokens);
+    e.sample = sample;
+    e.blocks = cover(slot, e.end());
+    return e;
+  }
+  std::vector<int32_t> run(const std::vector<StepSeq>& seqs) { return ex_.step(seqs); }
+  std::span<const int32_t> table(int slot) const { return tables_.at(size_t(slot)); }
+
+ private:
+  std::vector<int32_t> cover(int slot, int end) {
+    auto& t = tables_.at(size_t(slot));
+    while (static_cast<int64_t>(t.size()) * bs_ < end) {
+      if (free_.empty()) throw Error("test: out of KV blocks");
+      t.push_back(free_.back());
+      free_.pop_back();
+    }
+    return t;
+  }
+
+  Executor& ex_;
+  int bs_;
+  std::vector<int32_t> free_;
+  std::vector<std::vector<int32_t>> tables_;
+};
+
+std::vector<int32_t> slice(const std::vector<int32_t>& v, int from, int to) {
+  return {v.begin() + from, v.begin() + to};
+}
+
+int32_t argmax_of(std::span<const float> l) {
+  return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+}
+
+// `got` (logits and pick) against `want`, computed another way: logits within tol, and the same
+// greedy pick unless want's top-2 margin is below the measured difference (printed, as in
+// run_against_cpu). A greedy pick is always the argmax of its own logits.
+void expect_close(std::span<const float> got, int32_t got_tok, std::span<const float> want,
+                  int32_t want_tok, double tol, const std::string& what) {
+  ASSERT_FALSE(got.empty()) << what;
+  const Diff d = compare(got, want);
+  EXPECT_LE(d.max_abs, tol) << what << " (max |logit| " << d.max_ref << ")";
+  EXPECT_EQ(got_tok, argmax_of(got)) << what << ": the pick is not its own logits' argmax";
+  EXPECT_EQ(want_tok, argmax_of(want)) << what << ": the reference pick is not its argmax";
+  if (got_tok != want_tok) {
+    const double m = margin(want);
+    EXPECT_LT(m, d.max_abs) << what << ": " << got_tok << " vs " << want_tok << ", margin " << m
+                            << " |dlogit| " << d.max_abs;
+    std::printf("[ %s ] excused divergence: margin %.3g |dlogit| %.3g\n", what.c_str(), m,
+                d.max_abs);
+  }
+}
+
+std::vector<float> to_vector(std::span<const float> l) { return {l.begin(), l.end()}; }
+
+// (a) A prompt computed in chunks over several steps (the scheduler's chunked prefill: chunk
+// boundaries inside blocks, a chunk small enough for the GEMV path, only the last chunk samples)
+// equals the whole prompt in one step; so do the decode steps after it.
+TEST(GpuExecutorSteps, ChunkedPromptOverStepsMatchesOneStep) {
+  RZ_REQUIRE_GPU();
+  const SynthFormat f = SynthFormat::Q4_K_M;
+  auto mf = ModelFile::open(tiny_model(f));
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 256});
+  gpu.set_keep_logits(true);
+  Steps st(gpu, 11);
+  std::mt19937 rng(21);
+  const auto prompt = random_prompt(rng, 70, mf->config().n_vocab);
+  const auto whole = st.run({st.begin(0, prompt, true)});
+  ASSERT_EQ(whole.size(), 1u);
+  const auto want = to_vector(gpu.last_logits(0));
+  EXPECT_TRUE(st.run({st.begin(1, slice(prompt, 0, 21), false)}).empty());
+  EXPECT_TRUE(gpu.slot_active(1));
+  EXPECT_EQ(gpu.slot_length(1), 21);
+  EXPECT_TRUE(gpu.last_logits(1).empty());  // nothing sampled yet
+  EXPECT_TRUE(st.run({st.next(1, slice(prompt, 21, 30), false)}).empty());
+  const auto chunked = st.run({st.next(1, slice(prompt, 30, 70), true)});
+  ASSERT_EQ(chunked.size(), 1u);
+  EXPECT_EQ(gpu.slot_length(1), 70);
+  expect_close(gpu.last_logits(1), chunked[0], want, whole[0], tol_for(f), "chunked prompt");
+  // Decode both, teacher-forced on slot 0's picks.
+  int32_t t = whole[0];
+  for (int step = 0; step < 4; ++step) {
+    const auto got = st.run({st.next(0, {t}, true), st.next(1, {t}, true)});
+    ASSERT_EQ(got.size(), 2u);
+    expect_close(gpu.last_logits(1), got[1], gpu.last_logits(0), got[0], tol_for(f),
+                 "decode " + std::to_string(step) + " after the chunked prompt");
+    t = got[0];
+  }
+}
+
+// (b) Prefix reuse: slot 1 begins with the first two blocks of slot 0's prompt as `cached`, its
+// table starting with slot 0's blocks, and computes only the rest. Its logits equal slot 2's,
+// which computes the same prompt from scratch; slot 0's next decode is bit for bit what it is in
+// an executor where nothing shared its blocks (so nothing wrote them), and the sharing slot's
+// decodes stay equal to the from-scratch one's.
+TEST(GpuExecutorSteps, PrefixReuseMatchesFromScratch) {
+  RZ_REQUIRE_GPU();
+  const SynthFormat f = SynthFormat::Q4_K_M;
+  auto mf = ModelFile::open(tiny_model(f));
+  const GpuExecutorOptions opt{.slots = 3, .max_context = 256, .kv_block_size = 16};
+  GpuExecutor gpu(mf, opt), alone(mf, opt);
+  gpu.set_keep_logits(true);
+  alone.set_keep_logits(true);
+  Steps st(gpu, 12), st_alone(alone, 13);
+  std::mt19937 rng(22);
+  const int V = mf->config().n_vocab;
+  const auto a = random_prompt(rng, 50, V);  // 3 blocks, the last one partly filled
+  auto b = slice(a, 0, 32);                  // a's first two blocks ...
+  const auto rest = random_prompt(rng, 25, V);
+  b.insert(b.end(), rest.begin(), rest.end());  // ... then 25 tokens of its own
+
+  const auto ta = st.run({st.begin(0, a, true)});
+  const auto ta_alone = st_alone.run({st_alone.begin(0, a, true)});
+  ASSERT_EQ(ta, ta_alone);
+  const std::vector<int32_t> shared(st.table(0).begin(), st.table(0).begin() + 2);
+  const auto tb = st.run({st.begin(1, slice(b, 32, 57), true, slice(b, 0, 32), shared)});
+  ASSERT_EQ(tb.size(), 1u);
+  EXPECT_EQ(gpu.slot_length(1), 57);
+  EXPECT_EQ(st.table(1)[0], st.table(0)[0]);
+  EXPECT_EQ(st.table(1)[1], st.table(0)[1]);
+  const auto tc = st.run({st.begin(2, b, true)});
+  ASSERT_EQ(tc.size(), 1u);
+  expect_close(gpu.last_logits(1), tb[0], gpu.last_logits(2), tc[0], tol_for(f),
+               "reused prefix vs from scratch");
+
+  // Slot 0 goes on as if nothing had happened: the same kernels on the same numbers.
+  int32_t t0 = ta[0], t0_alone = ta_alone[0];
+  for (int step = 0; step < 3; ++step) {
+    const auto g = st.run({st.next(0, {t0}, true)});
+    const auto r = st_alone.run({st_alone.next(0, {t0_alone}, true)});
+    ASSERT_EQ(g, r) << "step " << step;
+    const auto lg = gpu.last_logits(0), lr = alone.last_logits(0);
+    ASSERT_EQ(lg.size(), lr.size());
+    for (size_t j = 0; j < lg.size(); ++j)
+      ASSERT_EQ(lg[j], lr[j]) << "slot 0 decode " << step << " logit " << j;
+    t0 = g[0];
+    t0_alone = r[0];
+  }
+  // The sharing slot and the from-scratch one decode alike (teacher-forced on slot 2's picks).
+  int32_t t = tc[0];
+  for (int step = 0; step < 3; ++step) {
+    const auto got = st.run({st.next(1, {t}, true), st.next(2, {t}, true)});
+    ASSERT_EQ(got.size(), 2u);
+    expect_close(gpu.last_logits(1), got[0], gpu.last_logits(2), got[1], tol_for(f),
+                 "decode " + std::to_string(step) + " on a shared prefix");
+    t = got[1];
+  }
+}
+
+// (c) One mixed step (two decodes, a prompt's first chunk that does not sample, another prompt's
+// last chunk) equals the same work in separate steps: the same logits within tol, one token per
+// sampling entry in entry order (each the argmax of its slot's logits), nothing for the chunk
+// that does not sample. Then a second mixed step with the last chunk of that prompt.
+TEST(GpuExecutorSteps, MixedStepMatchesSeparateSteps) {
+  RZ_REQUIRE_GPU();
+  const SynthFormat f = SynthFormat::Q4_K_M;
+  auto mf = ModelFile::open(tiny_model(f));
+  const GpuExecutorOptions opt{.slots = 4, .max_context = 256};
+  GpuExecutor mixed(mf, opt), separate(mf, opt);
+  mixed.set_keep_logits(true);
+  separate.set_keep_logits(true);
+  Steps x(mixed, 31), y(separate, 32);  // different block tables: results do not depend on them
+  std::mt19937 rng(23);
+  const int V = mf->config().n_vocab;
+  const auto p0 = random_prompt(rng, 12, V), p1 = random_prompt(rng, 40, V);
+  const auto p2 = random_prompt(rng, 35, V), p3 = random_prompt(rng, 40, V);
+
+  // The same start on both: slots 0 and 1 decoding, slot 2 holding the first 20 tokens of p2.
+  const auto tx = x.run({x.begin(0, p0, true), x.begin(1, p1, true)});
+  const auto ty = y.run({y.begin(0, p0, true), y.begin(1, p1, true)});
+  ASSERT_EQ(tx, ty);
+  EXPECT_TRUE(x.run({x.begin(2, slice(p2, 0, 20), false)}).empty());
+  EXPECT_TRUE(y.run({y.begin(2, slice(p2, 0, 20), false)}).empty());
+
+  // Mixed: decode 0, p3's first chunk (no sample), p2's last chunk, decode 1.
+  const auto m = x.run({x.next(0, {tx[0]}, true), x.begin(3, slice(p3, 0, 30), false),
+                        x.next(2, slice(p2, 20, 35), true), x.next(1, {tx[1]}, true)});
+  ASSERT_EQ(m.size(), 3u);  // slots 0, 2, 1
+  // Separate: the decodes, the last chunk, the first chunk.
+  const auto d = y.run({y.next(0, {ty[0]}, true), y.next(1, {ty[1]}, true)});
+  ASSERT_EQ(d.size(), 2u);
+  const auto c2 = y.run({y.next(2, slice(p2, 20, 35), true)});
+  ASSERT_EQ(c2.size(), 1u);
+  EXPECT_TRUE(y.run({y.begin(3, slice(p3, 0, 30), false)}).empty());
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(mixed.slot_length(s), separate.slot_length(s)) << s;
+  expect_close(mixed.last_logits(0), m[0], separate.last_logits(0), d[0], tol_for(f),
+               "mixed step, decode slot 0");
+  expect_close(mixed.last_logits(2), m[1], separate.last_logits(2), c2[0], tol_for(f),
+               "mixed step, last chunk slot 2");
+  expect_close(mixed.last_logits(1), m[2], separate.last_logits(1), d[1], tol_for(f),
+               "mixed step, decode slot 1");
+
+  // Second round, teacher-forced on the separate run's picks: p3's last chunk (sampling, first
+  // entry) with three decodes.
+  const int32_t f0 = d[0], f1 = d[1], f2 = c2[0];
+  const auto m2 = x.run({x.next(3, slice(p3, 30, 40), true), x.next(0, {f0}, true),
+                         x.next(1, {f1}, true), x.next(2, {f2}, true)});
+  ASSERT_EQ(m2.size(), 4u);
+  const auto d2 = y.run({y.next(0, {f0}, true), y.next(1, {f1}, true), y.next(2, {f2}, true)});
+  ASSERT_EQ(d2.size(), 3u);
+  const auto c3 = y.run({y.next(3, slice(p3, 30, 40), true)});
+  ASSERT_EQ(c3.size(), 1u);
+  expect_close(mixed.last_logits(3), m2[0], separate.last_logits(3), c3[0], tol_for(f),
+               "second mixed step, last chunk slot 3");
+  for (int s = 0; s < 3; ++s)
+    expect_close(mixed.last_logits(s), m2[size_t(s) + 1], separate.last_logits(s), d2[size_t(s)],
+                 tol_for(f), "second mixed step, decode slot " + std::to_string(s));
+}
+
+// (d) Pure decode steps after mixed steps still replay their graphs right: with CUDA graphs on
+// and off, the same tokens and bit-identical logits at every step, as batch sizes come and go
+// (a graph captured before a mixed step is replayed after it, another captured after one).
+TEST(GpuExecutorSteps, GraphReplayAfterMixedStepsIsBitIdentical) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
+  GpuExecutor plain(mf, GpuExecutorOptions{.slots = 3, .max_context = 512, .cuda_graphs = false});
+  GpuExecutor graphs(mf, GpuExecutorOptions{.slots = 3, .max_context = 512, .cuda_graphs = true});
+  plain.set_keep_logits(true);
+  graphs.set_keep_logits(true);
+  Steps sp(plain, 41), sg(graphs, 41);
+  std::mt19937 rng(24);
+  const int V = mf->config().n_vocab;
+  const auto p0 = random_prompt(rng, 9, V), p1 = random_prompt(rng, 260, V);
+  const auto p2 = random_prompt(rng, 33, V);
+  std::vector<int32_t> tok(3, -1);  // each slot's next input (the plain executor's last pick)
+  // One step on both: `make` builds the entries (the slots that sample, in order) with a Steps.
+  int step = 0;
+  auto both = [&](const std::function<std::vector<StepSeq>(Steps&)>& make,
+                  const std::vector<int>& sampling) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const auto a = sp.run(make(sp));
+    const auto b = sg.run(make(sg));
+    ASSERT_EQ(a, b);
+    ASSERT_EQ(a.size(), sampling.size());
+    for (size_t i = 0; i < sampling.size(); ++i) {
+      const int s = sampling[i];
+      const auto la = plain.last_logits(s), lb = graphs.last_logits(s);
+      ASSERT_EQ(la.size(), lb.size());
+      for (size_t j = 0; j < la.size(); ++j) ASSERT_EQ(la[j], lb[j]) << "slot " << s << " " << j;
+      tok[size_t(s)] = a[i];
+    }
+    ++step;
+  };
+  auto decode = [&](std::vector<int> slots) {
+    both(
+        [&](Steps& st) {
+          std::vector<StepSeq> e;
+          for (int s : slots) e.push_back(st.next(s, {tok[size_t(s)]}, true));
+          return e;
+        },
+        slots);
+  };
+  both(
+      [&](Steps& st) {
+        return std::vector<StepSeq>{st.begin(0, p0, true), st.begin(1, p1, true)};
+      },
+      {0, 1});
+  for (int i = 0; i < 2; ++i) decode({0, 1});  // captures and replays batch 2
+  // Mixed: the two decodes and p2's first chunk (no sample).
+  both(
+      [&](Steps& st) {
+        return std::vector<StepSeq>{st.next(0, {tok[0]}, true), st.next(1, {tok[1]}, true),
+                                    st.begin(2, slice(p2, 0, 24), false)};
+      },
+      {0, 1});
+  decode({0, 1});  // batch 2's graph again, after the mixed step
+  // Mixed: a decode, p2's last chunk, a decode.
+  both(
+      [&](Steps& st) {
+        return std::vector<StepSeq>{st.next(0, {tok[0]}, true), st.next(2, slice(p2, 24, 33), true),
+                                    st.next(1, {tok[1]}, true)};
+      },
+      {0, 2, 1});
+  for (int i = 0; i < 3; ++i) decode({0, 1, 2});  // batch 3: captured after mixed steps
+  decode({2, 0});                                 // batch 2 with other slots, in another order
+  decode({0, 1, 2});
+  EXPECT_EQ(step, 11);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "cpu/cpu_executor.hpp"
 #include "formats/model_file.hpp"
+#include "sched/slot_runner.hpp"
 #include "tests/gpu_verify/verify_stats.hpp"
 #include "tests/gpu_verify/verify_tolerances.hpp"
 
@@ -249,6 +250,7 @@ TEST(VerifyHarness, TwoCpuExecutorsAreBitIdentical) {
   auto f = ModelFile::open(RZ_SOURCE_DIR "/tests/golden/cpu_tiny_qwen2.gguf");
   CpuExecutor a(f, CpuExecutorOptions{.slots = 2, .max_context = 64, .threads = 0});
   CpuExecutor b(f, CpuExecutorOptions{.slots = 2, .max_context = 64, .threads = 1});
+  SlotRunner ra(a), rb(b);
   a.set_keep_logits(true);
   b.set_keep_logits(true);
   std::mt19937 rng(7);
@@ -258,13 +260,13 @@ TEST(VerifyHarness, TwoCpuExecutorsAreBitIdentical) {
     pre[i].slot = i;
     for (int k = 0; k < 5 + 9 * i; ++k) pre[i].tokens.push_back(tok(rng));
   }
-  std::vector<int32_t> ta = a.prefill(pre), tb = b.prefill(pre);
+  std::vector<int32_t> ta = ra.prefill(pre), tb = rb.prefill(pre);
   StreamCompare c[2];
   for (int step = 0; step < 8; ++step) {
     for (int i = 0; i < 2; ++i) c[i].step(ta[i], tb[i], a.last_logits(i), b.last_logits(i));
     std::vector<DecodeRequest> dec = {{0, ta[0]}, {1, ta[1]}};
-    ta = a.decode(dec);
-    tb = b.decode(dec);
+    ta = ra.decode(dec);
+    tb = rb.decode(dec);
   }
   for (auto& s : c) {
     EXPECT_EQ(s.compared(), 8);

@@ -1,17 +1,20 @@
 // gpu_verify batch: batch invariance of one executor (the GPU's, or --cpu). All n prompts run
 // through the engine's scheduling state (BatchedDecodeState + run_step, sched/driver.hpp)
-// with fewer slots than requests, staggered submission and different max_tokens, so that requests
-// join while others decode and finished slots are recycled mid-run (both are counted, and a run
-// with none of either fails); the last request is submitted only after the others finished, so it
-// runs batched on the alone path throughout. Then each request runs alone (a prefill of one, then
-// decode steps of one), teacher-forced on the tokens it got batched, so every step compares
-// position by position. What rz guarantees, and this checks: the same greedy tokens alone and
-// batched, and bit-identical logits wherever the same kernels ran, i.e. while every step of the
-// request so far (its prefill and each decode) had the same shape batched as alone (one request,
-// the same token count). Where a step ran batched with others the kernels differ (GEMV per batch
-// size and its split-row choice, cuBLAS GEMM above 16 tokens, the attention partition per slot
-// count): there the logit difference is reported and must be within tol, and a token may differ
-// only where excused (README.md).
+// with fewer slots than requests, a small token budget per step (so prompts run in chunks over
+// several steps, in steps mixed with other requests' decode tokens), staggered submission and
+// different max_tokens, so that requests join while others decode and finished slots are recycled
+// mid-run (both are counted, and a run with none of either, or with no mixed step, fails); the
+// last request is submitted only after the others finished, so it runs on the alone path
+// throughout (unless its prompt is longer than the budget). Then each request runs alone (its
+// prompt in one step, then decode steps of one; a SlotRunner), teacher-forced on the tokens it
+// got batched, so every step compares position by position. What rz guarantees, and this checks:
+// the same greedy tokens alone and batched, and bit-identical logits wherever the same kernels
+// ran, i.e. while every step of the request so far (its prompt and each decode) had the same
+// shape batched as alone (one entry, the same token count, the same kernel path). Where a step
+// ran batched with others (or its prompt ran in chunks, or reused cached blocks) the kernels
+// differ (GEMV per batch size and its split-row choice, cuBLAS GEMM above 16 tokens, prefill
+// attention for mixed steps, the attention partition per slot count): there the logit difference
+// is reported and must be within tol, and a token may differ only where excused (README.md).
 #include <cstdio>
 #include <string>
 #include <variant>
@@ -20,6 +23,7 @@
 #include "formats/common.hpp"
 #include "sched/batch_state.hpp"
 #include "sched/driver.hpp"
+#include "sched/slot_runner.hpp"
 #include "tests/gpu_verify/verify_commands.hpp"
 #include "tests/gpu_verify/verify_common.hpp"
 
@@ -28,12 +32,22 @@ namespace {
 
 // The shape of an executor step: what decides which kernels run.
 struct StepShape {
-  bool prefill = false;
-  int requests = 0, tokens = 0;
+  bool decode = false;  // every entry one token that samples: the decode path (CUDA graphs)
+  int entries = 0, tokens = 0;
   bool operator==(const StepShape&) const = default;
 };
 
-// Passes every call through to `inner` and records the shape of the last prefill/decode.
+StepShape shape_of(std::span<const StepSeq> seqs) {
+  StepShape s{!seqs.empty(), static_cast<int>(seqs.size()), 0};
+  for (const StepSeq& e : seqs) {
+    s.tokens += static_cast<int>(e.tokens.size());
+    s.decode = s.decode && e.tokens.size() == 1 && e.sample;
+  }
+  return s;
+}
+
+// Passes every call through to `inner` and records the shape of the last step, and how many
+// steps mixed decode tokens with prompt chunks.
 class ShapeRecorder final : public Executor {
  public:
   explicit ShapeRecorder(Executor& inner) : in_(inner) {}
@@ -42,14 +56,16 @@ class ShapeRecorder final : public Executor {
   int max_context() const override { return in_.max_context(); }
   int kv_block_size() const override { return in_.kv_block_size(); }
   int64_t kv_blocks() const override { return in_.kv_blocks(); }
-  std::vector<int32_t> prefill(std::span<const PrefillRequest> reqs) override {
-    last = {true, static_cast<int>(reqs.size()), 0};
-    for (const PrefillRequest& r : reqs) last.tokens += static_cast<int>(r.tokens.size());
-    return in_.prefill(reqs);
-  }
-  std::vector<int32_t> decode(std::span<const DecodeRequest> reqs) override {
-    last = {false, static_cast<int>(reqs.size()), static_cast<int>(reqs.size())};
-    return in_.decode(reqs);
+  std::vector<int32_t> step(std::span<const StepSeq> seqs) override {
+    last = shape_of(seqs);
+    bool decodes = false, chunks = false;
+    for (const StepSeq& e : seqs) {
+      const bool decode = !e.begin && e.tokens.size() == 1 && e.sample;
+      (decode ? decodes : chunks) = true;
+      chunked_prompts += e.begin && !e.sample ? 1 : 0;  // a first chunk: more follow
+    }
+    mixed_steps += decodes && chunks ? 1 : 0;
+    return in_.step(seqs);
   }
   void release(int slot) override { in_.release(slot); }
   bool slot_active(int slot) const override { return in_.slot_active(slot); }
@@ -57,6 +73,8 @@ class ShapeRecorder final : public Executor {
   void set_keep_logits(bool keep) override { in_.set_keep_logits(keep); }
   std::span<const float> last_logits(int slot) const override { return in_.last_logits(slot); }
   StepShape last;
+  int mixed_steps = 0;
+  int chunked_prompts = 0;  // prompts that ran in more than one step
 
  private:
   Executor& in_;
@@ -66,16 +84,19 @@ class ShapeRecorder final : public Executor {
 
 int cmd_batch(int argc, char** argv) {
   Args a(argc, argv,
-         {"model", "n", "tokens", "slots", "seed", "tol", "min-margin", "pool", "max-excused"},
+         {"model", "n", "tokens", "slots", "seed", "tol", "min-margin", "pool", "max-excused",
+          "step-tokens"},
          {"cpu", "ties-ok", "text"});
   const std::string path = a.require("model");
   const int n = static_cast<int>(a.integer("n", 16));
   const int tokens = static_cast<int>(a.integer("tokens", 32));
   const int slots = static_cast<int>(a.integer("slots", 6));
+  const int step_tokens = static_cast<int>(a.integer("step-tokens", 64));
   const uint64_t seed = static_cast<uint64_t>(a.integer("seed", 2));
   const bool cpu = a.has("cpu"), ties_ok = a.has("ties-ok");
   if (n < 2 || tokens < 2 || slots < 2 || slots >= n)
     throw Error("batch needs --n >= 2, --tokens >= 2 and 2 <= --slots < --n (so slots recycle)");
+  if (step_tokens < slots) throw Error("--step-tokens must be at least --slots");
   std::string why;
   if (!cpu && !gpu_available(&why))
     throw Error("batch needs a CUDA device (" + why + "); --cpu runs it on the CPU executor");
@@ -98,9 +119,9 @@ int cmd_batch(int argc, char** argv) {
   for (int i = 0; i < n; ++i) max_tok[i] = std::max(1, tokens - (i * 7) % (tokens / 2 + 1));
   const char* exname = cpu ? "cpu" : "gpu";
   std::printf(
-      "batch %s: %s executor, %d requests of %d..%d tokens, %d slots; same-kernel steps "
-      "bit-identical, others within tol %s (%s)%s\n",
-      path.c_str(), exname, n, tokens / 2, tokens, slots, fmt(tol).c_str(),
+      "batch %s: %s executor, %d requests of %d..%d tokens, %d slots, %d tokens per step; "
+      "same-kernel steps bit-identical, others within tol %s (%s)%s\n",
+      path.c_str(), exname, n, tokens / 2, tokens, slots, step_tokens, fmt(tol).c_str(),
       a.has("tol") ? "--tol" : deftol.basis.c_str(),
       ties_ok ? ", excused divergences allowed up to the cap" : "");
   std::fflush(stdout);
@@ -116,9 +137,9 @@ int cmd_batch(int argc, char** argv) {
   cfg.max_slots = slots;
   cfg.max_context = ctx;
   cfg.max_queue = n;
-  cfg.max_prefill_batch = 4;
+  cfg.max_step_tokens = step_tokens;  // prompts in chunks, mixed with decodes
   cfg.n_vocab = file->config().n_vocab;
-  cfg.kv_block_size = ex->kv_block_size();  // as the engine fills them (the GPU's paged cache)
+  cfg.kv_block_size = ex->kv_block_size();  // the executor's paged cache, as the engine has it
   cfg.kv_blocks = ex->kv_blocks();
   check_fits(cfg, *ex);
   BatchedDecodeState state(cfg);
@@ -216,6 +237,7 @@ int cmd_batch(int argc, char** argv) {
   }
 
   // Alone: one request at a time on rotating slots, teacher-forced on its batched tokens.
+  SlotRunner alone(*ex);
   std::vector<StreamCompare> cmp(n);
   for (int i = 0; i < n; ++i) {
     const int steps = std::min(static_cast<int>(got[i].size()), max_tok[i]);
@@ -224,24 +246,19 @@ int cmd_batch(int argc, char** argv) {
     PrefillRequest pr;
     pr.slot = slot;
     pr.tokens = prompts[i];
-    pr.reserve_tokens = static_cast<int>(prompts[i].size()) + max_tok[i];
-    const StepShape alone_prefill{true, 1, static_cast<int>(prompts[i].size())};
-    const StepShape alone_decode{false, 1, 1};
+    const int len = static_cast<int>(prompts[i].size());
+    const StepShape alone_prefill{len == 1, 1, len};
+    const StepShape alone_decode{true, 1, 1};
     bool same_path = true;  // every step so far ran batched with the shape it has alone
     for (int k = 0; k < steps; ++k) {
-      int32_t tok;
-      if (k == 0) {
-        tok = ex->prefill({&pr, 1}).at(0);
-      } else {
-        const DecodeRequest dr{slot, got[i][static_cast<size_t>(k - 1)]};
-        tok = ex->decode({&dr, 1}).at(0);
-      }
+      const int32_t tok =
+          k == 0 ? alone.prefill(pr) : alone.decode(slot, got[i][static_cast<size_t>(k - 1)]);
       same_path = same_path &&
                   got_shape[i][static_cast<size_t>(k)] == (k == 0 ? alone_prefill : alone_decode);
       cmp[i].step(tok, got[i][static_cast<size_t>(k)], ex->last_logits(slot),
                   got_logits[i][static_cast<size_t>(k)], NAN, same_path);
     }
-    ex->release(slot);
+    alone.release(slot);
   }
 
   const std::string model = basename_of(path);
@@ -275,14 +292,17 @@ int cmd_batch(int argc, char** argv) {
     rep.add({model + " request " + std::to_string(i), v.pass && complete, d});
   }
   const auto& c = state.counters();
-  std::string sched = std::to_string(steps) + " steps (" + std::to_string(c.prefill_steps) +
-                      " prefill, " + std::to_string(c.decode_steps) + " decode), joins " +
-                      std::to_string(joins) + ", recycles " + std::to_string(recycles) +
-                      ", max active " + std::to_string(max_active) + " of " +
-                      std::to_string(slots) + " slots";
+  std::string sched = std::to_string(steps) + " steps (" + std::to_string(rec.mixed_steps) +
+                      " mixing decodes with prompt chunks; " + std::to_string(rec.chunked_prompts) +
+                      " prompts in several chunks; " + std::to_string(c.decode_tokens) +
+                      " decode and " + std::to_string(c.prefill_tokens) +
+                      " prompt tokens), joins " + std::to_string(joins) + ", recycles " +
+                      std::to_string(recycles) + ", max active " + std::to_string(max_active) +
+                      " of " + std::to_string(slots) + " slots";
   std::string sched_why;
   if (joins == 0) sched_why += "; no request joined while others decoded";
   if (recycles == 0) sched_why += "; no slot was recycled";
+  if (rec.mixed_steps == 0) sched_why += "; no step mixed decodes with a prompt chunk";
   if (!sink_error.empty()) sched_why += "; " + sink_error;
   rep.add({model + " schedule", sched_why.empty(), sched + sched_why});
   rep.add({model + " excused share", cap.ok(), cap.summary()});

@@ -2,8 +2,9 @@
 //   gpu_verify compare --model FILE [--prompts 8] [--tokens 32] [--seed S] [--tol X] [--text]
 //                      [--ties-ok] [--max-excused F] [--min-margin R] [--pool K] [--cpu-vs-cpu]
 //   gpu_verify hf --model DIR --golden FILE.json [--tol X] [--ties-ok] [--max-excused F] [--cpu]
-//   gpu_verify batch --model FILE [--n 16] [--tokens 32] [--slots 6] [--seed S] [--tol X]
-//                    [--text] [--ties-ok] [--max-excused F] [--min-margin R] [--pool K] [--cpu]
+//   gpu_verify batch --model FILE [--n 16] [--tokens 32] [--slots 6] [--step-tokens 64]
+//                    [--seed S] [--tol X] [--text] [--ties-ok] [--max-excused F]
+//                    [--min-margin R] [--pool K] [--cpu]
 // Exit code: 0 every case passed, 1 a case failed, 2 bad usage or an error before any case ran.
 #include <cstdio>
 #include <cstring>
@@ -27,10 +28,12 @@ void usage(FILE* to) {
       "      instead of the GPU, bit-identical.\n"
       "  hf --model DIR --golden FILE.json [--tol X] [--ties-ok] [--max-excused F] [--cpu]\n"
       "      GPU (or --cpu) executor vs transformers' greedy tokens from hf_reference.py\n"
-      "  batch --model FILE [--n 16] [--tokens 32] [--slots 6] [--seed S] [--tol X] [--text]\n"
-      "        [--ties-ok] [--max-excused F] [--min-margin R] [--pool K] [--cpu]\n"
-      "      batch invariance: all through BatchedDecodeState with staggered joins and slot\n"
-      "      recycling, then each alone forced on its batched tokens: same tokens, logits\n"
+      "  batch --model FILE [--n 16] [--tokens 32] [--slots 6] [--step-tokens 64] [--seed S]\n"
+      "        [--tol X] [--text] [--ties-ok] [--max-excused F] [--min-margin R] [--pool K] "
+      "[--cpu]\n"
+      "      batch invariance: all through BatchedDecodeState (--step-tokens per step: prompts in\n"
+      "      chunks, mixed with decodes) with staggered joins and slot recycling, then each\n"
+      "      alone forced on its batched tokens: same tokens, logits\n"
       "      bit-identical where the same kernels ran, within tol elsewhere (GPU, or --cpu)\n"
       "  --ties-ok: a divergence where the reference's top-2 margin is below the |dlogit|\n"
       "      measured on that row does not fail the case; --max-excused F (default 0.01): the\n"

@@ -13,6 +13,7 @@
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "gpu/device.hpp"
+#include "sched/slot_runner.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz::verify {
@@ -94,7 +95,7 @@ std::unique_ptr<Executor> make_gpu_executor(std::shared_ptr<const ModelFile> f, 
                                             int max_context) {
   // Exactly enough KV blocks for every slot at full context: start-up stays small and no step
   // can run out of blocks.
-  const int block = 16;  // rz serve's default --kv-block
+  const int block = kDefaultKvBlockSize;  // rz serve's default --kv-block
   const int64_t blocks = int64_t{slots} * ((max_context + block - 1) / block);
   BuiltExecutor b = make_executor(
       "cuda", std::move(f),
@@ -231,8 +232,9 @@ std::vector<std::vector<int32_t>> select_by_margin(Executor& ex,
 
 namespace {
 
-// Prefill every prompt, then `tokens` - 1 decode steps; each step feeds a stream's own last pick,
-// or with `forced` the reference's token of that step (teacher forcing).
+// Prefill every prompt (one step), then `tokens` - 1 decode steps; each step feeds a stream's own
+// last pick, or with `forced` the reference's token of that step (teacher forcing). A SlotRunner
+// keeps the block tables.
 GreedyRun run_streams(Executor& ex, const std::vector<std::vector<int32_t>>& prompts, int tokens,
                       bool keep_logits, const std::vector<std::vector<int32_t>>* forced) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -246,13 +248,13 @@ GreedyRun run_streams(Executor& ex, const std::vector<std::vector<int32_t>>& pro
     std::span<const float> l = ex.last_logits(static_cast<int>(p));
     r.logits[p].emplace_back(l.begin(), l.end());
   };
+  SlotRunner run(ex);
   std::vector<PrefillRequest> pre(n);
   for (size_t p = 0; p < n; ++p) {
     pre[p].slot = static_cast<int>(p);
     pre[p].tokens = prompts[p];
-    pre[p].reserve_tokens = static_cast<int>(prompts[p].size()) + tokens;
   }
-  std::vector<int32_t> got = ex.prefill(pre);
+  std::vector<int32_t> got = run.prefill(pre);
   for (size_t p = 0; p < n; ++p) {
     r.tokens[p].push_back(got.at(p));
     keep(p);
@@ -261,13 +263,13 @@ GreedyRun run_streams(Executor& ex, const std::vector<std::vector<int32_t>>& pro
   for (int s = 1; s < tokens; ++s) {
     for (size_t p = 0; p < n; ++p)
       dec[p] = {static_cast<int>(p), forced ? (*forced)[p][s - 1] : r.tokens[p].back()};
-    got = ex.decode(dec);
+    got = run.decode(dec);
     for (size_t p = 0; p < n; ++p) {
       r.tokens[p].push_back(got.at(p));
       keep(p);
     }
   }
-  for (size_t p = 0; p < n; ++p) ex.release(static_cast<int>(p));
+  for (size_t p = 0; p < n; ++p) run.release(static_cast<int>(p));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

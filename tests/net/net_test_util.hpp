@@ -31,7 +31,7 @@ using namespace std::chrono_literals;
 struct Frame {
   std::string raw, type, id, text, code, finish_reason;
   std::vector<int64_t> tokens;
-  uint64_t index = 0, completion_tokens = 0, prompt_tokens = 0;
+  uint64_t index = 0, completion_tokens = 0, prompt_tokens = 0, cached_tokens = 0;
   bool has_id = false;
 };
 
@@ -54,6 +54,7 @@ inline Frame parse_frame(const std::string& raw) {
   if (!doc["index"].get_uint64().get(u)) f.index = u;
   if (!doc["usage"]["completion_tokens"].get_uint64().get(u)) f.completion_tokens = u;
   if (!doc["usage"]["prompt_tokens"].get_uint64().get(u)) f.prompt_tokens = u;
+  if (!doc["usage"]["cached_tokens"].get_uint64().get(u)) f.cached_tokens = u;
   return f;
 }
 

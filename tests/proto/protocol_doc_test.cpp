@@ -60,6 +60,7 @@ std::string rewrite_server_frame(simdjson::dom::element e) {
                                       : FinishReason::cancelled;
     f.usage.prompt_tokens = e["usage"]["prompt_tokens"].get_uint64().value();
     f.usage.completion_tokens = e["usage"]["completion_tokens"].get_uint64().value();
+    f.usage.cached_tokens = e["usage"]["cached_tokens"].get_uint64().value();
     if (!e["timings"]["ttft_ms"].is_null())
       f.timings.ttft_ms = e["timings"]["ttft_ms"].get_double().value();
     f.timings.total_ms = e["timings"]["total_ms"].get_double().value();

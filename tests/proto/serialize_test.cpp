@@ -78,16 +78,18 @@ TEST(ProtoSerialize, TokenTextWithInvalidUtf8IsStillValidJson) {
 }
 
 TEST(ProtoSerialize, Done) {
-  DoneFrame f{"r1", FinishReason::length, {5, 12}, {12.3, 250.1}};
+  DoneFrame f{"r1", FinishReason::length, {5, 12, 3}, {12.3, 250.1}};
   std::string s = to_json(f);
   Json j(s);
   EXPECT_EQ(j.keys(j.root()), (Keys{"type", "id", "finish_reason", "usage", "timings"}));
   EXPECT_EQ(j.str("type"), "done");
   EXPECT_EQ(j.str("id"), "r1");
   EXPECT_EQ(j.str("finish_reason"), "length");
-  EXPECT_EQ(j.keys(j.root()["usage"]), (Keys{"prompt_tokens", "completion_tokens"}));
+  EXPECT_EQ(j.keys(j.root()["usage"]),
+            (Keys{"prompt_tokens", "completion_tokens", "cached_tokens"}));
   EXPECT_EQ(j.root()["usage"]["prompt_tokens"].get_uint64().value(), 5u);
   EXPECT_EQ(j.root()["usage"]["completion_tokens"].get_uint64().value(), 12u);
+  EXPECT_EQ(j.root()["usage"]["cached_tokens"].get_uint64().value(), 3u);
   EXPECT_EQ(j.keys(j.root()["timings"]), (Keys{"ttft_ms", "total_ms"}));
   EXPECT_DOUBLE_EQ(j.root()["timings"]["ttft_ms"].get_double().value(), 12.3);
   EXPECT_DOUBLE_EQ(j.root()["timings"]["total_ms"].get_double().value(), 250.1);

@@ -1,11 +1,13 @@
 // Test helpers for the scheduler: an event sink that records each request's events and notes
 // every breach of the event contract (a token index out of order, anything after a final event,
-// usage that disagrees with the delivered tokens), and the reference token sequence of a request
-// under the fake executor.
+// usage that disagrees with the delivered tokens, cached prompt tokens that leave none to
+// compute), and the reference token sequence of a request under the fake executor.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "sched/driver.hpp"
@@ -48,6 +50,19 @@ class EventLog {
       return;
     }
     ++l.finals;
+    const rz::Usage& u = std::visit(
+        [](const auto& v) -> const rz::Usage& {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, rz::TokenEvent>) {
+            static const rz::Usage none;
+            return none;
+          } else {
+            return v.usage;
+          }
+        },
+        e);
+    if (u.cached_tokens < 0 || (u.cached_tokens > 0 && u.cached_tokens >= u.prompt_tokens))
+      violations.push_back(who + "usage.cached_tokens " + std::to_string(u.cached_tokens) + " of " +
+                           std::to_string(u.prompt_tokens) + " prompt tokens");
     if (const auto* f = std::get_if<rz::FinishedEvent>(&e)) {
       l.finished = true;
       l.reason = f->reason;
