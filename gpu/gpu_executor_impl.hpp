@@ -29,7 +29,7 @@ struct StepArgsLayout {
   size_t rows = 0;        // [cap] int64 KV cache rows
   size_t tables = 0;      // [slots, table_stride] int32 block tables, one row per piece
   size_t ctx_lens = 0;    // [slots] int32 cached tokens per piece's sequence after the pass
-  size_t cu_seqlens = 0;  // [slots + 1] int32
+  size_t cu_seqlens = 0;  // [slots + 1] int32 token offsets of the packed pieces, from row n_single
   size_t sample = 0;      // [slots] SampleRow
   size_t penalty = 0;     // [max_penalty] int32
   size_t total = 0;
@@ -73,14 +73,21 @@ struct GpuExecutor::Impl {
   // one token that samples.
   std::vector<int32_t> run_passes(std::span<const StepSeq> seqs, bool decode);
   // Runs the layers over one pass; pieces that end a sampling entry (its last token is in this
-  // pass) leave their final hidden row in last[row r] and logits row r, r in piece order;
+  // pass) leave their final hidden row in last[row r] and logits row r, r in the pass's row
+  // order (one-token pieces first);
   // out_entries[r] is that piece's entry.
   void forward_pass(std::span<const StepSeq> seqs, const std::vector<Piece>& pieces, bool decode,
                     std::vector<int>& out_entries);
-  // Enqueues embedding -> layers -> final norm -> logits for N tokens in P pieces whose step
-  // arguments are on the device already; out_rows: token index of each logits row.
-  void enqueue_forward(int N, int P, bool use_decode, int max_len,
-                       const std::vector<int>& out_rows);
+  // The shape of one pass: N tokens in P pieces, the first n_single of one token each (decode
+  // attention, their longest context max_single), the rest packed (prefill attention, longest
+  // context max_packed).
+  struct PassShape {
+    int n_tokens = 0, n_pieces = 0, n_single = 0;
+    int max_single = 0, max_packed = 0;
+  };
+  // Enqueues embedding -> layers -> final norm -> logits for a pass whose step arguments are on
+  // the device already; out_rows: token index of each logits row.
+  void enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows);
   void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens);
   // Samples logits row r for slot out_slots[r].
   void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens);

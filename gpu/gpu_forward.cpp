@@ -98,6 +98,12 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
                                      std::vector<int>& out_entries) {
   const int P = static_cast<int>(pieces.size());
   const int bs = shape.block_size;
+  // One-token pieces (decodes) first: their attention is the paged decode kernel's, the other
+  // pieces' (prompt chunks) the packed prefill kernel's, over rows D.. of the pass.
+  std::vector<Piece> order(pieces.begin(), pieces.end());
+  std::stable_partition(order.begin(), order.end(), [](const Piece& pc) { return pc.n == 1; });
+  int D = 0;
+  while (D < P && order[size_t(D)].n == 1) ++D;
   // The previous pass may still be reading the pinned arguments.
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   uint8_t* h = args_host.get();
@@ -107,10 +113,10 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   auto* tables = at<int32_t>(h, args_layout.tables);
   auto* ctx_lens = at<int32_t>(h, args_layout.ctx_lens);
   auto* cu = at<int32_t>(h, args_layout.cu_seqlens);
-  int n = 0, max_len = 0;
-  cu[0] = 0;
+  int n = 0, max_single = 0, max_packed = 0;
+  cu[0] = 0;  // the packed pieces' token offsets, from row D
   for (int p = 0; p < P; ++p) {
-    const Piece& pc = pieces[p];
+    const Piece& pc = order[size_t(p)];
     const StepSeq& e = seqs[size_t(pc.entry)];
     const Slot& slot = slots[e.slot];
     // The entry's block table (check_step: it covers e.end() <= max_ctx tokens, so the blocks
@@ -126,8 +132,9 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     std::copy(e.blocks.begin(), e.blocks.begin() + std::ptrdiff_t(nb), row);
     std::fill(row + nb, row + table_stride, -1);
     ctx_lens[p] = pc.start + pc.n;
+    int& max_len = p < D ? max_single : max_packed;
     max_len = std::max(max_len, ctx_lens[p]);
-    cu[p + 1] = n;
+    if (p >= D) cu[p - D + 1] = n - D;
   }
   const int N = n;
   RZ_CUDA_CHECK(
@@ -136,16 +143,16 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   // Sampling entries whose last token is in this pass get a logits row.
   out_entries.clear();
   std::vector<int> out_rows;
-  for (int p = 0; p < P; ++p) {
-    const Piece& pc = pieces[p];
+  for (int p = 0, row = 0; p < P; row += order[size_t(p)].n, ++p) {
+    const Piece& pc = order[size_t(p)];
     const StepSeq& e = seqs[size_t(pc.entry)];
     if (!e.sample || pc.start + pc.n != e.end()) continue;
-    out_rows.push_back(cu[p + 1] - 1);
+    out_rows.push_back(row + pc.n - 1);
     out_entries.push_back(pc.entry);
   }
   const bool use_decode = decode && N == P;
   if (!(use_decode && opt.cuda_graphs)) {
-    enqueue_forward(N, P, use_decode, max_len, out_rows);
+    enqueue_forward(PassShape{N, P, D, max_single, max_packed}, out_rows);
     return;
   }
   // Decode: every token is its sequence's last, rows 0..P-1 in order; replay this batch size's
@@ -155,7 +162,7 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     cudaGraph_t graph = nullptr;
     RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_forward(N, P, true, max_ctx, out_rows);
+      enqueue_forward(PassShape{N, P, P, max_ctx, 0}, out_rows);
     } catch (...) {
       cudaStreamEndCapture(stream, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -172,9 +179,8 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   RZ_CUDA_CHECK(cudaGraphLaunch(g, stream));
 }
 
-void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_len,
-                                        const std::vector<int>& out_rows) {
-  const int E = cfg.n_embd, FF = cfg.n_ff;
+void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows) {
+  const int E = cfg.n_embd, FF = cfg.n_ff, N = ps.n_tokens, P = ps.n_pieces, D = ps.n_single;
   uint8_t* d = args_dev.get();
   const auto* d_ids = at<int32_t>(d, args_layout.ids);
   const auto* d_pos = at<int32_t>(d, args_layout.pos);
@@ -217,25 +223,27 @@ void GpuExecutor::Impl::enqueue_forward(int N, int P, bool use_decode, int max_l
                cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
                qp_sep, stream);
     }
-    if (use_decode) {
+    if (D > 0) {  // rows 0..D-1: one token each
       AttentionDecodeArgs a;
-      a.n_slots = P;
+      a.n_slots = D;
       a.n_head = cfg.n_head;
       a.cache = shape;
-      a.max_context = max_len;
+      a.max_context = ps.max_single;
       a.table_stride = table_stride;
       attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(),
                        reinterpret_cast<float*>(attn_ws.get()), a, stream);
-    } else {
+    }
+    if (D < P) {  // rows D..N-1: the packed pieces, with their tables and lengths from piece D
       AttentionPrefillArgs a;
-      a.n_seqs = P;
-      a.n_tokens = N;
+      a.n_seqs = P - D;
+      a.n_tokens = N - D;
       a.n_head = cfg.n_head;
       a.cache = shape;
-      a.max_context = max_len;
+      a.max_context = ps.max_packed;
       a.table_stride = table_stride;
-      attention_prefill(q.get(), kc, vc, d_tables, d_cu, d_ctx, att.get(), attn_ws.get(), a,
-                        stream);
+      attention_prefill(q.get() + size_t(D) * size_t(q_dim), kc, vc,
+                        d_tables + size_t(D) * size_t(table_stride), d_cu, d_ctx + D,
+                        att.get() + size_t(D) * size_t(q_dim), attn_ws.get(), a, stream);
     }
     matmul(L.wo, att.get(), tmp.get(), N);
     add_rms_norm(x.get(), tmp.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);

@@ -8,7 +8,8 @@
 # For each budget: `rz serve --device cuda --max-slots 40 --max-step-tokens B`, then
 #   alone:  rz-wsbench, 32 connections, 64-word prompts, 256 tokens each, 96 requests;
 #   joins:  the same, while a second rz-wsbench keeps 2 connections sending 3,400-word prompts
-#           (4 tokens each) until the first one ends.
+#           (4 tokens each) until the first one ends: back to back (the GPU never idles from
+#           prefill), or with RZ_JOIN_RATE=R at R prompts/s (Poisson arrivals).
 # Prints one table row per budget and phase: ITL p50/p90/p99, TPOT p50/p90, output tok/s of the
 # 32 streams, and how many long prompts were served meanwhile. JSON under $OUT (or /tmp).
 set -u
@@ -49,7 +50,9 @@ for b in $budgets; do
   "$bin/rz-wsbench" --url "$url" --connections 32 --requests 32 --prompt-tokens 64 \
     --max-tokens 32 --seed 7 --json > /dev/null 2>&1
   "$bin/rz-wsbench" "${streams[@]}" > "$out/join-$b-alone.json" 2> "$out/join-$b-alone.err"
-  "$bin/rz-wsbench" --url "$url" --connections 2 --duration 600 --prompt-tokens "$long_words" \
+  rate=()
+  [ -n "${RZ_JOIN_RATE:-}" ] && rate=(--rate "$RZ_JOIN_RATE")
+  "$bin/rz-wsbench" --url "$url" --connections 2 "${rate[@]}" --duration 600 --prompt-tokens "$long_words" \
     --max-tokens 4 --seed 23 --timeout 600 --json > "$out/join-$b-long.json" \
     2> "$out/join-$b-long.err" &
   lpid=$!
