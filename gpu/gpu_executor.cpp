@@ -124,7 +124,7 @@ void GpuExecutor::Impl::allocate_scratch() {
   bytes += w16.bytes();
 
   AttentionDecodeArgs da;
-  da.n_slots = opt.slots;
+  da.n_slots = std::max(opt.slots, std::min(cap, kMaxAttnRows));  // decode-attention rows
   da.n_head = cfg.n_head;
   da.max_context = max_ctx;
   da.table_stride = table_stride;

@@ -24,12 +24,15 @@ namespace rz::gpu {
 // Byte offsets of one step's arguments inside one buffer (host pinned and device alike), each
 // piece 256-byte aligned.
 struct StepArgsLayout {
-  size_t ids = 0;         // [cap] int32 token ids
-  size_t pos = 0;         // [cap] int32 positions
-  size_t rows = 0;        // [cap] int64 KV cache rows
-  size_t tables = 0;      // [slots, table_stride] int32 block tables, one row per piece
-  size_t ctx_lens = 0;    // [slots] int32 cached tokens per piece's sequence after the pass
-  size_t cu_seqlens = 0;  // [slots + 1] int32 token offsets of the packed pieces, from row n_single
+  size_t ids = 0;     // [cap] int32 token ids
+  size_t pos = 0;     // [cap] int32 positions
+  size_t rows = 0;    // [cap] int64 KV cache rows
+  size_t tables = 0;  // [slots, table_stride] int32 block tables, one row per piece
+  // [cap] int32 context of each decode-attention row (tokens 0..its position), then of each
+  // packed piece (its sequence's tokens after the pass)
+  size_t ctx_lens = 0;
+  size_t table_rows = 0;  // [cap] int32 the table row (piece) of each decode-attention row
+  size_t cu_seqlens = 0;  // [slots + 1] int32 token offsets of the packed pieces, from row n_rows
   size_t sample = 0;      // [slots] SampleRow
   size_t penalty = 0;     // [max_penalty] int32
   size_t total = 0;
@@ -78,13 +81,21 @@ struct GpuExecutor::Impl {
   // out_entries[r] is that piece's entry.
   void forward_pass(std::span<const StepSeq> seqs, const std::vector<Piece>& pieces, bool decode,
                     std::vector<int>& out_entries);
-  // The shape of one pass: N tokens in P pieces, the first n_single of one token each (decode
-  // attention, their longest context max_single), the rest packed (prefill attention, longest
-  // context max_packed).
+  // The shape of one pass: N tokens in P pieces. The first row_pieces pieces (decodes and
+  // prompt chunks of at most kRowChunk tokens) have their n_rows tokens attend as decode rows
+  // (paged decode attention, one row per token, longest context max_rows; `graph`: the decode
+  // step's plain layout, table row = row); the other pieces are packed (prefill attention over
+  // rows n_rows.., longest context max_packed).
   struct PassShape {
-    int n_tokens = 0, n_pieces = 0, n_single = 0;
-    int max_single = 0, max_packed = 0;
+    int n_tokens = 0, n_pieces = 0, row_pieces = 0, n_rows = 0;
+    int max_rows = 0, max_packed = 0;
+    bool graph = false;
   };
+  // Prompt chunks of at most this many tokens attend as decode rows (kernels/attention_decode.hpp:
+  // the split-context kernel keeps the device busy where the packed prefill kernel has few tiles
+  // over a long context), up to kMaxAttnRows rows a pass.
+  static constexpr int kRowChunk = 64;
+  static constexpr int kMaxAttnRows = 512;
   // Enqueues embedding -> layers -> final norm -> logits for a pass whose step arguments are on
   // the device already; out_rows: token index of each logits row.
   void enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows);

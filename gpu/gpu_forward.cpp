@@ -41,7 +41,8 @@ StepArgsLayout StepArgsLayout::make(int cap, int slots, int table_stride, int64_
   take(l.pos, sizeof(int32_t) * size_t(cap));
   take(l.rows, sizeof(int64_t) * size_t(cap));
   take(l.tables, sizeof(int32_t) * size_t(slots) * size_t(table_stride));
-  take(l.ctx_lens, sizeof(int32_t) * size_t(slots));
+  take(l.ctx_lens, sizeof(int32_t) * size_t(cap));
+  take(l.table_rows, sizeof(int32_t) * size_t(cap));
   take(l.cu_seqlens, sizeof(int32_t) * (size_t(slots) + 1));
   take(l.sample, sizeof(SampleRow) * size_t(slots));
   take(l.penalty, sizeof(int32_t) * size_t(std::max<int64_t>(max_penalty, 1)));
@@ -98,12 +99,15 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
                                      std::vector<int>& out_entries) {
   const int P = static_cast<int>(pieces.size());
   const int bs = shape.block_size;
-  // One-token pieces (decodes) first: their attention is the paged decode kernel's, the other
-  // pieces' (prompt chunks) the packed prefill kernel's, over rows D.. of the pass.
+  // Row pieces first (decodes and short prompt chunks, up to kMaxAttnRows tokens): each of their
+  // tokens attends as a decode-attention row; the other pieces (longer prompt chunks) are packed
+  // for the prefill attention over the rows after them.
   std::vector<Piece> order(pieces.begin(), pieces.end());
-  std::stable_partition(order.begin(), order.end(), [](const Piece& pc) { return pc.n == 1; });
-  int D = 0;
-  while (D < P && order[size_t(D)].n == 1) ++D;
+  std::stable_partition(order.begin(), order.end(),
+                        [](const Piece& pc) { return pc.n <= kRowChunk; });
+  int R = 0, D = 0;  // row pieces, their tokens
+  while (R < P && order[size_t(R)].n <= kRowChunk && D + order[size_t(R)].n <= kMaxAttnRows)
+    D += order[size_t(R++)].n;
   // The previous pass may still be reading the pinned arguments.
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   uint8_t* h = args_host.get();
@@ -111,9 +115,10 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   auto* pos = at<int32_t>(h, args_layout.pos);
   auto* rows = at<int64_t>(h, args_layout.rows);
   auto* tables = at<int32_t>(h, args_layout.tables);
-  auto* ctx_lens = at<int32_t>(h, args_layout.ctx_lens);
+  auto* ctx_lens = at<int32_t>(h, args_layout.ctx_lens);  // D rows, then P - R packed pieces
+  auto* table_rows = at<int32_t>(h, args_layout.table_rows);
   auto* cu = at<int32_t>(h, args_layout.cu_seqlens);
-  int n = 0, max_single = 0, max_packed = 0;
+  int n = 0, max_rows = 0, max_packed = 0;
   cu[0] = 0;  // the packed pieces' token offsets, from row D
   for (int p = 0; p < P; ++p) {
     const Piece& pc = order[size_t(p)];
@@ -126,15 +131,21 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
       ids[n] = slot.history[size_t(tp)];
       pos[n] = tp;
       rows[n] = int64_t(e.blocks[size_t(tp / bs)]) * bs + tp % bs;
+      if (p < R) {  // a decode-attention row: its own position, its piece's table
+        ctx_lens[n] = tp + 1;
+        table_rows[n] = p;
+        max_rows = std::max(max_rows, tp + 1);
+      }
     }
     int32_t* row = tables + size_t(p) * table_stride;
     const size_t nb = std::min(e.blocks.size(), size_t(table_stride));
     std::copy(e.blocks.begin(), e.blocks.begin() + std::ptrdiff_t(nb), row);
     std::fill(row + nb, row + table_stride, -1);
-    ctx_lens[p] = pc.start + pc.n;
-    int& max_len = p < D ? max_single : max_packed;
-    max_len = std::max(max_len, ctx_lens[p]);
-    if (p >= D) cu[p - D + 1] = n - D;
+    if (p >= R) {
+      ctx_lens[D + p - R] = pc.start + pc.n;
+      max_packed = std::max(max_packed, pc.start + pc.n);
+      cu[p - R + 1] = n - D;
+    }
   }
   const int N = n;
   RZ_CUDA_CHECK(
@@ -152,7 +163,7 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   }
   const bool use_decode = decode && N == P;
   if (!(use_decode && opt.cuda_graphs)) {
-    enqueue_forward(PassShape{N, P, D, max_single, max_packed}, out_rows);
+    enqueue_forward(PassShape{N, P, R, D, max_rows, max_packed, use_decode}, out_rows);
     return;
   }
   // Decode: every token is its sequence's last, rows 0..P-1 in order; replay this batch size's
@@ -162,7 +173,7 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     cudaGraph_t graph = nullptr;
     RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_forward(PassShape{N, P, P, max_ctx, 0}, out_rows);
+      enqueue_forward(PassShape{N, P, P, P, max_ctx, 0, true}, out_rows);
     } catch (...) {
       cudaStreamEndCapture(stream, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -180,13 +191,15 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
 }
 
 void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows) {
-  const int E = cfg.n_embd, FF = cfg.n_ff, N = ps.n_tokens, P = ps.n_pieces, D = ps.n_single;
+  const int E = cfg.n_embd, FF = cfg.n_ff, N = ps.n_tokens, P = ps.n_pieces, R = ps.row_pieces,
+            D = ps.n_rows;
   uint8_t* d = args_dev.get();
   const auto* d_ids = at<int32_t>(d, args_layout.ids);
   const auto* d_pos = at<int32_t>(d, args_layout.pos);
   const auto* d_rows = at<int64_t>(d, args_layout.rows);
   const auto* d_tables = at<int32_t>(d, args_layout.tables);
   const auto* d_ctx = at<int32_t>(d, args_layout.ctx_lens);
+  const auto* d_table_rows = at<int32_t>(d, args_layout.table_rows);
   const auto* d_cu = at<int32_t>(d, args_layout.cu_seqlens);
   embedding_gather(w.token_embd.type, w.token_embd.ptr(), cfg.n_vocab, E, d_ids, N, x.get(),
                    stream);
@@ -223,26 +236,30 @@ void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<i
                cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
                qp_sep, stream);
     }
-    if (D > 0) {  // rows 0..D-1: one token each
+    if (D > 0) {  // rows 0..D-1: one query token each
       AttentionDecodeArgs a;
       a.n_slots = D;
       a.n_head = cfg.n_head;
       a.cache = shape;
-      a.max_context = ps.max_single;
+      a.max_context = ps.max_rows;
       a.table_stride = table_stride;
-      attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(),
-                       reinterpret_cast<float*>(attn_ws.get()), a, stream);
+      auto* ws = reinterpret_cast<float*>(attn_ws.get());
+      if (ps.graph)  // the decode step: row r is piece r (no indirection inside the graph)
+        attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream);
+      else
+        attention_decode_rows(q.get(), kc, vc, d_tables, d_table_rows, d_ctx, att.get(), ws, a,
+                              stream);
     }
-    if (D < P) {  // rows D..N-1: the packed pieces, with their tables and lengths from piece D
+    if (R < P) {  // rows D..N-1: the packed pieces, their tables from row R, lengths from D
       AttentionPrefillArgs a;
-      a.n_seqs = P - D;
+      a.n_seqs = P - R;
       a.n_tokens = N - D;
       a.n_head = cfg.n_head;
       a.cache = shape;
       a.max_context = ps.max_packed;
       a.table_stride = table_stride;
       attention_prefill(q.get() + size_t(D) * size_t(q_dim), kc, vc,
-                        d_tables + size_t(D) * size_t(table_stride), d_cu, d_ctx + D,
+                        d_tables + size_t(R) * size_t(table_stride), d_cu, d_ctx + D,
                         att.get() + size_t(D) * size_t(q_dim), attn_ws.get(), a, stream);
     }
     matmul(L.wo, att.get(), tmp.get(), N);
@@ -263,18 +280,18 @@ void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<i
       residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
   }
 
-  const int R = static_cast<int>(out_rows.size());
-  if (R == 0) return;
+  const int n_out = static_cast<int>(out_rows.size());
+  if (n_out == 0) return;
   // Contiguous runs of output rows go in one copy (all of them, for decode).
-  for (int r = 0; r < R;) {
+  for (int r = 0; r < n_out;) {
     int e = r + 1;
-    while (e < R && out_rows[e] == out_rows[e - 1] + 1) ++e;
+    while (e < n_out && out_rows[e] == out_rows[e - 1] + 1) ++e;
     RZ_CUDA_CHECK(cudaMemcpyAsync(last.get() + size_t(r) * E, x.get() + size_t(out_rows[r]) * E,
                                   sizeof(float) * E * (e - r), cudaMemcpyDeviceToDevice, stream));
     r = e;
   }
-  rms_norm(last.get(), w.output_norm.get(), last_norm.get(), R, E, cfg.norm_eps, stream);
-  matmul(w.output(), last_norm.get(), logits.get(), R);
+  rms_norm(last.get(), w.output_norm.get(), last_norm.get(), n_out, E, cfg.norm_eps, stream);
+  matmul(w.output(), last_norm.get(), logits.get(), n_out);
 }
 
 void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n) {

@@ -303,4 +303,13 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
                    out, workspace, a, stream);
 }
 
+void attention_decode_rows(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                           const int32_t* block_tables, const int32_t* table_rows,
+                           const int32_t* context_lens, float* out, float* workspace,
+                           const AttentionDecodeArgs& a, cudaStream_t stream) {
+  if (!table_rows && a.n_slots > 0) throw Error("attention_decode_rows: table_rows is null");
+  launch_attention("attention_decode_rows", q, k_cache, v_cache, block_tables, table_rows,
+                   context_lens, out, workspace, a, stream);
+}
+
 }  // namespace rz::gpu

@@ -56,4 +56,13 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
                       const int32_t* block_tables, const int32_t* context_lens, float* out,
                       float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream);
 
+// The same for query rows that share sequences: row r reads block table row table_rows[r]
+// (device [n_slots] int32, each in [0, number of table rows)) and attends to its own first
+// context_lens[r] tokens. The tokens of a short prompt chunk, each at its own position, are such
+// rows (causal attention by their lengths), with the split-context parallelism of decode.
+void attention_decode_rows(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                           const int32_t* block_tables, const int32_t* table_rows,
+                           const int32_t* context_lens, float* out, float* workspace,
+                           const AttentionDecodeArgs& a, cudaStream_t stream);
+
 }  // namespace rz::gpu

@@ -200,6 +200,74 @@ void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, s
   EXPECT_TRUE(check_out(d_out.download(), ref, lens, n_head * hd, what));
 }
 
+// The tokens of one prompt chunk as decode-attention rows (attention_decode_rows): every row
+// reads the same table row, each attends to its own length (its position + 1), against the host
+// reference.
+void run_rows_of_one_sequence(const Config& cf, int len, int n_rows, std::mt19937_64& rng,
+                              const std::string& what) {
+  const int n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim, bs = cf.block_size;
+  const int width = cf.n_head_kv * hd, table_stride = (len + bs - 1) / bs + 2;
+  const int n_blocks = table_stride + 3;
+  std::vector<int32_t> perm(n_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  // Table row 0 is another sequence's (never read); row 1 holds the chunk's sequence.
+  std::vector<int32_t> tables(size_t(2) * table_stride, -1);
+  for (int b = 0; b < (len + bs - 1) / bs; ++b) tables[size_t(table_stride) + b] = perm[b];
+  std::vector<int64_t> rows;
+  for (int p = 0; p < len; ++p)
+    rows.push_back(int64_t(tables[size_t(table_stride) + p / bs]) * bs + p % bs);
+  const auto kv = randn(size_t(len) * 2 * width, 1.0f, rng);
+  std::vector<float> vn(kv.begin() + width, kv.end());
+  const KvCacheShape sh{n_blocks, cf.n_head_kv, bs, hd};
+  HostCache hc(sh);
+  append_ref(hc, kv, vn, 2 * width, 2 * width, rows);
+  auto d_kv = to_device(kv);
+  auto d_rows = to_device(rows);
+  auto d_k = poisoned<uint16_t>(sh.layer_elems());
+  auto d_v = poisoned<uint16_t>(sh.layer_elems());
+  KvAppendArgs aa;
+  aa.n_tokens = len;
+  aa.cache = sh;
+  aa.k_row_stride = aa.v_row_stride = 2 * width;
+  kv_append(d_kv.get(), d_kv.get() + width, d_rows.get(), d_k.get(), d_v.get(), aa, nullptr);
+
+  std::vector<int32_t> lens, table_rows(size_t(n_rows), 1);
+  for (int r = 0; r < n_rows; ++r) lens.push_back(len - n_rows + 1 + r);
+  const auto q = randn(size_t(n_rows) * n_head * hd, 3.0f, rng);
+  std::vector<double> ref(q.size());
+  for (int r = 0; r < n_rows; ++r)
+    attention_ref(hc, q.data() + size_t(r) * n_head * hd, n_head, tables.data() + table_stride,
+                  lens[size_t(r)], ref.data() + size_t(r) * n_head * hd);
+  AttentionDecodeArgs a;
+  a.n_slots = n_rows;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = len;
+  a.table_stride = table_stride;
+  auto d_q = to_device(q);
+  auto d_tables = to_device(tables);
+  auto d_table_rows = to_device(table_rows);
+  auto d_lens = to_device(lens);
+  auto d_out = poisoned<float>(q.size());
+  const size_t ws_n = attention_decode_workspace_floats(a);
+  auto d_ws = ws_n ? poisoned<float>(ws_n) : DeviceBuffer<float>();
+  attention_decode_rows(d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_table_rows.get(),
+                        d_lens.get(), d_out.get(), ws_n ? d_ws.get() : nullptr, a, nullptr);
+  EXPECT_TRUE(check_out(d_out.download(), ref, lens, n_head * hd, what));
+}
+
+TEST(AttentionDecode, RowsOfOneSequenceEachAttendToTheirPosition) {
+  RZ_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  for (const Config& cf : {Config{128, 2, 6, 16}, Config{64, 4, 1, 16}, Config{128, 8, 4, 32}})
+    for (auto [len, n_rows] :
+         {std::pair{40, 32}, std::pair{1100, 16}, std::pair{3400, 32}, std::pair{70, 1}})
+      run_rows_of_one_sequence(cf, len, n_rows, rng,
+                               "hd " + std::to_string(cf.head_dim) + " len " + std::to_string(len) +
+                                   " rows " + std::to_string(n_rows));
+}
+
 TEST(AttentionDecode, ContextLengthsHeadDimsGqaRatios) {
   RZ_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
