@@ -22,4 +22,6 @@ cmake --build "$dir" -j"$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+# Tests bounded by the model's speed wait this many times longer (the instrumented model is slow).
+export RZ_TEST_TIME_SCALE=${RZ_TEST_TIME_SCALE:-4}
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" --timeout 600 "$@"
