@@ -150,9 +150,8 @@ bool BatchedDecodeState::has_work() const {
 void BatchedDecodeState::free_slot(int i) {
   BatchSlot& s = slots_[static_cast<size_t>(i)];
   live_.erase(s.request.id);
-  // Last to first: a cached tail is evicted before the prefix it extends.
-  for (auto b = s.blocks.rbegin(); b != s.blocks.rend(); ++b) kv_.release(*b);
   promised_ -= s.reserved_blocks - static_cast<int64_t>(s.blocks.size());
+  kv_.release_all(s.blocks);
   s = BatchSlot{};
   --active_;
   // The executor slot may hold this request's sequence (release of a free one is a no-op).

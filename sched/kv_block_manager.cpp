@@ -107,6 +107,11 @@ void KvBlockManager::release(int32_t block) {
   }
 }
 
+void KvBlockManager::release_all(std::vector<int32_t>& table) {
+  for (auto b = table.rbegin(); b != table.rend(); ++b) release(*b);
+  table.clear();
+}
+
 void KvBlockManager::forget(int32_t block) {
   Block& b = blocks_[static_cast<size_t>(block)];
   index_.erase(b.key);

@@ -58,6 +58,9 @@ class KvBlockManager {
   // One reference less. At zero a cached block becomes evictable (most recently used last), any
   // other block free. Release a sequence's blocks last to first, so its tail goes first.
   void release(int32_t block);
+  // Releases a sequence's whole block table, last block first (its tail is evicted before the
+  // prefix it extends), and empties it.
+  void release_all(std::vector<int32_t>& table);
   // `block`, referenced, now holds the KV of `tokens` (block_size of them) following the prefix
   // that ends with block `parent` (-1: the sequence's first block). With the prefix cache on, it
   // becomes cached unless another block already holds that prefix (then nothing changes).

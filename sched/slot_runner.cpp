@@ -27,10 +27,8 @@ std::vector<int32_t> SlotRunner::run(std::vector<StepSeq>& seqs) {
   for (StepSeq& s : seqs) {
     if (s.slot < 0 || s.slot >= ex_.max_slots()) break;  // the executor says why
     auto& t = tables_[size_t(s.slot)];
-    if (s.begin && !ex_.slot_active(s.slot)) {  // a slot the executor released after a failure
-      for (auto it = t.rbegin(); it != t.rend(); ++it) blocks_.release(*it);
-      t.clear();
-    }
+    // A slot the executor released after a failure.
+    if (s.begin && !ex_.slot_active(s.slot)) blocks_.release_all(t);
     before.push_back(t.size());
     while (static_cast<int64_t>(t.size()) < blocks_.blocks_for(s.end())) {
       const int32_t b = blocks_.allocate();
@@ -80,9 +78,7 @@ std::vector<int32_t> SlotRunner::decode(std::span<const DecodeRequest> reqs) {
 
 void SlotRunner::release(int slot) {
   ex_.release(slot);
-  auto& t = tables_.at(size_t(slot));
-  for (auto it = t.rbegin(); it != t.rend(); ++it) blocks_.release(*it);
-  t.clear();
+  blocks_.release_all(tables_.at(size_t(slot)));
 }
 
 }  // namespace rz
