@@ -15,10 +15,12 @@
 //
 //   gpu_decode_bench --model FILE [--label "qwen2.5-1.5b Q4_K_M"] [--pp 512] [--tg 128]
 //                    [--batches 1,4,16,64] [--prompt 128] [--gen 128] [--reps 3] [--seed 1]
-//                    [--context N] [--no-graphs]
+//                    [--context N] [--no-graphs] [--no-qmm]
 // --context N: every executor gets a context of N tokens (a server's setting) instead of the
 // smallest that fits (decode attention is launched for the whole context when CUDA graphs are on);
 // --no-graphs: decode steps as plain launches (GpuExecutorOptions::cuda_graphs = false).
+// --no-qmm: gemv up to 16 tokens and dequantize + cuBLAS beyond, never kernels/qmm
+// (GpuExecutorOptions::qmm = false), the paths before qmm, for comparison.
 // --pp 0 / --tg 0 skip those; --batches "" skips the batched part. --cpu runs the same on the CPU
 // executor (weight bytes = its matrix bytes): only to test this program on a machine without a GPU.
 // Exit status: 0 all measured, 1 some measurement failed (reported in its table cell), 2 bad
@@ -79,7 +81,7 @@ struct Options {
   std::string model, label;
   int pp = 512, tg = 128, prompt = 128, gen = 128, reps = 3;
   uint64_t seed = 1;
-  bool cpu = false, graphs = true;
+  bool cpu = false, graphs = true, qmm = true;
   int context = 0;
   std::vector<int> batches = {1, 4, 16, 64};
 };
@@ -96,7 +98,7 @@ int usage(const std::string& why) {
   std::fprintf(stderr,
                "gpu_decode_bench: %s\nusage: gpu_decode_bench --model FILE [--label TEXT] "
                "[--pp 512] [--tg 128] [--batches 1,4,16,64] [--prompt 128] [--gen 128] [--reps 3] "
-               "[--seed 1] [--context N] [--no-graphs] [--cpu]\n",
+               "[--seed 1] [--context N] [--no-graphs] [--no-qmm] [--cpu]\n",
                why.c_str());
   return 2;
 }
@@ -113,6 +115,10 @@ int parse(int argc, char** argv, Options& o) {
     }
     if (a == "--no-graphs") {
       o.graphs = false;
+      continue;
+    }
+    if (a == "--no-qmm") {
+      o.qmm = false;
       continue;
     }
     if (i + 1 >= argc) return usage(a + " needs a value");
@@ -194,8 +200,10 @@ class Bench {
         ex_ = std::move(cpu);
       } else {
         auto gpu = std::make_unique<rz::gpu::GpuExecutor>(
-            file_, rz::gpu::GpuExecutorOptions{
-                       .slots = slots, .max_context = ctx, .cuda_graphs = o_.graphs});
+            file_, rz::gpu::GpuExecutorOptions{.slots = slots,
+                                               .max_context = ctx,
+                                               .cuda_graphs = o_.graphs,
+                                               .qmm = o_.qmm});
         plan_ = gpu->memory_plan();
         ex_ = std::move(gpu);
       }

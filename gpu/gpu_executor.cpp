@@ -8,7 +8,9 @@
 
 #include "formats/common.hpp"
 #include "gpu/gpu_executor_impl.hpp"
+#include "gpu/matmul_path.hpp"
 #include "kernels/argmax.hpp"
+#include "kernels/qmm.hpp"
 #include "kernels/rope.hpp"
 #include "model/executor_checks.hpp"
 #include "model/rope_freqs.hpp"
@@ -122,6 +124,17 @@ void GpuExecutor::Impl::allocate_scratch() {
                                 std::max<int64_t>(opt.gemm_scratch_elems, 256 * w.max_cols()));
   w16 = DeviceBuffer<uint16_t>(size_t(w16_elems));
   bytes += w16.bytes();
+  const int64_t qmm_n = std::min<int64_t>(cap, kQmmMaxTokens);
+  if (opt.qmm) {
+    size_t ws_floats = 0;
+    w.for_each_matrix([&](const DeviceMatrix& m) {
+      if (qmm_supported(m.type, m.cols))
+        ws_floats = std::max(ws_floats, qmm_workspace_floats(m.rows, m.cols, qmm_n));
+    });
+    qmm_x = DeviceBuffer<uint16_t>(size_t(qmm_x_elems(qmm_n, w.max_cols())));
+    qmm_ws = DeviceBuffer<float>(std::max<size_t>(ws_floats, 1));
+    bytes += qmm_x.bytes() + qmm_ws.bytes();
+  }
 
   AttentionDecodeArgs da;
   da.n_slots = std::max(opt.slots, std::min(cap, kMaxAttnRows));  // decode-attention rows

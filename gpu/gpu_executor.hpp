@@ -52,6 +52,10 @@ struct GpuExecutorOptions {
   bool cuda_graphs = true;     // decode steps replay a CUDA graph captured per batch size
   int64_t gemm_scratch_elems = int64_t{64}
                                << 20;  // dequantized weights per GEMM slice (tests: small)
+  // Quantized matrices times up to 128 tokens on tensor cores without dequantizing them first
+  // (kernels/qmm.hpp), where gpu/matmul_path.hpp's measured rule says it is faster; false: gemv
+  // up to 16 tokens and dequantize + cuBLAS beyond, as before qmm (for comparison).
+  bool qmm = true;
 };
 
 // What went where, for `rz serve` to log and tests to check.

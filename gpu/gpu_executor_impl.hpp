@@ -135,6 +135,8 @@ struct GpuExecutor::Impl {
   DeviceBuffer<float> logits;           // [S, n_vocab]
   DeviceBuffer<uint16_t> x16;           // [cap, max cols] fp16 activations for the GEMM path
   DeviceBuffer<uint16_t> w16;           // dequantized weight rows for the GEMM path
+  DeviceBuffer<uint16_t> qmm_x;         // activations prepared for qmm (kernels/qmm.hpp)
+  DeviceBuffer<float> qmm_ws;           // qmm's K-split partial sums
   int64_t w16_elems = 0;
   DeviceBuffer<uint8_t> attn_ws;
   DeviceBuffer<uint8_t> sample_ws;

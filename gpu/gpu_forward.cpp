@@ -11,7 +11,9 @@
 #include "kernels/argmax.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
+#include "gpu/matmul_path.hpp"
 #include "kernels/gemv.hpp"
+#include "kernels/qmm.hpp"
 #include "kernels/qkv_post.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
@@ -300,7 +302,14 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
     gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
     return;
   }
-  if (gemv_supported(m.type, n) != GemvKernel::none) {
+  const MatmulPath path = choose_matmul_path(m.type, m.rows, m.cols, n, opt.qmm);
+  if (path == MatmulPath::qmm) {
+    qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
+    qmm(m.type, m.ptr(), qmm_x.get(), out, m.rows, m.cols, n, m.rows, qmm_ws.get(), qmm_ws.size(),
+        stream);
+    return;
+  }
+  if (path == MatmulPath::gemv) {
     gemv(m.type, m.ptr(), in, out, m.rows, m.cols, n, stream);
     return;
   }

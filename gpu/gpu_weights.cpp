@@ -77,20 +77,14 @@ bool gpu_matrix_supported(GgmlType type, int64_t cols) {
 }
 
 int64_t GpuWeights::max_matrix_elems() const {
-  int64_t n = output().rows * output().cols;
-  for (const auto& l : layers)
-    for (const DeviceMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
-      n = std::max(n, m->rows * m->cols);
+  int64_t n = 0;
+  for_each_matrix([&](const DeviceMatrix& m) { n = std::max(n, m.rows * m.cols); });
   return n;
 }
 
 int64_t GpuWeights::max_cols() const {
-  int64_t n = output().cols;
-  for (const auto& l : layers)
-    for (const DeviceMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
-      n = std::max(n, m->cols);
+  int64_t n = 0;
+  for_each_matrix([&](const DeviceMatrix& m) { n = std::max(n, m.cols); });
   return n;
 }
 

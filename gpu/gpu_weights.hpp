@@ -44,6 +44,16 @@ struct GpuWeights {
   int64_t max_matrix_elems() const;  // the largest matrix, for dequant scratch
   int64_t max_cols() const;
 
+  // f(const DeviceMatrix&) for the output matrix and every layer's matrices (empty ones too).
+  template <class F>
+  void for_each_matrix(F&& f) const {
+    f(output());
+    for (const auto& l : layers)
+      for (const DeviceMatrix* m :
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
+        f(*m);
+  }
+
   // Throws rz::Error("PATH: cause") for a tensor type without GPU kernels, or a shape the kernels
   // cannot take; CudaError when the device runs out of memory.
   static GpuWeights upload(const ModelFile& file);

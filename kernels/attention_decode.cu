@@ -7,7 +7,8 @@
 //
 // Partition kernel, for its n <= P tokens:
 //   1. q (times scale) to shared; each token's K/V row offset from the block table to shared
-//   2. scores: one warp per token, lanes read consecutive half2 of the key row, warp-sum
+//   2. scores: a warp per 8 tokens at a time, lanes read consecutive half2 of the key rows,
+//      warp-sum per token
 //   3. m = max score, p_i = exp(score_i - m), l = sum p_i   (block reductions)
 //   4. o = sum p_i v_i: a thread owns one dim pair; threads are split into groups over tokens
 //      when head_dim / 2 < threads, and the groups' sums are added in shared memory
@@ -110,17 +111,32 @@ __global__ void __launch_bounds__(kT)
   const bool bad = bad_s != 0;  // uniform across the block
 
   if (!bad) {
-    for (int i = warp; i < n; i += kW) {
-      const __half2* __restrict__ kr = reinterpret_cast<const __half2*>(k_cache + row_s[i]);
-      float acc = 0.0f;
-      for (int j = lane; j < npairs; j += 32) {
-        const float2 kf = __half22float2(kr[j]);
-        const float2 qv = q2_s[j];
-        acc = fmaf(qv.x, kf.x, acc);
-        acc = fmaf(qv.y, kf.y, acc);
+    // A warp takes kU tokens at a time, their key loads in flight together (one token at a time
+    // left each warp waiting a memory latency per token). Each token's sum runs in the same
+    // order as one at a time: lane j-strided partial sums, then warp_sum.
+    constexpr int kU = 8;
+    for (int i0 = warp * kU; i0 < n; i0 += kW * kU) {
+      const __half2* __restrict__ kr[kU];
+      float acc[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        kr[u] = reinterpret_cast<const __half2*>(k_cache + row_s[min(i0 + u, n - 1)]);
+        acc[u] = 0.0f;
       }
-      acc = warp_sum(acc);
-      if (lane == 0) p_s[i] = acc;
+      for (int j = lane; j < npairs; j += 32) {
+        const float2 qv = q2_s[j];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const float2 kf = __half22float2(kr[u][j]);
+          acc[u] = fmaf(qv.x, kf.x, acc[u]);
+          acc[u] = fmaf(qv.y, kf.y, acc[u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const float a = warp_sum(acc[u]);
+        if (lane == 0 && i0 + u < n) p_s[i0 + u] = a;
+      }
     }
   }
   __syncthreads();
@@ -143,7 +159,8 @@ __global__ void __launch_bounds__(kT)
   if (g < groups) {
     float ax = 0.0f, ay = 0.0f;
     if (!bad)
-      for (int i = g; i < n; i += groups) {
+#pragma unroll 8
+      for (int i = g; i < n; i += groups) {  // unrolled: several value loads in flight
         const float2 vf = __half22float2(reinterpret_cast<const __half2*>(v_cache + row_s[i])[pr]);
         const float p = p_s[i];
         ax = fmaf(p, vf.x, ax);

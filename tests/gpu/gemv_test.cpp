@@ -26,6 +26,7 @@
 #include "gpu/test_support.hpp"
 #include "kernels/gemv.hpp"
 #include "quants/quants.hpp"
+#include "tests/gpu/quant_weights_util.hpp"
 
 namespace rz::gpu {
 namespace gemv_detail {  // defined in kernels/gemv.cu (declared in kernels/gemv_common.cuh,
@@ -121,28 +122,8 @@ TEST(GemvChooser, SplitChoice) {
 
 // ---------------------------------------------------------------- correctness (GPU)
 
-struct HostWeights {
-  std::vector<uint8_t> bytes;  // [rows, row_size(type, cols)]
-  std::vector<float> values;   // [rows, cols] dequantize_row of each row
-};
-
-HostWeights make_weights(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> scale(0.05f, 3.0f);
-  HostWeights w;
-  const size_t rb = row_size(t, cols);
-  w.bytes.resize(rb * rows);
-  w.values.resize(static_cast<size_t>(rows * cols));
-  std::vector<float> src(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = scale(rng);  // rows of different magnitude; an occasional offset row
-    const float off = (r % 5 == 3) ? 0.7f * s : 0.0f;
-    for (auto& v : src) v = s * nd(rng) + off;
-    quantize_row(t, src.data(), w.bytes.data() + rb * r, cols);
-    dequantize_row(t, w.bytes.data() + rb * r, w.values.data() + r * cols, cols);
-  }
-  return w;
-}
+using test_util::HostWeights;
+using test_util::make_weights;
 
 // float64 y = W x for the first n_batch rows of x [n_batch, cols]: ref[b * rows + r] = the sum,
 // mag[b * rows + r] = the sum of |w x| (what rounding errors scale with).

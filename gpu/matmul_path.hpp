@@ -1,0 +1,27 @@
+// Which kernel multiplies a weight matrix by n activation rows in the CUDA executor: the one
+// place that chooses between gemv (kernels/gemv.hpp), qmm (kernels/qmm.hpp) and dequantize +
+// cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and gpu_decode_bench on
+// an H200 (kernels/QMM.md): gemv wins for 1-2 tokens, and up to 8 on matrices under 4 MB, where
+// qmm's staging latency shows; qmm wins from there up to 64 tokens on every measured shape;
+// beyond that cuBLAS's fp16 GEMM amortizes the dequantization (the bench showed qmm ahead on
+// small matrices up to 128 tokens, but decode at batch 128 ran 9 % slower with it). Very large
+// matrices (>= 64 MB, a vocabulary's output rows) take qmm from the first token to 128: 77 us
+// vs gemv's 94 for qwen2.5-1.5b's Q4_K output at n = 1, 372 vs 484 for cuBLAS at n = 128.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "formats/ggml_types.hpp"
+
+namespace rz::gpu {
+
+enum class MatmulPath : uint8_t { gemv, qmm, gemm };
+
+// Most tokens a pass may send to qmm (the executor sizes qmm's buffers for this many).
+constexpr int kQmmMaxTokens = 128;
+
+// The path for a [rows, cols] matrix of `type` times n tokens; use_qmm false leaves qmm out
+// (GpuExecutorOptions::qmm). F32 matrices always take gemm (the executor's fp32 GEMM).
+MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, bool use_qmm);
+
+}  // namespace rz::gpu

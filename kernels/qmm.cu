@@ -1,0 +1,601 @@
+// qmm (kernels/qmm.hpp): quantized weights × fp16 activations on tensor cores. Design notes and
+// measurements: kernels/QMM.md.
+//
+// One mma.sync m16n8k16 multiplies 16 weight rows by 8 tokens over 16 columns ("k-slots"). Thread
+// (g = lane / 4, c = lane % 4) holds, of A, rows g and g + 8 at k-slots {2c, 2c+1, 2c+8, 2c+9}
+// and, of B, token g at the same four k-slots. A dot product may visit the columns in any order,
+// so k-slot s of step t (0..15) of a 256-column chunk stands for column
+//   col(t, c, e) = 64 c + 32 (t & 1) + 4 (t >> 1) + e,    s = {2c, 2c+1, 2c+8, 2c+9}[e]
+// for every row and every token alike: thread c owns the contiguous columns [64 c, 64 c + 64)
+// of each chunk, which in every supported format are a run of whole bytes (Q4_K: qs[32 c, +32)),
+// so its weight loads are wide. qmm_prepare_x writes x in (t, c, e) order, so that the B operand
+// of step t is 8 consecutive bytes.
+#include "kernels/qmm.hpp"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "formats/common.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/cuda_common.cuh"
+#include "kernels/gemv_common.cuh"  // load_words_a2, byte_to_float
+#include "kernels/quant_decode.cuh"
+
+namespace rz::gpu {
+namespace qmm_detail {
+
+using gemv_detail::byte_to_float;
+using gemv_detail::load_words_a2;
+
+constexpr int kWarps = 4;  // warps per thread block, 16 rows each
+constexpr int kRowsPerBlock = 16 * kWarps;
+
+// Column of the chunk that k-slot element e of thread c holds in step t (see the top comment).
+__host__ __device__ constexpr int chunk_col(int t, int c, int e) {
+  return 64 * c + 32 * (t & 1) + 4 * (t >> 1) + e;
+}
+
+// Little-endian words of N bytes (N a multiple of 4) at a 2-byte aligned address in shared
+// memory: aligned loads and funnel shifts (the words around p lie in the same staged row).
+template <int N>
+__device__ __forceinline__ void lds_words_a2(const uint8_t* p, uint32_t (&out)[N / 4]) {
+  static_assert(N % 4 == 0 && N > 0);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const auto* q = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+  const uint32_t shift = static_cast<uint32_t>(a & 2u) * 8u;  // 0 or 16
+  uint32_t w[N / 4 + 1];
+#pragma unroll
+  for (int i = 0; i <= N / 4; ++i) w[i] = q[i];
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
+}
+
+__device__ __forceinline__ uint32_t lds_u16_a2(const uint8_t* p) {
+  return *reinterpret_cast<const uint16_t*>(p);
+}
+
+// A format's traits: kChunkBytes (bytes of 256 columns of one row), kAligned16 (whether every
+// row's chunk starts 16-byte aligned; otherwise it is staged from the 16-byte boundary below it),
+// Item (what thread c keeps of one row's chunk), load(chunk, c) from the staged bytes in shared
+// memory, and dequant<t>(item, v): the four values of columns chunk_col(t, c, 0..3) as fp32.
+
+struct Q4K {  // one super-block per chunk: d, dmin | scales[12] | qs[128]
+  using Fmt = quant::Q4K;
+  static constexpr int kChunkBytes = Fmt::kBytes;
+  static constexpr bool kAligned16 = true;
+  struct Item {
+    uint32_t q[8];  // qs[32 c, 32 c + 32): group c (columns 64 c + [0, 64)), low then high nibbles
+    float ds[2], ms[2];  // sub-block 2 c + h: d * scale, dmin * min
+  };
+  __device__ static Item load(const uint8_t* b, int c) {
+    Item it;
+    const uint4 hdr = *reinterpret_cast<const uint4*>(b);
+    const uint4 q0 = *reinterpret_cast<const uint4*>(b + Fmt::kQs + 32 * c);
+    const uint4 q1 = *reinterpret_cast<const uint4*>(b + Fmt::kQs + 32 * c + 16);
+    it.q[0] = q0.x, it.q[1] = q0.y, it.q[2] = q0.z, it.q[3] = q0.w;
+    it.q[4] = q1.x, it.q[5] = q1.y, it.q[6] = q1.z, it.q[7] = q1.w;
+    static_assert(Fmt::kD == 0 && Fmt::kDmin == 2 && Fmt::kScales == 4);
+    const float d = f16_bits_to_f32_fast(hdr.x & 0xffffu);
+    const float dmin = f16_bits_to_f32_fast(hdr.x >> 16);
+    const Fmt::ScalesMins sm = Fmt::scales_mins(hdr.y, hdr.z, hdr.w);
+    const uint32_t sc = c < 2 ? sm.sc_lo : sm.sc_hi, mn = c < 2 ? sm.mn_lo : sm.mn_hi;
+    const int byte0 = (2 * c) & 3;  // sub-blocks 2c, 2c + 1 are bytes byte0, byte0 + 1
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      it.ds[h] = d * byte_to_float(sc, byte0 + h);
+      it.ms[h] = dmin * byte_to_float(mn, byte0 + h);
+    }
+    return it;
+  }
+  template <int t>
+  __device__ static void dequant(const Item& it, float (&v)[4]) {
+    const uint32_t q = quant::nibbles(it.q[t >> 1], t & 1);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = fmaf(byte_to_float(q, e), it.ds[t & 1], -it.ms[t & 1]);
+  }
+};
+
+// One super-block per chunk (210 bytes, so only 2-byte aligned): ql[128] | qh[64] | scales[16] |
+// d. Thread c's columns 64 c + [0, 64) are half cc = c / 2, groups k = 2 (c % 2) + h: ql bytes
+// 64 cc + 32 h + l (nibble c % 2), qh bytes 32 cc + l (bits at 2 k), scale 8 cc + 2 k + l / 16
+// = 4 c + 2 h + l / 16.
+struct Q6K {
+  using Fmt = quant::Q6K;
+  static constexpr int kChunkBytes = Fmt::kBytes;
+  static constexpr bool kAligned16 = false;
+  struct Item {
+    uint32_t ql[16];  // [8 h + i]: nibble c % 2 of ql word 64 cc + 32 h + 4 i, as bytes
+    uint32_t qh[8];   // [i]: qh word 32 cc + 4 i shifted right by 4 (c % 2)
+    float ds[4];      // [2 h + l / 16]: d * scale
+  };
+  __device__ static Item load(const uint8_t* b, int c) {
+    Item it;
+    const int cc = c >> 1, sh = 4 * (c & 1);
+    lds_words_a2<64>(b + Fmt::kQl + 64 * cc, it.ql);
+    lds_words_a2<32>(b + Fmt::kQh + 32 * cc, it.qh);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) it.ql[i] = (it.ql[i] >> sh) & 0x0f0f0f0fu;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) it.qh[i] >>= sh;
+    uint32_t sc[1];
+    lds_words_a2<4>(b + Fmt::kScales + 4 * c, sc);
+    const float d = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) it.ds[j] = d * byte_to_float(sc[0] ^ 0x80808080u, j, 128.0f);
+    return it;
+  }
+  template <int t>
+  __device__ static void dequant(const Item& it, float (&v)[4]) {
+    constexpr int h = t & 1, i = t >> 1;
+    const uint32_t q = it.ql[8 * h + i] | (((it.qh[i] >> (2 * h)) & 0x03030303u) << 4);
+    const float ds = it.ds[2 * h + (i >> 2)];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = byte_to_float(q, e, 32.0f) * ds;
+  }
+};
+
+// Eight 32-element blocks per chunk; thread c's columns are blocks 2 c + h (h = 0, 1).
+template <class Fmt>
+__device__ __forceinline__ const uint8_t* small_block(const uint8_t* chunk, int c, int h) {
+  return chunk + Fmt::kBytes * (2 * c + h);
+}
+
+struct Q8_0 {  // d | qs[32] int8, 34 bytes; a chunk is 272 bytes
+  using Fmt = quant::Q8_0;
+  static constexpr int kChunkBytes = 8 * Fmt::kBytes;
+  static constexpr bool kAligned16 = true;
+  struct Item {
+    uint32_t q[2][8];  // block 2 c + h, bytes 4 i .. 4 i + 3, sign bit flipped
+    float d[2];
+  };
+  __device__ static Item load(const uint8_t* chunk, int c) {
+    Item it;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* b = small_block<Fmt>(chunk, c, h);
+      it.d[h] = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
+      lds_words_a2<32>(b + Fmt::kQs, it.q[h]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) it.q[h][i] ^= 0x80808080u;
+    }
+    return it;
+  }
+  template <int t>
+  __device__ static void dequant(const Item& it, float (&v)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = byte_to_float(it.q[t & 1][t >> 1], e, 128.0f) * it.d[t & 1];
+  }
+};
+
+// Q4_0 (d | qs[16], 18 bytes; value d (q - 8)) and Q4_1 (d, m | qs[16], 20 bytes; d q + m):
+// column l < 16 of a block is the low nibble of qs[l], l >= 16 the high nibble of qs[l - 16].
+// Chunks of 144 / 160 bytes.
+template <class Fmt, bool kHasMin>
+struct Q4Legacy {
+  static constexpr int kChunkBytes = 8 * Fmt::kBytes;
+  static constexpr bool kAligned16 = true;
+  struct Item {
+    uint32_t q[2][4];  // block 2 c + h, qs words
+    float d[2], m[2];
+  };
+  __device__ static Item load(const uint8_t* chunk, int c) {
+    Item it;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* b = small_block<Fmt>(chunk, c, h);
+      it.d[h] = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
+      it.m[h] = kHasMin ? f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kM)) : 0.0f;
+      lds_words_a2<16>(b + Fmt::kQs, it.q[h]);
+    }
+    return it;
+  }
+  template <int t>
+  __device__ static void dequant(const Item& it, float (&v)[4]) {
+    constexpr int h = t & 1, l = 4 * (t >> 1);  // the block's columns l .. l + 3
+    const uint32_t q = quant::nibbles(it.q[h][(l & 15) >> 2], l >> 4);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (kHasMin)
+        v[e] = fmaf(byte_to_float(q, e), it.d[h], it.m[h]);
+      else
+        v[e] = byte_to_float(q, e, 8.0f) * it.d[h];
+    }
+  }
+};
+using Q4_0 = Q4Legacy<quant::Q4_0, false>;
+using Q4_1 = Q4Legacy<quant::Q4_1, true>;
+
+static_assert(Q4K::kChunkBytes % 16 == 0 && Q8_0::kChunkBytes % 16 == 0 &&
+              Q4_0::kChunkBytes % 16 == 0 && Q4_1::kChunkBytes % 16 == 0);
+
+// ---------------------------------------------------------------- staging (cp.async)
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+// 16 bytes of which the first src_bytes (0..16) are copied and the rest zero-filled (a piece at
+// or past the end of the matrix).
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Shared memory of one pipeline stage: the tokens' x chunk [8 NT][kXRow] halves (rows padded
+// from 256 to 272 halves so that the 8 tokens of a B fragment load fall in different banks),
+// then the block's 64 weight rows' chunks [64][row stride], then 16 bytes of slack (lds_words_a2
+// reads up to a word past the bytes it returns). A row's chunk is copied in 16-byte pieces from
+// the 16-byte boundary at or below it, so it starts (its address % 16) bytes into its staged row.
+constexpr int kXRow = kQmmChunk + 16;
+template <class T>
+__host__ __device__ constexpr int w_row_stride() {
+  return T::kAligned16 ? T::kChunkBytes : (T::kChunkBytes + 15 + 15) / 16 * 16;
+}
+template <class T, int NT>
+__host__ __device__ constexpr int stage_bytes() {
+  return 8 * NT * kXRow * 2 + kRowsPerBlock * w_row_stride<T>() + 16;
+}
+// Pipeline depth S: 4 stages (3 chunks in flight while one is multiplied) hide DRAM latency
+// on grids of fewer blocks than SMs, where each block has nothing else to do; 2 otherwise (and
+// always for 64-token tiles, whose stages are large), so that more blocks fit on an SM: 4 stages
+// made qwen2.5-1.5b's 280-block gate/up matmul 18 % slower (2 blocks an SM instead of 4).
+
+// Issues the copies of chunk k into a stage (all threads of the block take part).
+template <class T, int NT>
+__device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restrict__ w,
+                                            int64_t row_bytes, const uint8_t* w_end,
+                                            const __half* __restrict__ xp, int cols, int tok0,
+                                            int n_tok8, int row_base, int rows, int k) {
+  // x: n_tok8 tokens x 512 bytes = 32 copies of 16 bytes each
+  __half* xs = reinterpret_cast<__half*>(st);
+  for (int i = threadIdx.x; i < n_tok8 * 32; i += blockDim.x) {
+    const int tok = i >> 5, piece = i & 31;
+    cp_async16(xs + tok * kXRow + piece * 8,
+               xp + int64_t(tok0 + tok) * cols + int64_t(k) * kQmmChunk + piece * 8);
+  }
+  uint8_t* ws = st + 8 * NT * kXRow * 2;
+  constexpr int stride = w_row_stride<T>(), pieces = stride / 16;
+  for (int i = threadIdx.x; i < kRowsPerBlock * pieces; i += blockDim.x) {
+    const int r = i / pieces, piece = i % pieces;
+    const int64_t row = min(row_base + r, rows - 1);
+    const uint8_t* src = w + row * row_bytes + int64_t(k) * T::kChunkBytes;
+    if constexpr (T::kAligned16) {
+      cp_async16(ws + r * stride + piece * 16, src + piece * 16);
+    } else {
+      const uint8_t* from =
+          reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}) +
+          16 * piece;
+      const int64_t left = w_end - from;  // the last piece may run past the matrix: zero-fill
+      cp_async16_zfill(ws + r * stride + piece * 16, from,
+                       left >= 16 ? 16
+                       : left > 0 ? int(left)
+                                  : 0);
+    }
+  }
+}
+
+// Where row r's chunk starts in the staged rows.
+template <class T>
+__device__ __forceinline__ const uint8_t* staged_row(const uint8_t* ws, const uint8_t* w,
+                                                     int64_t row_bytes, int r, int64_t row, int k) {
+  const uint8_t* p = ws + r * w_row_stride<T>();
+  if constexpr (!T::kAligned16)
+    p += reinterpret_cast<uintptr_t>(w + row * row_bytes + int64_t(k) * T::kChunkBytes) & 15u;
+  return p;
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                          uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Step t of a chunk: A from the two rows' items, B of token tile nt at xs + nt * 8 rows.
+template <class T, int t, int NT>
+__device__ __forceinline__ void step(const typename T::Item& ia, const typename T::Item& ib,
+                                     const __half* xs, int n_tiles, float (&acc)[NT][4]) {
+  float va[4], vb[4];
+  T::template dequant<t>(ia, va);
+  T::template dequant<t>(ib, vb);
+  const uint32_t a0 = pack_half2(va[0], va[1]), a1 = pack_half2(vb[0], vb[1]);
+  const uint32_t a2 = pack_half2(va[2], va[3]), a3 = pack_half2(vb[2], vb[3]);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (nt < n_tiles) {
+      const uint2 b = *reinterpret_cast<const uint2*>(xs + nt * 8 * kXRow + 16 * t);
+      mma_16816(acc[nt], a0, a1, a2, a3, b.x, b.y);
+    }
+  }
+}
+
+template <class T, int NT, int... t>
+__device__ __forceinline__ void chunk_steps(const typename T::Item& ia, const typename T::Item& ib,
+                                            const __half* xs, int n_tiles, float (&acc)[NT][4],
+                                            std::integer_sequence<int, t...>) {
+  (step<T, t, NT>(ia, ib, xs, n_tiles, acc), ...);
+}
+
+// Grid: x = token tiles of 8 NT tokens (fastest, so the blocks that share weight rows run
+// together and the rows come from DRAM once), y = row tiles of kRowsPerBlock, z = K splits.
+// out: y itself (splits == 1, row stride ld) or the workspace [split][n][rows] (ld = rows).
+// Chunks go through an S-deep cp.async pipeline in shared memory: the copies of the next S - 1
+// chunks are in flight while the warps multiply chunk k.
+template <class T, int NT, int S>
+__global__ void __launch_bounds__(kWarps * 32)
+    qmm_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, const __half* __restrict__ xp,
+               float* __restrict__ out, int64_t ld, int rows, int cols, int n,
+               int chunks_per_split) {
+  extern __shared__ uint4 smem_u4[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_u4);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int row_base = blockIdx.y * kRowsPerBlock, row0 = row_base + warp * 16;
+  const int tok0 = blockIdx.x * 8 * NT;
+  const int n_tiles = min(NT, (n - tok0 + 7) / 8);
+  const int chunks = cols / kQmmChunk;
+  const int k0 = blockIdx.z * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
+  const uint8_t* w_end = w + int64_t(rows) * row_bytes;
+  const int64_t row_a = min(row0 + g, rows - 1), row_b = min(row0 + g + 8, rows - 1);
+
+  // Prologue: chunks k0 .. k0 + S - 2 in flight (one commit group each, empty past k1).
+#pragma unroll
+  for (int p = 0; p < S - 1; ++p) {
+    if (k0 + p < k1)
+      stage_chunk<T, NT>(smem + p * stage_bytes<T, NT>(), w, row_bytes, w_end, xp, cols, tok0,
+                         8 * n_tiles, row_base, rows, k0 + p);
+    cp_async_commit();
+  }
+  float acc[NT][4] = {};
+  for (int k = k0; k < k1; ++k) {
+    const int s = (k - k0) % S;
+    const int kn = k + S - 1;  // the chunk to start now, into the stage freed last iteration
+    if (kn < k1)
+      stage_chunk<T, NT>(smem + ((kn - k0) % S) * stage_bytes<T, NT>(), w, row_bytes, w_end, xp,
+                         cols, tok0, 8 * n_tiles, row_base, rows, kn);
+    cp_async_commit();       // empty groups past the end keep the count uniform
+    cp_async_wait<S - 1>();  // chunk k's group is complete
+    __syncthreads();
+    const uint8_t* st = smem + s * stage_bytes<T, NT>();
+    const uint8_t* ws = st + 8 * NT * kXRow * 2;
+    if (row0 < rows) {  // uniform per warp; the warp still joins the barriers
+      const typename T::Item ia =
+          T::load(staged_row<T>(ws, w, row_bytes, warp * 16 + g, row_a, k), c);
+      const typename T::Item ib =
+          T::load(staged_row<T>(ws, w, row_bytes, warp * 16 + g + 8, row_b, k), c);
+      const __half* xs = reinterpret_cast<const __half*>(st) + g * kXRow + 4 * c;
+      chunk_steps<T, NT>(ia, ib, xs, n_tiles, acc, std::make_integer_sequence<int, 16>{});
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's copies
+  }
+  if (row0 >= rows) return;
+  float* o = out + int64_t(blockIdx.z) * n * ld;
+  // acc[nt]: rows row0 + g (0, 1) and + 8 (2, 3), tokens tok0 + 8 nt + 2 c (0, 2) and + 1 (1, 3).
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int tok = tok0 + 8 * nt + 2 * c;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = row0 + g + 8 * (i >> 1), tk = tok + (i & 1);
+      if (r < rows && tk < n) o[int64_t(tk) * ld + r] = acc[nt][i];
+    }
+  }
+}
+
+// y[t, r] = sum over s < splits of ws[s][t][r], in order of s.
+__global__ void qmm_reduce_kernel(const float* __restrict__ ws, float* __restrict__ y, int64_t ldy,
+                                  int rows, int n, int splits) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(rows) * n) return;
+  const int64_t t = i / rows, r = i % rows;
+  float s = ws[i];
+  for (int z = 1; z < splits; ++z) s += ws[int64_t(z) * rows * n + i];
+  y[t * ldy + r] = s;
+}
+
+// Thread per (token row, chunk, t, c): the 4 columns chunk_col(t, c, 0..3), rounded to fp16.
+__global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict__ xp, int n,
+                                 int n8, int cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // quad index
+  const int quads = cols / 4;
+  if (i >= int64_t(n8) * quads) return;
+  const int tok = static_cast<int>(i / quads), q = static_cast<int>(i % quads);
+  const int chunk = q / 64, t = (q % 64) / 4, c = q % 4;
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (tok < n)
+    v = __ldg(reinterpret_cast<const float4*>(x + int64_t(tok) * cols + chunk * kQmmChunk +
+                                              chunk_col(t, c, 0)));
+  const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+  uint2 u;
+  u.x = *reinterpret_cast<const uint32_t*>(&lo);
+  u.y = *reinterpret_cast<const uint32_t*>(&hi);
+  reinterpret_cast<uint2*>(xp)[i] = u;
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    RZ_CUDA_CHECK(cudaGetDevice(&dev));
+    RZ_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
+}
+
+template <class T>
+void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_t ld, int rows,
+            int cols, int n, int splits, cudaStream_t stream) {
+  const int chunks = cols / kQmmChunk;
+  const int per_split = (chunks + splits - 1) / splits;
+  const int tiles8 = (n + 7) / 8;
+  const int nt = tiles8 >= 8 ? 8 : tiles8 >= 4 ? 4 : tiles8 >= 2 ? 2 : 1;
+  const dim3 grid((tiles8 + nt - 1) / nt, (rows + kRowsPerBlock - 1) / kRowsPerBlock,
+                  (chunks + per_split - 1) / per_split);
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* x = static_cast<const __half*>(xp);
+  using Kernel =
+      void (*)(const uint8_t*, int64_t, const __half*, float*, int64_t, int, int, int, int);
+  struct Variant {
+    Kernel kernel;
+    int smem;
+  };
+  // [tile index][deep]: NT = 1, 2, 4, 8 tokens x 8; 2 or 4 stages (8: always 2).
+  static const Variant variants[4][2] = {{{qmm_kernel<T, 1, 2>, 2 * stage_bytes<T, 1>()},
+                                          {qmm_kernel<T, 1, 4>, 4 * stage_bytes<T, 1>()}},
+                                         {{qmm_kernel<T, 2, 2>, 2 * stage_bytes<T, 2>()},
+                                          {qmm_kernel<T, 2, 4>, 4 * stage_bytes<T, 2>()}},
+                                         {{qmm_kernel<T, 4, 2>, 2 * stage_bytes<T, 4>()},
+                                          {qmm_kernel<T, 4, 4>, 4 * stage_bytes<T, 4>()}},
+                                         {{qmm_kernel<T, 8, 2>, 2 * stage_bytes<T, 8>()},
+                                          {qmm_kernel<T, 8, 2>, 2 * stage_bytes<T, 8>()}}};
+  // Shared memory above 48 KiB must be allowed per kernel, once (not a stream operation, so
+  // also fine while a stream is being captured).
+  static const bool configured = [] {
+    for (const auto& row : variants)
+      for (const Variant& v : row)
+        RZ_CUDA_CHECK(
+            cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
+    return true;
+  }();
+  (void)configured;
+  const bool deep = int64_t(grid.x) * grid.y * grid.z < sm_count();
+  const Variant& v = variants[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][deep ? 1 : 0];
+  v.kernel<<<grid, kWarps * 32, v.smem, stream>>>(wp, row_bytes, x, out, ld, rows, cols, n,
+                                                  per_split);
+  RZ_CUDA_CHECK_LAUNCH();
+}
+
+// Splits so that row tiles × splits fill about two blocks per SM, each split keeping at least
+// 4 chunks (1,024 columns) of the K loop.
+int choose_splits(int64_t rows, int64_t cols, int sms) {
+  const int64_t row_tiles = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t chunks = cols / kQmmChunk;
+  const int64_t want = 2 * int64_t(sms);
+  if (row_tiles >= want) return 1;
+  int64_t s = (want + row_tiles - 1) / row_tiles;
+  s = std::min<int64_t>(s, chunks / 4);
+  if (s <= 1) return 1;
+  // Every split non-empty: with per = ceil(chunks / s), the last split starts before chunks.
+  const int64_t per = (chunks + s - 1) / s;
+  return static_cast<int>((chunks + per - 1) / per);
+}
+
+// qmm with a forced number of K splits (0: qmm_splits' choice); the tests force every split.
+void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
+         int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
+
+}  // namespace qmm_detail
+
+namespace {
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+std::string what_of(GgmlType type, int64_t rows, int64_t cols, int64_t n) {
+  const auto& tr = type_traits(type);
+  return "qmm " + (tr.name.empty() ? std::string("type") : std::string(tr.name)) + " [" +
+         std::to_string(rows) + ", " + std::to_string(cols) + "] x " + std::to_string(n) +
+         " tokens";
+}
+
+}  // namespace
+
+bool qmm_supported(GgmlType type, int64_t cols) {
+  switch (type) {
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1: return cols > 0 && cols % kQmmChunk == 0;
+    default: return false;
+  }
+}
+
+int64_t qmm_x_elems(int64_t n, int64_t cols) { return (n + 7) / 8 * 8 * cols; }
+
+void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream_t stream) {
+  if (n < 0 || cols <= 0 || cols % kQmmChunk != 0 || cols > (int64_t{1} << 30) ||
+      n > (int64_t{1} << 24))
+    throw Error("qmm_prepare_x: n " + std::to_string(n) + ", cols " + std::to_string(cols) +
+                ": cols must be a positive multiple of 256");
+  if (n == 0) return;
+  if (!x || !xp || !aligned16(x) || !aligned16(xp))
+    throw Error("qmm_prepare_x: null or misaligned pointer");
+  const int64_t quads = (n + 7) / 8 * 8 * (cols / 4);
+  const int threads = 256;
+  qmm_detail::prepare_x_kernel<<<static_cast<unsigned>((quads + threads - 1) / threads), threads, 0,
+                                 stream>>>(x, static_cast<__half*>(xp), static_cast<int>(n),
+                                           static_cast<int>((n + 7) / 8 * 8),
+                                           static_cast<int>(cols));
+  RZ_CUDA_CHECK_LAUNCH();
+}
+
+int qmm_splits(int64_t rows, int64_t cols) {
+  return qmm_detail::choose_splits(rows, cols, qmm_detail::sm_count());
+}
+
+size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {
+  const int s = qmm_splits(rows, cols);
+  return s > 1 ? size_t(s) * size_t(rows) * size_t(n) : 0;
+}
+
+void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
+         int64_t n, int64_t ldy, float* ws, size_t ws_floats, cudaStream_t stream) {
+  qmm_detail::run(type, w, xp, y, rows, cols, n, ldy, ws, ws_floats, 0, stream);
+}
+
+void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows,
+                     int64_t cols, int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits,
+                     cudaStream_t stream) {
+  const std::string what = what_of(type, rows, cols, n);
+  if (!qmm_supported(type, cols))
+    throw Error(what + ": type without a qmm kernel, or cols not a multiple of 256");
+  if (rows < 1 || n < 0 || rows > (int64_t{1} << 30) || cols > (int64_t{1} << 30) ||
+      n > (int64_t{1} << 24) || ldy < rows)
+    throw Error(what + ": bad shape (ldy " + std::to_string(ldy) + ")");
+  if (n == 0) return;
+  if (!w || !xp || !y || !aligned16(w) || !aligned16(xp))
+    throw Error(what + ": null or misaligned pointer");
+  const int chunks = static_cast<int>(cols / kQmmChunk);
+  if (splits == 0) splits = qmm_splits(rows, cols);  // after the checks: it asks the device
+  splits = std::clamp(splits, 1, chunks);
+  const int per = (chunks + splits - 1) / splits;
+  splits = (chunks + per - 1) / per;  // no empty split
+  if (splits > 1 && (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
+    throw Error(what + ": workspace of " + std::to_string(ws_floats) + " floats, " +
+                std::to_string(size_t(splits) * size_t(rows) * size_t(n)) + " needed");
+  const int64_t row_bytes = static_cast<int64_t>(row_size(type, cols));
+  float* out = splits > 1 ? ws : y;
+  const int64_t ld = splits > 1 ? rows : ldy;
+  const int r = static_cast<int>(rows), k = static_cast<int>(cols), m = static_cast<int>(n);
+  switch (type) {
+    case GgmlType::Q4_K: launch<Q4K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q6_K: launch<Q6K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q8_0: launch<Q8_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q4_0: launch<Q4_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    default: launch<Q4_1>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+  }
+  if (splits > 1) {
+    const int64_t total = rows * n;
+    qmm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(ws, y, ldy, r,
+                                                                                      m, splits);
+    RZ_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace rz::gpu

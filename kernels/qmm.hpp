@@ -1,0 +1,53 @@
+// Quantized matrix × matrix on tensor cores (batched decode and short prefill chunks):
+//   y[t, r] = sum_c W[r, c] * x[t, c]     for t < n tokens, r < rows, c < cols
+// W stays in its GGUF block format (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1); each warp decodes its rows'
+// blocks to fp16 in registers, straight into the A operand of mma.sync m16n8k16 (fp32
+// accumulation), so a call reads each weight byte from memory once whatever n is and never
+// writes a dequantized matrix. x must first be rounded to fp16 and permuted by
+// qmm_prepare_x (once per activation matrix: every weight type reads the same prepared x).
+// Design, measurements and the choice against gemv / cuBLAS: kernels/QMM.md.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "formats/ggml_types.hpp"
+
+namespace rz::gpu {
+
+constexpr int kQmmChunk = 256;  // columns per step of the K loop (one K-quant super-block)
+
+// True when qmm runs `type` with `cols` columns: Q4_K, Q6_K, Q8_0, Q4_0 or Q4_1 and cols a
+// positive multiple of kQmmChunk.
+bool qmm_supported(GgmlType type, int64_t cols);
+
+// Halves qmm_prepare_x writes for n tokens: n rounded up to 8, times cols.
+int64_t qmm_x_elems(int64_t n, int64_t cols);
+
+// xp = x rounded to fp16 (nearest even) and permuted within each 256-column chunk into the
+// order the mma fragments read it; rows n .. round_up(n, 8) - 1 are zero.
+//   x:  device [n, cols] fp32, row-major, 16-byte aligned; cols a multiple of kQmmChunk
+//   xp: device, qmm_x_elems(n, cols) halves, 16-byte aligned
+void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream_t stream);
+
+// K splits qmm uses for a matrix shape on the current device (1 = none): few row tiles get
+// their columns split over several thread blocks, whose partial sums a second kernel adds in a
+// fixed order. A function of the shape and the SM count alone, so a token's result does not
+// depend on how many tokens share the call.
+int qmm_splits(int64_t rows, int64_t cols);
+
+// Floats of workspace qmm needs for n tokens (0 when the shape does not split).
+size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n);
+
+// Launches y = x · Wᵀ on `stream` (asynchronous).
+//   w:  [rows, cols] in `type`'s blocks, 16-byte aligned
+//   xp: qmm_prepare_x's output for these n tokens and cols
+//   y:  [n, ldy] fp32 (ldy >= rows; a slice of a wider output), fully written for columns < rows
+//   ws: qmm_workspace_floats(rows, cols, n) floats (may be null when that is 0)
+// Deterministic: fixed summation order, no atomics. Throws rz::Error for an unsupported type or
+// cols, bad shapes, misaligned or null pointers, or too small a workspace.
+void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
+         int64_t n, int64_t ldy, float* ws, size_t ws_floats, cudaStream_t stream);
+
+}  // namespace rz::gpu

@@ -1,0 +1,350 @@
+// Tests of kernels/qmm.hpp: argument checks and the split rule (run anywhere); every weight type
+// against a float64 reference over shapes, token counts and forced K splits; a token's output
+// bit-identical whatever the number of tokens beside it; determinism (GPU only). And a
+// disabled-by-default bench comparing qmm with gemv and with dequantize + cuBLAS per token count
+// (QmmBench.DISABLED_*; run with --gtest_also_run_disabled_tests --gtest_filter='QmmBench.*'),
+// the measurement behind the executor's choice (kernels/QMM.md).
+//
+// Reference: the operands the tensor cores see: W as dequantize_row gives it, rounded to fp16,
+// and x rounded to fp16; products and sums in float64. Tolerance per output:
+//   |y - ref| <= kRelTol * sum_c |w_c x_c|,   kRelTol = 1e-4
+// Products of fp16 values are exact in fp32, so what remains is fp32 accumulation (about
+// cols * 2^-24 of the sum at worst) and the kernel's dequantization, an fma or a product in fp32
+// before the fp16 rounding, which may move an element by one fp16 ulp (2^-11 of it, so at most
+// 2^-11 / cols of the sum per element). A dropped or doubled term (~1 / cols of the sum) fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "formats/common.hpp"
+#include "gpu/cuda_check.hpp"
+#include "gpu/device_buffer.hpp"
+#include "gpu/gemm.hpp"
+#include "gpu/test_support.hpp"
+#include "kernels/dequant.hpp"
+#include "kernels/gemv.hpp"
+#include "kernels/qmm.hpp"
+#include "quants/quants.hpp"
+#include "tests/gpu/quant_weights_util.hpp"
+
+namespace rz::gpu {
+namespace qmm_detail {  // kernels/qmm.cu
+int choose_splits(int64_t rows, int64_t cols, int sms);
+void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
+         int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
+}  // namespace qmm_detail
+
+namespace {
+
+using test_util::HostWeights;
+using test_util::make_weights;
+
+constexpr double kRelTol = 1e-4;
+
+const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                           GgmlType::Q4_1};
+
+std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
+
+float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
+
+// ---------------------------------------------------------------- no GPU needed
+
+TEST(QmmChooser, SupportedTypesAndColumns) {
+  for (GgmlType t : kTypes) {
+    EXPECT_TRUE(qmm_supported(t, 256)) << name_of(t);
+    EXPECT_TRUE(qmm_supported(t, 8960)) << name_of(t);
+    EXPECT_FALSE(qmm_supported(t, 896)) << name_of(t) << ": 896 is no multiple of 256";
+    EXPECT_FALSE(qmm_supported(t, 0)) << name_of(t);
+  }
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::Q5_K, GgmlType::Q2_K,
+                     GgmlType::IQ4_XS})
+    EXPECT_FALSE(qmm_supported(t, 4096)) << name_of(t);
+  EXPECT_EQ(qmm_x_elems(1, 256), 8 * 256);
+  EXPECT_EQ(qmm_x_elems(8, 512), 8 * 512);
+  EXPECT_EQ(qmm_x_elems(9, 256), 16 * 256);
+}
+
+TEST(QmmChooser, SplitRule) {
+  using qmm_detail::choose_splits;
+  const int h200 = 132;
+  // 64 rows per block: 1536 rows = 24 blocks; 2 * 132 / 24 -> 11, capped at 35 / 4 = 8 chunks
+  // each of at least 4, then made non-empty: ceil(35 / 8) = 5 chunks per split -> 7 splits
+  EXPECT_EQ(choose_splits(1536, 8960, h200), 7);
+  EXPECT_EQ(choose_splits(1536, 1536, h200), 1);   // 6 chunks: one split of >= 4 only
+  EXPECT_EQ(choose_splits(256, 4096, h200), 4);    // 4 blocks want 66 splits; 16 chunks allow 4
+  EXPECT_EQ(choose_splits(8960, 1536, h200), 1);   // 140 blocks
+  EXPECT_EQ(choose_splits(4096, 14336, h200), 5);  // 64 blocks want 5 (56 chunks)
+  EXPECT_EQ(choose_splits(151936, 1536, h200), 1);
+  EXPECT_EQ(choose_splits(14336, 4096, h200), 2);  // 224 blocks want 2 (16 chunks)
+}
+
+TEST(QmmChooser, BadArgumentsThrowBeforeLaunch) {
+  alignas(16) static uint8_t buf[4096];
+  auto call = [&](GgmlType t, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
+                  int64_t n,
+                  int64_t ldy) { qmm(t, w, xp, y, rows, cols, n, ldy, nullptr, 0, nullptr); };
+  float* y = reinterpret_cast<float*>(buf);
+  EXPECT_THROW(call(GgmlType::F16, buf, buf, y, 4, 256, 1, 4), rz::Error);
+  EXPECT_THROW(call(GgmlType::Q4_K, buf, buf, y, 4, 300, 1, 4), rz::Error);
+  EXPECT_THROW(call(GgmlType::Q4_K, buf, buf, y, 0, 256, 1, 4), rz::Error);
+  EXPECT_THROW(call(GgmlType::Q4_K, buf, buf, y, 4, 256, -1, 4), rz::Error);
+  EXPECT_THROW(call(GgmlType::Q4_K, buf, buf, y, 4, 256, 1, 3), rz::Error);  // ldy < rows
+  EXPECT_THROW(call(GgmlType::Q4_K, buf + 4, buf, y, 4, 256, 1, 4), rz::Error);
+  EXPECT_THROW(call(GgmlType::Q4_K, nullptr, buf, y, 4, 256, 1, 4), rz::Error);
+  // a split without its workspace
+  EXPECT_THROW(qmm_detail::run(GgmlType::Q4_K, buf, buf, y, 4, 1024, 1, 4, nullptr, 0, 2, nullptr),
+               rz::Error);
+  EXPECT_THROW(qmm_prepare_x(y, buf, 1, 100, nullptr), rz::Error);
+  EXPECT_THROW(qmm_prepare_x(nullptr, buf, 1, 256, nullptr), rz::Error);
+  try {
+    call(GgmlType::Q5_K, buf, buf, y, 4, 256, 1, 4);
+    ADD_FAILURE() << "Q5_K accepted";
+  } catch (const rz::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Q5_K"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------- correctness (GPU)
+
+struct Case {
+  const HostWeights& w;
+  const std::vector<float>& x16;  // [n, cols], fp16-representable values
+  int64_t rows, cols, n;
+};
+
+// float64 reference over the fp16-rounded weights: ref, mag [n, rows].
+void reference(const Case& k, std::vector<double>& ref, std::vector<double>& mag) {
+  ref.assign(size_t(k.n * k.rows), 0.0);
+  mag.assign(size_t(k.n * k.rows), 0.0);
+  std::vector<float> w16(size_t(k.cols));
+  for (int64_t r = 0; r < k.rows; ++r) {
+    for (int64_t c = 0; c < k.cols; ++c) w16[c] = round_f16(k.w.values[r * k.cols + c]);
+    for (int64_t t = 0; t < k.n; ++t) {
+      double s = 0, a = 0;
+      const float* xt = k.x16.data() + t * k.cols;
+      for (int64_t c = 0; c < k.cols; ++c) {
+        const double p = double(w16[c]) * double(xt[c]);
+        s += p;
+        a += std::fabs(p);
+      }
+      ref[t * k.rows + r] = s;
+      mag[t * k.rows + r] = a;
+    }
+  }
+}
+
+// Runs qmm (prepare + matmul) with a forced split (0 = qmm's own choice) into y [n, ldy].
+std::vector<float> run_qmm(GgmlType t, const DeviceBuffer<uint8_t>& dw,
+                           const DeviceBuffer<float>& dx, int64_t rows, int64_t cols, int64_t n,
+                           int64_t ldy, int split) {
+  DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(n, cols)));
+  DeviceBuffer<float> y(size_t(n * ldy));
+  const size_t ws_floats = size_t(cols / kQmmChunk) * size_t(rows * n);
+  DeviceBuffer<float> ws(std::max<size_t>(ws_floats, 1));
+  y.fill_bytes(0xff);  // NaN: an output never written fails
+  qmm_prepare_x(dx.get(), xp.get(), n, cols, nullptr);
+  if (split == 0)
+    qmm(t, dw.get(), xp.get(), y.get(), rows, cols, n, ldy, ws.get(), ws_floats, nullptr);
+  else
+    qmm_detail::run(t, dw.get(), xp.get(), y.get(), rows, cols, n, ldy, ws.get(), ws_floats, split,
+                    nullptr);
+  RZ_CUDA_CHECK(cudaDeviceSynchronize());
+  return y.download();
+}
+
+class QmmTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(QmmTest, MatchesFloat64Reference) {
+  RZ_REQUIRE_GPU();
+  const GgmlType t = GetParam();
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Shape {
+    int64_t rows, cols;
+  };
+  // rows: partial warps (1, 13), partial blocks (100), several blocks; cols 1..10 chunks
+  const Shape shapes[] = {{1, 256}, {13, 768}, {100, 1024}, {64, 2560}, {300, 512}};
+  const int64_t token_counts[] = {1, 5, 8, 17, 40, 64, 100, 130};
+  double worst = 0;
+  std::string worst_at;
+  int failures = 0;
+  for (const Shape& sh : shapes) {
+    const HostWeights w = make_weights(t, sh.rows, sh.cols, rng);
+    const int64_t n_max = 130;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(size_t(n_max * sh.cols));
+    for (auto& v : x) v = round_f16(nd(rng));
+    std::vector<double> ref, mag;
+    reference({w, x, sh.rows, sh.cols, n_max}, ref, mag);
+    DeviceBuffer<uint8_t> dw(w.bytes.size());
+    DeviceBuffer<float> dx(x.size());
+    dw.upload(w.bytes);
+    dx.upload(x);
+    for (int64_t n : token_counts) {
+      for (int split : {1, 2, 3, 0}) {
+        const int64_t ldy = sh.rows + (split == 2 ? 5 : 0);  // a slice of a wider output too
+        const std::vector<float> y = run_qmm(t, dw, dx, sh.rows, sh.cols, n, ldy, split);
+        for (int64_t tk = 0; tk < n; ++tk)
+          for (int64_t r = 0; r < sh.rows; ++r) {
+            const double got = y[tk * ldy + r], want = ref[tk * sh.rows + r];
+            const double tol = kRelTol * mag[tk * sh.rows + r] + 1e-30;
+            const double err = std::fabs(got - want);
+            if (!(err <= tol)) {  // NaN fails here
+              if (++failures <= 10)
+                ADD_FAILURE() << name_of(t) << " [" << sh.rows << ", " << sh.cols << "] n " << n
+                              << " split " << split << " y[" << tk << ", " << r << "] = " << got
+                              << ", want " << want << " (error " << err << " > " << tol << ")";
+            } else if (err / tol > worst) {
+              worst = err / tol;
+              worst_at = "[" + std::to_string(sh.rows) + ", " + std::to_string(sh.cols) + "] n " +
+                         std::to_string(n) + " split " + std::to_string(split);
+            }
+          }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "first 10 shown above";
+  std::printf("[ %s ] worst passing error / tolerance: %.3g at %s\n", name_of(t).c_str(), worst,
+              worst_at.c_str());
+}
+
+// A token's row of y is bit-identical whether it is alone, the 37th of 37 or among 200 (the
+// split depends on the shape only; the mma of one token column does not see the others), and
+// two runs agree bit for bit.
+TEST_P(QmmTest, TokenResultIndependentOfBatch) {
+  RZ_REQUIRE_GPU();
+  const GgmlType t = GetParam();
+  std::mt19937 rng(777);
+  const int64_t rows = 1536, cols = 8960;  // splits on an H200 (qwen2.5-1.5b ffn_down)
+  const HostWeights w = make_weights(t, rows, cols, rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n_max = 200;
+  std::vector<float> x(size_t(n_max * cols));
+  for (auto& v : x) v = nd(rng);
+  DeviceBuffer<uint8_t> dw(w.bytes.size());
+  dw.upload(w.bytes);
+  DeviceBuffer<float> dx(x.size());
+  dx.upload(x);
+  const std::vector<float> all = run_qmm(t, dw, dx, rows, cols, n_max, rows, 0);
+  const std::vector<float> again = run_qmm(t, dw, dx, rows, cols, n_max, rows, 0);
+  EXPECT_EQ(std::memcmp(all.data(), again.data(), all.size() * sizeof(float)), 0)
+      << "two runs differ";
+  for (int64_t n : {1, 37}) {
+    const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, 0);
+    for (int64_t tk = 0; tk < n; ++tk)
+      EXPECT_EQ(std::memcmp(part.data() + tk * rows, all.data() + tk * rows, rows * sizeof(float)),
+                0)
+          << name_of(t) << " token " << tk << " of " << n << " differs from the same token of "
+          << n_max;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QmmTest, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return name_of(i.param);
+                         });
+
+// ---------------------------------------------------------------- bench (disabled)
+
+// Per shape and token count: µs per call of qmm (prepare included), gemv (n <= 16) and the
+// dequantize + cuBLAS path the executor used before (x conversion included), with weights
+// rotated over >= 512 MiB of copies so that L2 never holds them; GB/s of the weight bytes.
+TEST(QmmBench, DISABLED_Compare) {
+  RZ_REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"qwen1.5b attn_q/o", 1536, 1536},    {"qwen1.5b attn_k/v", 256, 1536},
+                          {"qwen1.5b ffn_gate/up", 8960, 1536}, {"qwen1.5b ffn_down", 1536, 8960},
+                          {"qwen1.5b output", 151936, 1536},    {"llama8b attn_q/o", 4096, 4096},
+                          {"llama8b ffn_gate/up", 14336, 4096}, {"llama8b ffn_down", 4096, 14336}};
+  const int64_t token_counts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  cudaStream_t stream = nullptr;
+  Gemm gemm(stream);
+  std::mt19937 rng(1);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0}) {
+    for (const Shape& sh : shapes) {
+      const size_t bytes = row_size(t, sh.cols) * size_t(sh.rows);
+      const int copies = static_cast<int>(std::max<size_t>(1, (size_t(512) << 20) / bytes));
+      DeviceBuffer<uint8_t> dw(bytes * copies);
+      {  // random bytes with sane fp16 scales: quantize one row block and repeat it
+        const HostWeights w = make_weights(t, std::min<int64_t>(sh.rows, 64), sh.cols, rng);
+        std::vector<uint8_t> host(bytes);
+        for (size_t o = 0; o < bytes; o += w.bytes.size())
+          std::memcpy(host.data() + o, w.bytes.data(), std::min(w.bytes.size(), bytes - o));
+        for (int i = 0; i < copies; ++i)
+          RZ_CUDA_CHECK(
+              cudaMemcpy(dw.get() + bytes * i, host.data(), bytes, cudaMemcpyHostToDevice));
+      }
+      const int64_t n_max = 512;
+      DeviceBuffer<float> dx(size_t(n_max * sh.cols)), dy(size_t(n_max * sh.rows));
+      dx.fill_bytes(0);
+      DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(n_max, sh.cols)));
+      const size_t ws_floats = qmm_workspace_floats(sh.rows, sh.cols, n_max);
+      DeviceBuffer<float> ws(std::max<size_t>(ws_floats, 1));
+      // dequantized slices of <= 64 Mi elements starting on 256-byte boundaries, as the executor
+      const int64_t align = 256 / std::gcd<int64_t>(int64_t(row_size(t, sh.cols)), 256);
+      const int64_t w16_rows =
+          std::min<int64_t>(sh.rows, (int64_t{64} << 20) / sh.cols / align * align);
+      DeviceBuffer<uint16_t> w16(size_t(w16_rows * sh.cols));
+      DeviceBuffer<uint16_t> x16(size_t(n_max * sh.cols));
+      auto time_us = [&](auto&& fn) {
+        for (int i = 0; i < 3; ++i) fn(i % copies);
+        cudaEvent_t a, b;
+        RZ_CUDA_CHECK(cudaEventCreate(&a));
+        RZ_CUDA_CHECK(cudaEventCreate(&b));
+        const int iters = 20;
+        RZ_CUDA_CHECK(cudaEventRecord(a, stream));
+        for (int i = 0; i < iters; ++i) fn((i + 3) % copies);
+        RZ_CUDA_CHECK(cudaEventRecord(b, stream));
+        RZ_CUDA_CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+        return 1000.0 * ms / iters;
+      };
+      std::printf("%s %s [%lld, %lld] %.1f MB, splits %d\n", name_of(t).c_str(), sh.name,
+                  (long long)sh.rows, (long long)sh.cols, bytes / 1e6,
+                  qmm_splits(sh.rows, sh.cols));
+      for (int64_t n : token_counts) {
+        const double q = time_us([&](int i) {
+          qmm_prepare_x(dx.get(), xp.get(), n, sh.cols, stream);
+          qmm(t, dw.get() + bytes * i, xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows, ws.get(),
+              ws_floats, stream);
+        });
+        double g = 0;
+        if (n <= kGemvMaxBatch)
+          g = time_us([&](int i) {
+            gemv(t, dw.get() + bytes * i, dx.get(), dy.get(), sh.rows, sh.cols, int(n), stream);
+          });
+        const double c = time_us([&](int i) {
+          convert_to_half(dx.get(), x16.get(), HalfType::f16, n * sh.cols, stream);
+          for (int64_t r0 = 0; r0 < sh.rows; r0 += w16_rows) {
+            const int64_t nr = std::min(w16_rows, sh.rows - r0);
+            dequantize_matrix(t, dw.get() + bytes * i + row_size(t, sh.cols) * r0, w16.get(),
+                              HalfType::f16, nr, sh.cols, stream);
+            gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), dy.get() + r0, nr, sh.cols, n,
+                            sh.rows);
+          }
+        });
+        std::printf("  n %4lld  qmm %8.1f us (%6.0f GB/s)  gemv %8.1f  dequant+cublas %8.1f\n",
+                    (long long)n, q, bytes / q / 1e3, g, c);
+      }
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rz::gpu
