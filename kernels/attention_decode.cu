@@ -1,5 +1,7 @@
 // Decode attention kernels (see attention_decode.hpp): a partition kernel, one thread block per
-// (query head, slot, context partition), and a combine kernel per (query head, slot) for slots
+// (query head, slot, context partition), its grouped sibling, one block per (KV head, slot,
+// partition) for all the query heads sharing that KV head (used whenever the group is at most 8
+// heads and head_dim a multiple of 8), and a combine kernel per (query head, slot) for slots
 // whose context spans several partitions. The partition length P is a template parameter of the
 // partition kernel and a runtime argument of the combine kernel: kAttnPartition (256 tokens, 128
 // threads) normally, kAttnSmallPartition (64 tokens, 256 threads) for small batches (n_slots *
@@ -188,6 +190,166 @@ __global__ void __launch_bounds__(kT)
   }
 }
 
+// The grouped partition kernel: one thread block per (KV head, slot, partition) for all `group`
+// query heads that share the KV head (group <= kMaxGroup, head_dim a multiple of 8), so each
+// key and value row is read once for the group instead of once per query head. Same partitions
+// and the same outputs (per query head: out, or part_o / part_m / part_l for the combine
+// kernel) as attn_decode_partition_kernel, which serves the other shapes.
+//   scores: a thread per token, 16-byte key loads along its row, one fp32 sum per query head
+//   softmax: a warp per query head (max, exp, sum over the partition's tokens)
+//   values: a thread per dim pair and token group, p-weighted sums for every query head; the
+//           token groups' sums added in shared memory
+constexpr int kMaxGroup = 8;
+
+template <int kP, int kT>
+__global__ void __launch_bounds__(kT)
+    attn_decode_group_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
+                             const __half* __restrict__ v_cache, const int32_t* __restrict__ tables,
+                             const int32_t* __restrict__ table_rows,
+                             const int32_t* __restrict__ lens, float* __restrict__ out,
+                             float* __restrict__ part_o, float* __restrict__ part_m,
+                             float* __restrict__ part_l, int n_head, int group, int n_blocks,
+                             int n_head_kv, int block_size, int head_dim, int table_stride,
+                             int max_context, int max_parts, float scale) {
+  static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
+  constexpr int kW = kT / 32;
+  const int kvh = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int h0 = kvh * group;  // first query head of the group
+  const int L = lens[s];
+  if (L <= 0 || L > max_context) {  // idle slot: zeros; impossible length: NaN
+    if (part == 0)
+      for (int i = tid; i < group * head_dim; i += kT)
+        out[(int64_t(s) * n_head + h0) * head_dim + i] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
+    return;
+  }
+  const int n_parts = (L - 1) / kP + 1;
+  if (part >= n_parts) return;
+  const int t0 = part * kP;
+  const int n = min(kP, L - t0);
+
+  __shared__ float q_s[kMaxGroup][kAttnMaxHeadDim];  // q * scale
+  __shared__ float p_s[kMaxGroup][kP];               // scores, then exp(score - m)
+  __shared__ int64_t row_s[kP];
+  __shared__ float o_s[16 * kT];  // [token groups][kMaxGroup][head_dim] partial outputs
+  __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
+  __shared__ int bad_s;
+
+  if (tid == 0) bad_s = 0;
+  for (int i = tid; i < group * head_dim; i += kT)
+    q_s[i / head_dim][i % head_dim] = q[(int64_t(s) * n_head + h0) * head_dim + i] * scale;
+  __syncthreads();  // bad_s initialised before anyone sets it
+  const int32_t* __restrict__ table =
+      tables + int64_t(table_rows ? table_rows[s] : s) * table_stride;
+  for (int i = tid; i < n; i += kT) {
+    const int pos = t0 + i;
+    const int32_t blk = table[pos / block_size];
+    if (blk < 0 || blk >= n_blocks) {
+      atomicExch(&bad_s, 1);
+      row_s[i] = 0;
+    } else {
+      row_s[i] = ((int64_t(blk) * n_head_kv + kvh) * block_size + pos % block_size) * head_dim;
+    }
+  }
+  __syncthreads();
+  const bool bad = bad_s != 0;  // uniform across the block
+
+  if (!bad) {
+    for (int i = tid; i < n; i += kT) {
+      const uint4* __restrict__ kr = reinterpret_cast<const uint4*>(k_cache + row_s[i]);
+      float acc[kMaxGroup] = {};
+#pragma unroll 4
+      for (int j = 0; j < head_dim / 8; ++j) {
+        const uint4 raw = kr[j];
+        const __half2* k2 = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 kf = __half22float2(k2[e]);
+#pragma unroll
+          for (int h = 0; h < kMaxGroup; ++h) {
+            if (h < group) {
+              acc[h] = fmaf(q_s[h][8 * j + 2 * e], kf.x, acc[h]);
+              acc[h] = fmaf(q_s[h][8 * j + 2 * e + 1], kf.y, acc[h]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < kMaxGroup; ++h)
+        if (h < group) p_s[h][i] = acc[h];
+    }
+  }
+  __syncthreads();
+
+  for (int h = warp; h < group; h += kW) {
+    float m = -INFINITY;
+    if (!bad)
+      for (int i = lane; i < n; i += 32) m = fmaxf(m, p_s[h][i]);
+    m = warp_max(m);
+    float l = 0.0f;
+    if (!bad)
+      for (int i = lane; i < n; i += 32) {
+        const float e = expf(p_s[h][i] - m);
+        p_s[h][i] = e;
+        l += e;
+      }
+    l = warp_sum(l);
+    if (lane == 0) {
+      m_s[h] = m;
+      l_s[h] = l;
+    }
+  }
+  __syncthreads();
+
+  const int npairs = head_dim / 2;
+  const int groups = kT / npairs;  // token groups, >= 1
+  const int g = tid / npairs, pr = tid % npairs;
+  if (g < groups) {
+    float2 o[kMaxGroup];
+#pragma unroll
+    for (int h = 0; h < kMaxGroup; ++h) o[h] = make_float2(0.0f, 0.0f);
+    if (!bad)
+#pragma unroll 4
+      for (int i = g; i < n; i += groups) {
+        const float2 vf = __half22float2(reinterpret_cast<const __half2*>(v_cache + row_s[i])[pr]);
+#pragma unroll
+        for (int h = 0; h < kMaxGroup; ++h) {
+          if (h < group) {
+            const float p = p_s[h][i];
+            o[h].x = fmaf(p, vf.x, o[h].x);
+            o[h].y = fmaf(p, vf.y, o[h].y);
+          }
+        }
+      }
+#pragma unroll
+    for (int h = 0; h < kMaxGroup; ++h) {
+      if (h < group) {
+        o_s[(g * kMaxGroup + h) * head_dim + 2 * pr] = o[h].x;
+        o_s[(g * kMaxGroup + h) * head_dim + 2 * pr + 1] = o[h].y;
+      }
+    }
+  }
+  __syncthreads();
+
+  const float nan = __int_as_float(0x7fc00000);
+  for (int i = tid; i < group * head_dim; i += kT) {
+    const int h = i / head_dim, d = i % head_dim;
+    float o = 0.0f;
+    for (int gg = 0; gg < groups; ++gg) o += o_s[(gg * kMaxGroup + h) * head_dim + d];
+    if (bad) o = nan;
+    const int64_t qh = int64_t(s) * n_head + h0 + h;
+    if (n_parts == 1)
+      out[qh * head_dim + d] = o / l_s[h];
+    else
+      part_o[(qh * max_parts + part) * head_dim + d] = o;
+  }
+  if (tid < group && n_parts > 1) {
+    const int64_t pidx = (int64_t(s) * n_head + h0 + tid) * max_parts + part;
+    part_m[pidx] = bad ? nan : m_s[tid];
+    part_l[pidx] = bad ? nan : l_s[tid];
+  }
+}
+
 // grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats (rounded up to 4);
 // part_len: the partition kernel's kP
 __global__ void __launch_bounds__(kThreads)
@@ -227,12 +389,27 @@ constexpr int kMaxParts = 12288;  // combine kernel's shared weights: 48 KiB of 
 
 int parts_for(int max_context, int part_len) { return (max_context - 1) / part_len + 1; }
 
-// The partition length a launch of n_slots * n_head query heads over max_context uses: the small
-// one when there are few heads (and it does not need too many partitions).
-int partition_for(int64_t heads, int max_context) {
-  return heads <= kAttnSmallBatchHeads && parts_for(max_context, kAttnSmallPartition) <= kMaxParts
-             ? kAttnSmallPartition
-             : kAttnPartition;
+// Whether a launch of these shapes runs the grouped kernel (a block per KV head) or the
+// per-query-head one.
+bool grouped(const AttentionDecodeArgs& a) {
+  return a.n_head / a.cache.n_head_kv <= kMaxGroup && a.cache.head_dim % 8 == 0;
+}
+
+// Small partitions for grouped launches also keep heads * partitions under this (34 MiB of
+// workspace at head_dim 128), so long contexts do not inflate the workspace.
+constexpr int64_t kSmallHeadParts = 65536;
+
+// The partition length a launch uses: the small one when its blocks per partition (slots times
+// KV heads, or times query heads for the per-head kernel) are few, so that the blocks still
+// spread over the SMs (and it does not need too many partitions).
+int partition_for(const AttentionDecodeArgs& a) {
+  const bool g = grouped(a);
+  const int64_t unit = g ? a.cache.n_head_kv : a.n_head;
+  const int parts_small = parts_for(a.max_context, kAttnSmallPartition);
+  const bool small = int64_t(a.n_slots) * unit <= kAttnSmallBatchHeads &&
+                     parts_small <= kMaxParts &&
+                     (!g || int64_t(a.n_slots) * a.n_head * parts_small <= kSmallHeadParts);
+  return small ? kAttnSmallPartition : kAttnPartition;
 }
 
 // Workspace floats of a launch over `heads` query heads with `parts` partitions each.
@@ -243,15 +420,26 @@ size_t ws_floats(int64_t heads, int parts, int head_dim) {
 }  // namespace
 
 // An upper bound over launches with n_slots' <= n_slots and max_context' <= max_context: such a
-// launch uses kAttnPartition, or kAttnSmallPartition with n_slots' * n_head <=
-// kAttnSmallBatchHeads; both terms grow with n_slots' and max_context'.
+// launch uses kAttnPartition, or kAttnSmallPartition with n_slots' times its unit (KV heads when
+// grouped, else query heads) <= kAttnSmallBatchHeads and, when grouped, heads' * parts' <=
+// kSmallHeadParts; each term grows with n_slots' and max_context'.
 size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
-  if (a.max_context <= 0 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0) return 0;
+  if (a.max_context <= 0 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0 ||
+      a.cache.n_head_kv <= 0)
+    return 0;
   const int64_t heads = int64_t(a.n_slots) * a.n_head;
-  const int64_t small_heads = std::min<int64_t>(heads, kAttnSmallBatchHeads);
-  return std::max(
-      ws_floats(heads, parts_for(a.max_context, kAttnPartition), a.cache.head_dim),
-      ws_floats(small_heads, parts_for(a.max_context, kAttnSmallPartition), a.cache.head_dim));
+  const int parts_small = parts_for(a.max_context, kAttnSmallPartition);
+  const size_t large = ws_floats(heads, parts_for(a.max_context, kAttnPartition), a.cache.head_dim);
+  size_t small = 0;
+  if (grouped(a)) {
+    const int64_t slots = std::min<int64_t>(a.n_slots, kAttnSmallBatchHeads / a.cache.n_head_kv);
+    const int64_t head_parts = std::min(slots * a.n_head * parts_small, kSmallHeadParts);
+    small = parts_small <= 1 ? 0 : size_t(head_parts) * (size_t(a.cache.head_dim) + 2);
+  } else {
+    small =
+        ws_floats(std::min<int64_t>(heads, kAttnSmallBatchHeads), parts_small, a.cache.head_dim);
+  }
+  return std::max(large, small);
 }
 
 // Checks a's shapes (messages prefixed with `who`) and launches the partition and combine kernels
@@ -277,7 +465,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
       int64_t(a.table_stride) * c.block_size < a.max_context)
     throw Error(w + ": block tables cannot hold max_context tokens (" + shape() + ")");
   if (a.n_slots > 65535 || a.n_head > 65535) throw Error(w + ": too large (" + shape() + ")");
-  const int part_len = partition_for(int64_t(a.n_slots) * a.n_head, a.max_context);
+  const int part_len = partition_for(a);
   const int max_parts = parts_for(a.max_context, part_len);
   if (max_parts > kMaxParts) throw Error(w + ": too large (" + shape() + ")");
   if (max_parts > 1 && workspace == nullptr)
@@ -291,18 +479,35 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   float* part_l = workspace ? part_m + heads * max_parts : nullptr;
   const auto* kc = reinterpret_cast<const __half*>(k_cache);
   const auto* vc = reinterpret_cast<const __half*>(v_cache);
-  const dim3 grid(a.n_head, a.n_slots, max_parts);
-  if (part_len == kAttnSmallPartition)
-    attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
-        <<<grid, kSmallThreads, 0, stream>>>(
-            q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l,
-            a.n_head, a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim,
-            a.table_stride, a.max_context, max_parts, scale);
-  else
-    attn_decode_partition_kernel<kAttnPartition, kThreads><<<grid, kThreads, 0, stream>>>(
-        q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
-        a.n_head / c.n_head_kv, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
-        a.max_context, max_parts, scale);
+  const int group = a.n_head / c.n_head_kv;
+  if (grouped(a)) {
+    // grouped: a block per (KV head, slot, partition) for the group's query heads
+    const dim3 grid(c.n_head_kv, a.n_slots, max_parts);
+    if (part_len == kAttnSmallPartition)
+      attn_decode_group_kernel<kAttnSmallPartition, kSmallThreads>
+          <<<grid, kSmallThreads, 0, stream>>>(q, kc, vc, block_tables, table_rows, context_lens,
+                                               out, part_o, part_m, part_l, a.n_head, group,
+                                               c.n_blocks, c.n_head_kv, c.block_size, c.head_dim,
+                                               a.table_stride, a.max_context, max_parts, scale);
+    else
+      attn_decode_group_kernel<kAttnPartition, kThreads><<<grid, kThreads, 0, stream>>>(
+          q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
+          group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context,
+          max_parts, scale);
+  } else {
+    const dim3 grid(a.n_head, a.n_slots, max_parts);
+    if (part_len == kAttnSmallPartition)
+      attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
+          <<<grid, kSmallThreads, 0, stream>>>(q, kc, vc, block_tables, table_rows, context_lens,
+                                               out, part_o, part_m, part_l, a.n_head, group,
+                                               c.n_blocks, c.n_head_kv, c.block_size, c.head_dim,
+                                               a.table_stride, a.max_context, max_parts, scale);
+    else
+      attn_decode_partition_kernel<kAttnPartition, kThreads><<<grid, kThreads, 0, stream>>>(
+          q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
+          group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context,
+          max_parts, scale);
+  }
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     attn_decode_combine_kernel<<<dim3(a.n_head, a.n_slots), kThreads,

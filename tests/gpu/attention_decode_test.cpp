@@ -294,7 +294,9 @@ TEST(AttentionDecode, OtherHeadDimsAndShortBatches) {
   std::mt19937_64 rng(seed);
   run_batch({80, 3, 3, 16}, {1, 300, 513, 2}, 0, rng, "head_dim 80 (9 heads / 3 kv)");
   run_batch({256, 1, 8, 16}, {600, 33}, 0, rng, "head_dim 256");
-  run_batch({2, 1, 1, 1}, {3, 1, 700}, 0, rng, "head_dim 2 block_size 1");
+  run_batch({2, 1, 1, 1}, {3, 1, 700}, 0, rng, "head_dim 2 block_size 1");  // per-head kernel
+  run_batch({64, 1, 16, 16}, {300, 5, 1}, 0, rng, "16 heads a KV head (per-head kernel)");
+  run_batch({64, 2, 12, 16}, {800, 70}, 0, rng, "12 heads a KV head (per-head kernel)");
   run_batch({128, 8, 4, 16}, {1, 17, 200}, 0, rng, "single partition (no workspace)");
   run_batch({64, 4, 1, 16}, {512, 768, 1}, 56, rng, "partition multiples");
 }
@@ -665,16 +667,23 @@ TEST(AttentionDecode, ShapeErrors) {
   b.table_stride = 17;
   EXPECT_TRUE(throws_shape_error(call(b), "workspace"));
   // (n_slots * n_head heads) * (partitions) * (head_dim + 2): 27 heads in 5 partitions of 64
+  // (grouped: 3 query heads a KV head, so blocks per partition = n_slots * 3)
   b.n_slots = 3;
   EXPECT_EQ(attention_decode_workspace_floats(b), size_t(27) * 5 * (64 + 2));
-  // 360 heads use 2 partitions of 256, but a launch of up to 256 heads uses 5 partitions of 64
+  // 40 slots x 3 KV heads = 120 blocks per partition <= 256: 360 heads in 5 partitions of 64
   b.n_slots = 40;
-  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(256) * 5 * (64 + 2));
-  b.max_context = 4096;  // 360 heads x 16 partitions of 256 < 256 heads x 64 partitions of 64
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(360) * 5 * (64 + 2));
+  b.max_context = 4096;  // 360 heads x 64 partitions of 64 (23,040 head-partitions <= 65,536)
   b.table_stride = 256;
-  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(256) * 64 * (64 + 2));
-  b.n_slots = 200;  // 1800 heads x 16 partitions of 256
-  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(1800) * 16 * (64 + 2));
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(360) * 64 * (64 + 2));
+  // 200 slots: launches of up to 85 slots (255 blocks) take small partitions: 85 x 9 heads x 64
+  b.n_slots = 200;
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(85) * 9 * 64 * (64 + 2));
+  b.max_context = 16384;  // small partitions capped at 65,536 head-partitions; large: 1800 x 64
+  b.table_stride = 1024;
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(1800) * 64 * (64 + 2));
+  b.max_context = 4096;
+  b.table_stride = 256;
   // An upper bound for every launch with fewer slots and a shorter max_context (the executor
   // sizes one workspace for its largest batch and context): the need of a launch is the formula
   // above with the partition length it uses (64 for <= 256 heads, else 256).
@@ -688,7 +697,15 @@ TEST(AttentionDecode, ShapeErrors) {
         small.n_slots = ns;
         small.max_context = mc;
         const int64_t heads = int64_t(ns) * n_head;
-        const int part = heads <= kAttnSmallBatchHeads ? kAttnSmallPartition : kAttnPartition;
+        // the documented rule: grouped when n_head / n_head_kv <= 8 (head_dim 64); small
+        // partitions when the blocks per partition are <= kAttnSmallBatchHeads and, grouped,
+        // heads x small partitions <= 65,536
+        const bool grouped = n_head / a.cache.n_head_kv <= 8;
+        const int64_t blocks = int64_t(ns) * (grouped ? a.cache.n_head_kv : n_head);
+        const int64_t small_parts = (mc + kAttnSmallPartition - 1) / kAttnSmallPartition;
+        const bool use_small =
+            blocks <= kAttnSmallBatchHeads && (!grouped || heads * small_parts <= 65536);
+        const int part = use_small ? kAttnSmallPartition : kAttnPartition;
         const int64_t parts = (mc + part - 1) / part;
         const size_t need = parts > 1 ? size_t(heads * parts * (64 + 2)) : 0;
         EXPECT_GE(attention_decode_workspace_floats(small), need)
