@@ -8,10 +8,12 @@
 namespace rz::gpu {
 namespace {
 
-bool qmm_wins(double bytes, int n) {
+bool qmm_wins(GgmlType type, double bytes, int n) {
   constexpr double kSmall = 4e6, kHuge = 64e6;
-  if (bytes >= kHuge) return true;  // n <= kQmmMaxTokens
-  if (n <= 2) return false;
+  // 1-2 tokens: gemv, except on huge matrices of the 4-bit types (Q6_K's qmm does more per
+  // weight: 114 us vs gemv's 102 on qwen's Q6_K output at n = 1)
+  if (n <= 2) return bytes >= kHuge && type != GgmlType::Q6_K;
+  if (bytes >= kHuge) return true;  // up to kQmmMaxTokens
   if (n <= 8) return bytes >= kSmall;
   return n <= 64;
 }
@@ -20,8 +22,12 @@ bool qmm_wins(double bytes, int n) {
 
 MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, bool use_qmm) {
   if (type == GgmlType::F32) return MatmulPath::gemm;
+  // F16 goes to cuBLAS as it is (no dequantization): past 8 tokens gemv is FMA-bound (F16 at 16
+  // tokens: 1.2 TB/s vs 2.7 at 8, kernels/GEMV.md) and qwen's F16 decode at B = 16 ran at 0.84x
+  // llama.cpp through it.
+  if (type == GgmlType::F16 && n > 8) return MatmulPath::gemm;
   if (use_qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens &&
-      qmm_wins(double(row_size(type, cols)) * double(rows), n))
+      qmm_wins(type, double(row_size(type, cols)) * double(rows), n))
     return MatmulPath::qmm;
   return gemv_supported(type, n) != GemvKernel::none ? MatmulPath::gemv : MatmulPath::gemm;
 }

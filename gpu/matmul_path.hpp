@@ -5,8 +5,10 @@
 // qmm's staging latency shows; qmm wins from there up to 64 tokens on every measured shape;
 // beyond that cuBLAS's fp16 GEMM amortizes the dequantization (the bench showed qmm ahead on
 // small matrices up to 128 tokens, but decode at batch 128 ran 9 % slower with it). Very large
-// matrices (>= 64 MB, a vocabulary's output rows) take qmm from the first token to 128: 77 us
-// vs gemv's 94 for qwen2.5-1.5b's Q4_K output at n = 1, 372 vs 484 for cuBLAS at n = 128.
+// matrices (>= 64 MB, a vocabulary's output rows) take qmm up to 128 tokens (372 us vs cuBLAS's
+// 484 for qwen2.5-1.5b's Q4_K output at n = 128), from the first token for the 4-bit types
+// (77 us vs gemv's 94 at n = 1) and from the third for Q6_K. F16 matrices go to cuBLAS as they
+// are from 9 tokens.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -49,6 +49,30 @@ __device__ __forceinline__ float block_reduce(float v, float* red) {
   return r;
 }
 
+// row_s[i] = the element offset in the layer's cache of KV head kvh's row for token t0 + i
+// (i < n) of query row s, from its block table (row table_rows[s], or s when null); a block id
+// outside [0, n_blocks) sets *bad. Ends with the block synchronized.
+template <int kT>
+__device__ __forceinline__ void fill_rows(const int32_t* __restrict__ tables,
+                                          const int32_t* __restrict__ table_rows, int s,
+                                          int table_stride, int t0, int n, int n_blocks,
+                                          int n_head_kv, int kvh, int block_size, int head_dim,
+                                          int64_t* row_s, int* bad) {
+  const int32_t* __restrict__ table =
+      tables + int64_t(table_rows ? table_rows[s] : s) * table_stride;
+  for (int i = threadIdx.x; i < n; i += kT) {
+    const int pos = t0 + i;
+    const int32_t blk = table[pos / block_size];
+    if (blk < 0 || blk >= n_blocks) {
+      atomicExch(bad, 1);
+      row_s[i] = 0;
+    } else {
+      row_s[i] = ((int64_t(blk) * n_head_kv + kvh) * block_size + pos % block_size) * head_dim;
+    }
+  }
+  __syncthreads();
+}
+
 // grid (n_head, n_slots, max_parts), block kT threads, kP tokens per partition. A "slot" here
 // is one query row; its block table is row table_rows[s] or row s when table_rows is null
 // (decode passes null).
@@ -97,19 +121,8 @@ __global__ void __launch_bounds__(kT)
     q2_s[j] = make_float2(v.x * scale, v.y * scale);
   }
   __syncthreads();  // bad_s initialised before anyone sets it
-  const int32_t* __restrict__ table =
-      tables + int64_t(table_rows ? table_rows[s] : s) * table_stride;
-  for (int i = tid; i < n; i += kT) {
-    const int pos = t0 + i;
-    const int32_t blk = table[pos / block_size];
-    if (blk < 0 || blk >= n_blocks) {
-      atomicExch(&bad_s, 1);
-      row_s[i] = 0;
-    } else {
-      row_s[i] = ((int64_t(blk) * n_head_kv + kvh) * block_size + pos % block_size) * head_dim;
-    }
-  }
-  __syncthreads();
+  fill_rows<kT>(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
+                head_dim, row_s, &bad_s);
   const bool bad = bad_s != 0;  // uniform across the block
 
   if (!bad) {
@@ -239,19 +252,8 @@ __global__ void __launch_bounds__(kT)
   for (int i = tid; i < group * head_dim; i += kT)
     q_s[i / head_dim][i % head_dim] = q[(int64_t(s) * n_head + h0) * head_dim + i] * scale;
   __syncthreads();  // bad_s initialised before anyone sets it
-  const int32_t* __restrict__ table =
-      tables + int64_t(table_rows ? table_rows[s] : s) * table_stride;
-  for (int i = tid; i < n; i += kT) {
-    const int pos = t0 + i;
-    const int32_t blk = table[pos / block_size];
-    if (blk < 0 || blk >= n_blocks) {
-      atomicExch(&bad_s, 1);
-      row_s[i] = 0;
-    } else {
-      row_s[i] = ((int64_t(blk) * n_head_kv + kvh) * block_size + pos % block_size) * head_dim;
-    }
-  }
-  __syncthreads();
+  fill_rows<kT>(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
+                head_dim, row_s, &bad_s);
   const bool bad = bad_s != 0;  // uniform across the block
 
   if (!bad) {

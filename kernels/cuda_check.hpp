@@ -22,6 +22,12 @@ class CudaError : public rz::Error {
                   cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
+// Multiprocessors of the current device, queried once (the first call) and cached: the executor
+// runs one device per process. For the kernels' launch-shape choices (gemv's split rows, qmm's
+// K splits). cudaDeviceGetAttribute is no stream operation, so it is safe while a stream is being
+// captured.
+int device_sm_count();
+
 }  // namespace rz::gpu
 
 #define RZ_CUDA_CHECK(expr)                                           \

@@ -51,19 +51,6 @@ std::string type_label(GgmlType t) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Multiprocessors of the current device, queried once (the first gemv call) and cached: the
-// executor runs one device per process. cudaDeviceGetAttribute is no stream operation, so it is
-// safe while a stream is being captured.
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    RZ_CUDA_CHECK(cudaGetDevice(&dev));
-    RZ_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
-}
-
 // split: 0 = as gemv_choose_split says, 1 = the ordinary kernel, 2 / 4 / 8 = the split-row kernel
 // with that many warps per row.
 void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
@@ -85,7 +72,8 @@ void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, i
     throw Error(what + ": cols must be a multiple of " + std::to_string(f.block_elems));
   if (!aligned16(w) || !aligned16(x) || (reinterpret_cast<uintptr_t>(y) & 3u) != 0)
     throw Error(what + ": weights and activations must be 16-byte aligned, outputs 4-byte");
-  if (split == 0) split = gemv_detail::gemv_choose_split(type, rows, cols, batch, sm_count());
+  if (split == 0)
+    split = gemv_detail::gemv_choose_split(type, rows, cols, batch, device_sm_count());
   if (split != 1 && split != 2 && split != 4 && split != 8)
     throw Error(what + ": split must be 0, 1, 2, 4 or 8, not " + std::to_string(split));
   if (split > 1 && (batch > gemv_detail::kSplitMaxBatch || rows >= (int64_t{1} << 30)))

@@ -40,8 +40,9 @@ __host__ __device__ constexpr int rows_per_warp(int batch) {
 
 // N bytes (N a multiple of 4) at a 2-byte aligned address as N / 4 little-endian words. Reads
 // aligned words from p rounded down to 4 bytes (at most 2 bytes before p, which must lie in the
-// same allocation: true when the buffer starts 4-byte aligned) and never past p + N.
-template <int N>
+// same allocation: true when the buffer starts 4-byte aligned) and never past p + N. kShared:
+// p is in shared memory (plain loads; global memory goes through the read-only cache).
+template <int N, bool kShared = false>
 __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&out)[N / 4]) {
   static_assert(N % 4 == 0 && N > 0);
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -49,8 +50,9 @@ __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&out)[
   const uint32_t shift = static_cast<uint32_t>(a & 2u) * 8u;  // 0 or 16
   uint32_t w[N / 4 + 1];
 #pragma unroll
-  for (int i = 0; i < N / 4; ++i) w[i] = __ldg(q + i);
-  w[N / 4] = load_u16_a2(p + N - 2);  // the last two bytes when misaligned (ignored otherwise)
+  for (int i = 0; i < N / 4; ++i) w[i] = kShared ? q[i] : __ldg(q + i);
+  // the last two bytes when misaligned (ignored otherwise)
+  w[N / 4] = kShared ? *reinterpret_cast<const uint16_t*>(p + N - 2) : load_u16_a2(p + N - 2);
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
 }

@@ -38,19 +38,10 @@ __host__ __device__ constexpr int chunk_col(int t, int c, int e) {
   return 64 * c + 32 * (t & 1) + 4 * (t >> 1) + e;
 }
 
-// Little-endian words of N bytes (N a multiple of 4) at a 2-byte aligned address in shared
-// memory: aligned loads and funnel shifts (the words around p lie in the same staged row).
+// N bytes at a 2-byte aligned address of a staged row, as N / 4 little-endian words.
 template <int N>
 __device__ __forceinline__ void lds_words_a2(const uint8_t* p, uint32_t (&out)[N / 4]) {
-  static_assert(N % 4 == 0 && N > 0);
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  const auto* q = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
-  const uint32_t shift = static_cast<uint32_t>(a & 2u) * 8u;  // 0 or 16
-  uint32_t w[N / 4 + 1];
-#pragma unroll
-  for (int i = 0; i <= N / 4; ++i) w[i] = q[i];
-#pragma unroll
-  for (int i = 0; i < N / 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], shift);
+  load_words_a2<N, true>(p, out);
 }
 
 __device__ __forceinline__ uint32_t lds_u16_a2(const uint8_t* p) {
@@ -233,9 +224,9 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // Shared memory of one pipeline stage: the tokens' x chunk [8 NT][kXRow] halves (rows padded
 // from 256 to 272 halves so that the 8 tokens of a B fragment load fall in different banks),
-// then the block's 64 weight rows' chunks [64][row stride], then 16 bytes of slack (lds_words_a2
-// reads up to a word past the bytes it returns). A row's chunk is copied in 16-byte pieces from
-// the 16-byte boundary at or below it, so it starts (its address % 16) bytes into its staged row.
+// then the block's 64 weight rows' chunks [64][row stride], then 16 bytes of slack. A row's chunk
+// is copied in 16-byte pieces from the 16-byte boundary at or below it, so it starts (its address %
+// 16) bytes into its staged row.
 constexpr int kXRow = kQmmChunk + 16;
 template <class T>
 __host__ __device__ constexpr int w_row_stride() {
@@ -428,16 +419,6 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict
   reinterpret_cast<uint2*>(xp)[i] = u;
 }
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    RZ_CUDA_CHECK(cudaGetDevice(&dev));
-    RZ_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
-}
-
 template <class T>
 void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_t ld, int rows,
             int cols, int n, int splits, cudaStream_t stream) {
@@ -474,7 +455,7 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
     return true;
   }();
   (void)configured;
-  const bool deep = int64_t(grid.x) * grid.y * grid.z < sm_count();
+  const bool deep = int64_t(grid.x) * grid.y * grid.z < device_sm_count();
   const Variant& v = variants[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][deep ? 1 : 0];
   v.kernel<<<grid, kWarps * 32, v.smem, stream>>>(wp, row_bytes, x, out, ld, rows, cols, n,
                                                   per_split);
@@ -546,7 +527,7 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
 }
 
 int qmm_splits(int64_t rows, int64_t cols) {
-  return qmm_detail::choose_splits(rows, cols, qmm_detail::sm_count());
+  return qmm_detail::choose_splits(rows, cols, device_sm_count());
 }
 
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {

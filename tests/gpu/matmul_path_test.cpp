@@ -22,8 +22,10 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 3, true), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 64, true), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 65, true), P::gemm);
-  // the output matrix (131 MB): qmm from the first token
+  // the output matrix (131 MB): qmm from the first token; Q6_K (191 MB) from the third
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 1, true), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 2, true), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 3, true), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 128, true), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 129, true), P::gemm);
   // qmm off: gemv to 16 tokens, then cuBLAS
@@ -33,8 +35,10 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   // no qmm kernel: 896 columns (no multiple of 256), F16, F32
   EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 32, true), P::gemm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 4, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 4, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 32, true), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 8, true), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, true), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, false), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 16, true), P::gemv);
   EXPECT_EQ(choose_matmul_path(GgmlType::F32, 8960, 1536, 1, true), P::gemm);
 }
 

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# rz against llama.cpp on the same GGUF files, in one GPU-machine session (issue 10's table).
+# Runs ON the GPU machine from the repository root, with the bundled binaries (rz,
+# gpu_decode_bench) and llama.cpp's binaries from ../shared/anchors:
+#
+#   bash scripts/gpu_side_by_side.sh ANCHOR_DIR [SHAPE:FORMAT ...]
+#
+# ANCHOR_DIR holds llama.cpp-d32676d-sm90-bin.tar.xz and llamacpp_bench.sh (carried in a
+# git-ignored folder such as .stage_a; the archive and the bundle together pass the 64 MiB carry
+# limit, so unpack the archive in one call, which leaves /tmp/llama.cpp-bin, and run this in the
+# next call while the machine is warm: the script then needs only llamacpp_bench.sh, or it finds
+# the binaries already there). Default models: qwen2.5-1.5b:q4_k_m qwen2.5-1.5b:f16
+# llama3.1-8b:q4_k_m. For each: `rz synth` writes the file to /tmp, llama.cpp's llama-bench
+# (pp512, tg128) and llama-batched-bench (B = 1, 4, 16, 64, 256: 128-token prompts, 128
+# generated) run on it, then gpu_decode_bench on the same workloads, and the file is deleted.
+# Prints one markdown table per model: llama.cpp, rz and rz / llama.cpp per workload. Logs in
+# $OUT (default /tmp/rz-side-by-side).
+#
+# Environment: RZ_BIN_DIR (default .bundle/bin), SBS_BATCHES (default 1,4,16,64,256), SBS_REPS
+# (gpu_decode_bench timed runs, default 3).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+anchors=${1:?usage: gpu_side_by_side.sh ANCHOR_DIR [SHAPE:FORMAT ...]}
+shift
+models=("$@")
+[ ${#models[@]} -eq 0 ] && models=(qwen2.5-1.5b:q4_k_m qwen2.5-1.5b:f16 llama3.1-8b:q4_k_m)
+bin=${RZ_BIN_DIR:-.bundle/bin}
+out=${OUT:-/tmp/rz-side-by-side}
+batches=${SBS_BATCHES:-1,4,16,64,256}
+reps=${SBS_REPS:-3}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+vocab=.bundle/vocab/ggml-vocab-gpt-2.gguf
+echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
+echo "rz: $(cat .bundle/MANIFEST 2>/dev/null | head -n 1)"
+echo "llama.cpp: d32676d (../shared/anchors)"
+status=0
+for m in "${models[@]}"; do
+  shape=${m%%:*}
+  fmt=${m#*:}
+  file=/tmp/sbs-$shape-$fmt.gguf
+  tag=$shape-$fmt
+  if ! "$bin/rz" synth --shape "$shape" --format "$fmt" --vocab "$vocab" --out "$file" \
+    > "$out/synth-$tag.log" 2>&1; then
+    echo "== $tag: rz synth failed (see synth-$tag.log)"
+    status=1
+    continue
+  fi
+  LCB_BATCHES=$batches bash "$anchors/llamacpp_bench.sh" "$anchors" "$file" \
+    > "$out/llamacpp-$tag.log" 2>&1
+  "$bin/gpu_decode_bench" --model "$file" --label "$tag" --pp 512 --tg 128 --batches "$batches" \
+    --prompt 128 --gen 128 --reps "$reps" > "$out/rz-$tag.log" 2>&1 || status=1
+  rm -f "$file"
+  python3 - "$tag" "$out/llamacpp-$tag.log" "$out/rz-$tag.log" <<'PY' || status=1
+import re, sys
+tag, lcb, rzl = sys.argv[1:4]
+num = lambda s: float(s.replace(",", "").split()[0])
+ref, ours = {}, {}
+for line in open(lcb):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) >= 8 and cells[-2] in ("pp512", "tg128"):  # llama-bench: ... | test | t/s |
+        ref[cells[-2]] = num(cells[-1])
+    elif len(cells) == 10 and cells[2].isdigit():  # batched-bench: PP TG B N_KV T_PP S_PP T_TG S_TG
+        ref["B=" + cells[2]] = num(cells[7])
+lines = open(rzl).read().splitlines()
+for i, line in enumerate(lines):
+    if line.startswith("| shape, format | pp"):
+        cells = [c.strip() for c in lines[i + 2].strip().strip("|").split("|")]
+        ours["pp512"], ours["tg128"] = num(cells[1]), num(cells[2])
+    if line.startswith("| shape, format | B="):
+        heads = [c.strip() for c in line.strip().strip("|").split("|")][1:]
+        cells = [c.strip() for c in lines[i + 2].strip().strip("|").split("|")][1:]
+        for h, c in zip(heads, cells):
+            try:
+                ours[h] = num(c)
+            except ValueError:
+                pass
+print(f"\n{tag} (tokens/s)\n\n| workload | llama.cpp | rz | rz / llama.cpp |\n| --- | ---: | ---: | ---: |")
+for k in ["pp512", "tg128"] + sorted((k for k in ref if k.startswith("B=")), key=lambda k: int(k[2:])):
+    r, o = ref.get(k), ours.get(k)
+    ratio = f"{o / r:.2f}" if r and o else "n/a"
+    fmt = lambda v: f"{v:,.0f}" if v is not None else "n/a"
+    print(f"| {k} | {fmt(r)} | {fmt(o)} | {ratio} |")
+PY
+done
+exit $status
