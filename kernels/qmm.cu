@@ -210,12 +210,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
-// 16 bytes of which the first src_bytes (0..16) are copied and the rest zero-filled (a piece at
-// or past the end of the matrix).
-__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -266,11 +260,14 @@ __device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restri
       const uint8_t* from =
           reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}) +
           16 * piece;
-      const int64_t left = w_end - from;  // the last piece may run past the matrix: zero-fill
-      cp_async16_zfill(ws + r * stride + piece * 16, from,
-                       left >= 16 ? 16
-                       : left > 0 ? int(left)
-                                  : 0);
+      const int64_t left = w_end - from;  // bytes of the matrix from `from` on
+      if (left >= 16) {
+        cp_async16(ws + r * stride + piece * 16, from);
+      } else {  // the matrix's last bytes (2-byte granules): plain loads, zeros past the end
+        auto* d = reinterpret_cast<uint16_t*>(ws + r * stride + piece * 16);
+        const auto* f = reinterpret_cast<const uint16_t*>(from);
+        for (int b = 0; b < 8; ++b) d[b] = 2 * b < left ? f[b] : uint16_t{0};
+      }
     }
   }
 }
