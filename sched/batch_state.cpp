@@ -347,8 +347,8 @@ void BatchedDecodeState::register_full_blocks(BatchSlot& s) {
   const auto bs = static_cast<size_t>(cfg_.kv_block_size);
   while ((s.registered + 1) * bs <= static_cast<size_t>(s.computed)) {
     const size_t i = s.registered;
-    kv_.register_full(s.blocks[i], i > 0 ? s.blocks[i - 1] : -1,
-                      std::span<const int32_t>(s.tokens).subspan(i * bs, bs));
+    s.blocks[i] = kv_.register_full(s.blocks[i], i > 0 ? s.blocks[i - 1] : -1,
+                                    std::span<const int32_t>(s.tokens).subspan(i * bs, bs));
     ++s.registered;
   }
 }

@@ -121,27 +121,39 @@ void KvBlockManager::forget(int32_t block) {
   b.tokens.clear();
 }
 
-void KvBlockManager::register_full(int32_t block, int32_t parent, std::span<const int32_t> tokens) {
+int32_t KvBlockManager::register_full(int32_t block, int32_t parent,
+                                      std::span<const int32_t> tokens) {
   check_block(block, "register_full");
   if (static_cast<int64_t>(tokens.size()) != block_size_)
     throw Error("kv blocks: register_full of " + std::to_string(tokens.size()) +
                 " tokens in a block of " + std::to_string(block_size_));
   Block& b = blocks_[static_cast<size_t>(block)];
   if (b.refs <= 0) throw Error("kv blocks: register_full of an unreferenced block");
-  if (!prefix_cache_ || b.cached) return;
+  if (!prefix_cache_ || b.cached) return block;
   uint64_t parent_key = 0;
   if (parent >= 0) {
     check_block(parent, "register_full parent");
     const Block& p = blocks_[static_cast<size_t>(parent)];
-    if (!p.cached) return;  // the prefix before it is not reachable: nor would this block be
+    if (!p.cached) return block;  // the prefix before it is not reachable: nor would this block be
     parent_key = p.key;
   }
   const uint64_t key = key_of(parent_key, tokens);
-  if (!index_.emplace(key, block).second) return;  // that prefix is cached in another block
+  const auto [it, inserted] = index_.emplace(key, block);
+  if (!inserted) {
+    const int32_t other = it->second;
+    const Block& o = blocks_[static_cast<size_t>(other)];
+    if (o.parent != parent ||
+        !std::equal(tokens.begin(), tokens.end(), o.tokens.begin(), o.tokens.end()))
+      return block;  // a hash collision: keep ours, uncached
+    acquire(other);  // the same prefix, computed by another sequence: share it
+    release(block);
+    return other;
+  }
   b.cached = true;
   b.key = key;
   b.parent = parent;
   b.tokens.assign(tokens.begin(), tokens.end());
+  return block;
 }
 
 }  // namespace rz

@@ -63,8 +63,11 @@ class KvBlockManager {
   void release_all(std::vector<int32_t>& table);
   // `block`, referenced, now holds the KV of `tokens` (block_size of them) following the prefix
   // that ends with block `parent` (-1: the sequence's first block). With the prefix cache on, it
-  // becomes cached unless another block already holds that prefix (then nothing changes).
-  void register_full(int32_t block, int32_t parent, std::span<const int32_t> tokens);
+  // becomes cached; when another block already holds exactly that prefix (two sequences computed
+  // it at once), the caller's reference moves to that block instead (`block` is released) so
+  // that the sequence's later blocks chain onto the cached prefix. Returns the block that now
+  // holds the tokens for the caller: `block` or the cached one (put it in the block table).
+  int32_t register_full(int32_t block, int32_t parent, std::span<const int32_t> tokens);
 
   const KvCacheStats& stats() const { return stats_; }
 

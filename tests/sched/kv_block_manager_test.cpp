@@ -33,8 +33,7 @@ std::vector<int32_t> cache_sequence(KvBlockManager& m, const std::vector<int32_t
   for (int i = 0; i < static_cast<int>(t.size()) / kBs; ++i) {
     const int32_t b = m.allocate();
     EXPECT_GE(b, 0);
-    m.register_full(b, i > 0 ? blocks.back() : -1, block_of(t, i));
-    blocks.push_back(b);
+    blocks.push_back(m.register_full(b, i > 0 ? blocks.back() : -1, block_of(t, i)));
   }
   return blocks;
 }
@@ -166,27 +165,40 @@ TEST(KvBlockManager, TokensAreComparedNotOnlyHashed) {
   EXPECT_EQ(m.match_prefix(t, 1), blocks);
 }
 
-TEST(KvBlockManager, RegisterKeepsTheFirstBlockOfAPrefixAndNeedsACachedParent) {
+TEST(KvBlockManager, ADuplicateMovesOntoTheCachedBlocksAndANewBlockNeedsACachedParent) {
   KvBlockManager m(8, kBs, true);
   const auto t = toks(2 * kBs, 30);
   const auto first = cache_sequence(m, t);
-  // A second sequence that computed the same tokens in its own blocks: they are not cached.
-  const auto dup = cache_sequence(m, t);
+  // A second sequence that computed the same tokens in its own blocks: each registration moves
+  // its reference onto the cached block and frees its own.
+  const int32_t own = m.allocate();
+  EXPECT_EQ(m.register_full(own, -1, block_of(t, 0)), first[0]);
+  EXPECT_EQ(m.refs(first[0]), 2);
+  EXPECT_EQ(m.free_blocks(), 6) << "its own block went back to the free list";
+  const auto dup = cache_sequence(m, t);  // the helper keeps what register_full returns
+  EXPECT_EQ(dup, first);
   EXPECT_EQ(m.cached_blocks(), 2);
-  EXPECT_EQ(m.match_prefix(t, 10), first);
+  // Its next block chains onto the cached prefix, so a third request reuses all three.
+  auto longer = t;
+  for (int32_t x : toks(kBs, 500)) longer.push_back(x);
+  const int32_t b2 = m.allocate();
+  EXPECT_EQ(m.register_full(b2, dup[1], block_of(longer, 2)), b2);
+  EXPECT_EQ(m.match_prefix(longer, 10), (std::vector<int32_t>{first[0], first[1], b2}));
+  m.release(first[0]);  // the first sequence's extra reference from the move above
   release_last_to_first(m, dup);
-  EXPECT_EQ(m.free_blocks(), 6);
-  const int32_t again = m.allocate();
-  EXPECT_TRUE(again == dup[0] || again == dup[1]) << "uncached: back on the free list";
+  m.release(b2);
+  release_last_to_first(m, first);
+  EXPECT_EQ(m.free_blocks(), 8);
   EXPECT_EQ(m.stats().evictions, 0u);
   // A block whose parent is not cached is not cached either (nothing could reach it).
   const int32_t p = m.allocate();
   const int32_t c = m.allocate();
-  m.register_full(c, p, toks(kBs, 70));
-  EXPECT_EQ(m.cached_blocks(), 2);
+  EXPECT_EQ(m.register_full(c, p, toks(kBs, 70)), c);
+  EXPECT_EQ(m.cached_blocks(), 3);
   // Registering a cached block again changes nothing.
-  m.register_full(first[0], -1, block_of(t, 0));
-  EXPECT_EQ(m.cached_blocks(), 2);
+  m.acquire(first[0]);
+  EXPECT_EQ(m.register_full(first[0], -1, block_of(t, 0)), first[0]);
+  EXPECT_EQ(m.cached_blocks(), 3);
 }
 
 TEST(KvBlockManager, ReleasedCachedBlocksAreEvictedLeastRecentlyReleasedFirst) {

@@ -249,14 +249,48 @@ TEST(PrefixCache, ARunningRequestsPromptIsSharedWhileItRuns) {
   for (int i = 0; i < 2; ++i)
     EXPECT_EQ(s.slot(1).blocks[static_cast<size_t>(i)], s.slot(0).blocks[static_cast<size_t>(i)]);
   EXPECT_EQ(s.kv().refs(s.slot(0).blocks[0]), 3);
-  EXPECT_EQ(s.kv().refs(s.slot(0).blocks[2]), 2);
-  EXPECT_NE(s.slot(2).blocks[2], s.slot(0).blocks[2]) << "a block of its own for the last token";
+  // 3 computed its last block itself (its last token needs its logits); once registered, that
+  // copy moved onto 1's cached block.
+  EXPECT_EQ(run.begins.at(3).n_tokens, 4u);
+  EXPECT_EQ(s.slot(2).blocks[2], s.slot(0).blocks[2]);
+  EXPECT_EQ(s.kv().refs(s.slot(0).blocks[2]), 3);
   run.run();
   EXPECT_EQ(run.log.at(1).tokens, reference_tokens(cat(shared, {1, 2}), 1, 20, kVocab));
   EXPECT_EQ(run.log.at(2).tokens, reference_tokens(cat(shared, {3}), 2, 20, kVocab));
   EXPECT_EQ(run.log.at(3).tokens, reference_tokens(shared, 3, 20, kVocab));
   EXPECT_EQ(s.kv_blocks_used(), 0);
   EXPECT_EQ(s.kv().free_blocks(), 24);
+  expect_clean(run.log, ex);
+}
+
+// Two requests with the same prompt admitted in one step both compute it; when the second one
+// registers its copy it moves onto the first one's cached blocks, so the blocks of its own answer
+// chain onto the cached prefix: a follow-up of prompt + that answer reuses all of it.
+TEST(PrefixCache, ADuplicateComputedAtOnceStillCachesWhatFollowsIt) {
+  const auto prompt = tokens(13, 5);  // 3 full blocks and one token
+  BatchedDecodeState s(config(2, 64, 32));
+  FakeExecutor ex(2, 64, kVocab, kBs, 32);
+  Runner run(s, ex);
+  ASSERT_TRUE(s.submit(make_req(1, prompt, 10)).ok());
+  ASSERT_TRUE(s.submit(make_req(2, prompt, 10)).ok());
+  run.step();  // both prompts in one step: neither could reuse the other's blocks
+  EXPECT_EQ(s.slot(0).cached_tokens, 0);
+  EXPECT_EQ(s.slot(1).cached_tokens, 0);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(s.slot(1).blocks[i], s.slot(0).blocks[i]) << "moved onto the cached block " << i;
+  EXPECT_EQ(s.kv().cached_blocks(), 3);
+  run.run();
+  const auto& second = run.log.at(2);
+  ASSERT_TRUE(second.finished);
+  EXPECT_NE(second.tokens, run.log.at(1).tokens) << "the seeds differ, so the answers do";
+  // prompt + the second answer: 23 tokens, of which 22 had their KV computed (5 whole blocks),
+  // and a prompt reuses at most (23 - 1) / 4 = 5 blocks.
+  const auto follow = cat(prompt, second.tokens);
+  ASSERT_TRUE(s.submit(make_req(3, follow, 2)).ok());
+  run.run();
+  EXPECT_EQ(run.log.at(3).finished_event.usage.cached_tokens, 20);
+  EXPECT_EQ(run.log.at(3).tokens, reference_tokens(follow, 3, 2, kVocab));
+  EXPECT_EQ(s.kv_blocks_used(), 0);
   expect_clean(run.log, ex);
 }
 
