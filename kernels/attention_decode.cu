@@ -482,34 +482,22 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   const auto* kc = reinterpret_cast<const __half*>(k_cache);
   const auto* vc = reinterpret_cast<const __half*>(v_cache);
   const int group = a.n_head / c.n_head_kv;
-  if (grouped(a)) {
-    // grouped: a block per (KV head, slot, partition) for the group's query heads
-    const dim3 grid(c.n_head_kv, a.n_slots, max_parts);
-    if (part_len == kAttnSmallPartition)
-      attn_decode_group_kernel<kAttnSmallPartition, kSmallThreads>
-          <<<grid, kSmallThreads, 0, stream>>>(q, kc, vc, block_tables, table_rows, context_lens,
-                                               out, part_o, part_m, part_l, a.n_head, group,
-                                               c.n_blocks, c.n_head_kv, c.block_size, c.head_dim,
-                                               a.table_stride, a.max_context, max_parts, scale);
-    else
-      attn_decode_group_kernel<kAttnPartition, kThreads><<<grid, kThreads, 0, stream>>>(
-          q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
-          group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context,
-          max_parts, scale);
-  } else {
-    const dim3 grid(a.n_head, a.n_slots, max_parts);
-    if (part_len == kAttnSmallPartition)
-      attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
-          <<<grid, kSmallThreads, 0, stream>>>(q, kc, vc, block_tables, table_rows, context_lens,
-                                               out, part_o, part_m, part_l, a.n_head, group,
-                                               c.n_blocks, c.n_head_kv, c.block_size, c.head_dim,
-                                               a.table_stride, a.max_context, max_parts, scale);
-    else
-      attn_decode_partition_kernel<kAttnPartition, kThreads><<<grid, kThreads, 0, stream>>>(
-          q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
-          group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context,
-          max_parts, scale);
-  }
+  // Both partition kernels take the same arguments: grouped, a block per (KV head, slot,
+  // partition) for the group's query heads; else a block per (query head, slot, partition).
+  using PartitionKernel = void (*)(const float*, const __half*, const __half*, const int32_t*,
+                                   const int32_t*, const int32_t*, float*, float*, float*, float*,
+                                   int, int, int, int, int, int, int, int, int, float);
+  const bool small = part_len == kAttnSmallPartition, g = grouped(a);
+  const PartitionKernel kernel =
+      g ? (small ? attn_decode_group_kernel<kAttnSmallPartition, kSmallThreads>
+                 : attn_decode_group_kernel<kAttnPartition, kThreads>)
+        : (small ? attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
+                 : attn_decode_partition_kernel<kAttnPartition, kThreads>);
+  const dim3 grid(g ? c.n_head_kv : a.n_head, a.n_slots, max_parts);
+  kernel<<<grid, small ? kSmallThreads : kThreads, 0, stream>>>(
+      q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
+      group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context,
+      max_parts, scale);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     attn_decode_combine_kernel<<<dim3(a.n_head, a.n_slots), kThreads,
