@@ -99,7 +99,10 @@ struct GpuExecutor::Impl {
   // Enqueues embedding -> layers -> final norm -> logits for a pass whose step arguments are on
   // the device already; out_rows: token index of each logits row.
   void enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows);
-  void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens);
+  // same_input: `in` holds what the previous matmul call read (the second and third of Q/K/V,
+  // up after gate), so qmm's prepared activations from that call are reused when they match.
+  void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens,
+              bool same_input = false);
   // Samples logits row r for slot out_slots[r].
   void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens);
 
@@ -136,7 +139,12 @@ struct GpuExecutor::Impl {
   DeviceBuffer<uint16_t> x16;           // [cap, max cols] fp16 activations for the GEMM path
   DeviceBuffer<uint16_t> w16;           // dequantized weight rows for the GEMM path
   DeviceBuffer<uint16_t> qmm_x;         // activations prepared for qmm (kernels/qmm.hpp)
-  DeviceBuffer<float> qmm_ws;           // qmm's K-split partial sums
+  struct QmmPrepared {                  // what qmm_x holds, while the input is unchanged
+    const float* in = nullptr;
+    int n = 0;
+    int64_t cols = 0;
+  } qmm_prepared;
+  DeviceBuffer<float> qmm_ws;  // qmm's K-split partial sums
   int64_t w16_elems = 0;
   DeviceBuffer<uint8_t> attn_ws;
   DeviceBuffer<uint8_t> sample_ws;

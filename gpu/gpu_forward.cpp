@@ -7,14 +7,14 @@
 
 #include "gpu/cuda_check.hpp"
 #include "gpu/gpu_executor_impl.hpp"
+#include "gpu/matmul_path.hpp"
 #include "kernels/add_rmsnorm.hpp"
 #include "kernels/argmax.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
-#include "gpu/matmul_path.hpp"
 #include "kernels/gemv.hpp"
-#include "kernels/qmm.hpp"
 #include "kernels/qkv_post.hpp"
+#include "kernels/qmm.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/swiglu.hpp"
@@ -232,8 +232,8 @@ void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<i
                qp_args, stream);
     } else {
       matmul(L.wq, xn.get(), qkv.get(), N);  // dense q rows [N, q_dim]
-      matmul(L.wk, xn.get(), k.get(), N);
-      matmul(L.wv, xn.get(), v.get(), N);
+      matmul(L.wk, xn.get(), k.get(), N, true);
+      matmul(L.wv, xn.get(), v.get(), N, true);
       qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
                cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
                qp_sep, stream);
@@ -271,7 +271,7 @@ void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<i
       swiglu_rows(gu.get(), gate.get(), N, FF, stream);
     } else {
       matmul(L.w_gate, xn.get(), gate.get(), N);
-      matmul(L.w_up, xn.get(), up.get(), N);
+      matmul(L.w_up, xn.get(), up.get(), N, true);
       swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
     }
     matmul(L.w_down, gate.get(), tmp.get(), N);
@@ -296,7 +296,9 @@ void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<i
   matmul(w.output(), last_norm.get(), logits.get(), n_out);
 }
 
-void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n) {
+void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n,
+                               bool same_input) {
+  if (!same_input) qmm_prepared = {};  // the input may have changed since it was prepared
   if (n == 0) return;
   if (m.type == GgmlType::F32) {
     gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
@@ -304,7 +306,10 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
   }
   const MatmulPath path = choose_matmul_path(m.type, m.rows, m.cols, n, opt.qmm);
   if (path == MatmulPath::qmm) {
-    qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
+    if (qmm_prepared.in != in || qmm_prepared.n != n || qmm_prepared.cols != m.cols) {
+      qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
+      qmm_prepared = {in, n, m.cols};
+    }
     qmm(m.type, m.ptr(), qmm_x.get(), out, m.rows, m.cols, n, m.rows, qmm_ws.get(), qmm_ws.size(),
         stream);
     return;
