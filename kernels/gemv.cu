@@ -55,11 +55,14 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // with that many warps per row.
 void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
          int batch, int split, cudaStream_t stream) {
-  const std::string what = "gemv " + type_label(type) + " [" + std::to_string(rows) + ", " +
-                           std::to_string(cols) + "] batch " + std::to_string(batch);
+  // The message's prefix, built only when a check fails (this runs for every matmul of a step).
+  const auto what = [&] {
+    return "gemv " + type_label(type) + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
+           "] batch " + std::to_string(batch);
+  };
   const GemvKernel k = gemv_supported(type, batch);
   if (k == GemvKernel::none) {
-    throw Error(what + ": " +
+    throw Error(what() + ": " +
                 (kernel_for_type(type) == GemvKernel::none
                      ? "no GPU kernel for this type"
                      : "batch must be 1.." + std::to_string(kGemvMaxBatch)));
@@ -67,17 +70,17 @@ void run(GgmlType type, const void* w, const float* x, float* y, int64_t rows, i
   const Family& f = *family_of(k);
   // The kernels index the blocks of a row with 32-bit ints.
   if (rows < 1 || cols < 1 || cols > (int64_t{1} << 30) || rows > (int64_t{1} << 31))
-    throw Error(what + ": rows and cols must be in 1..2^31 and 1..2^30");
+    throw Error(what() + ": rows and cols must be in 1..2^31 and 1..2^30");
   if (cols % f.block_elems != 0)
-    throw Error(what + ": cols must be a multiple of " + std::to_string(f.block_elems));
+    throw Error(what() + ": cols must be a multiple of " + std::to_string(f.block_elems));
   if (!aligned16(w) || !aligned16(x) || (reinterpret_cast<uintptr_t>(y) & 3u) != 0)
-    throw Error(what + ": weights and activations must be 16-byte aligned, outputs 4-byte");
+    throw Error(what() + ": weights and activations must be 16-byte aligned, outputs 4-byte");
   if (split == 0)
     split = gemv_detail::gemv_choose_split(type, rows, cols, batch, device_sm_count());
   if (split != 1 && split != 2 && split != 4 && split != 8)
-    throw Error(what + ": split must be 0, 1, 2, 4 or 8, not " + std::to_string(split));
+    throw Error(what() + ": split must be 0, 1, 2, 4 or 8, not " + std::to_string(split));
   if (split > 1 && (batch > gemv_detail::kSplitMaxBatch || rows >= (int64_t{1} << 30)))
-    throw Error(what + ": the split-row kernel takes batch 1.." +
+    throw Error(what() + ": the split-row kernel takes batch 1.." +
                 std::to_string(gemv_detail::kSplitMaxBatch) + " and rows < 2^30");
   if (split > 1) {
     f.launch_split[batch - 1](w, x, y, rows, cols, split, stream);

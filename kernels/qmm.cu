@@ -540,22 +540,23 @@ void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, i
 void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows,
                      int64_t cols, int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits,
                      cudaStream_t stream) {
-  const std::string what = what_of(type, rows, cols, n);
+  // The message's prefix, built only when a check fails (this runs for every matmul of a step).
+  const auto what = [&] { return what_of(type, rows, cols, n); };
   if (!qmm_supported(type, cols))
-    throw Error(what + ": type without a qmm kernel, or cols not a multiple of 256");
+    throw Error(what() + ": type without a qmm kernel, or cols not a multiple of 256");
   if (rows < 1 || n < 0 || rows > (int64_t{1} << 30) || cols > (int64_t{1} << 30) ||
       n > (int64_t{1} << 24) || ldy < rows)
-    throw Error(what + ": bad shape (ldy " + std::to_string(ldy) + ")");
+    throw Error(what() + ": bad shape (ldy " + std::to_string(ldy) + ")");
   if (n == 0) return;
   if (!w || !xp || !y || !aligned16(w) || !aligned16(xp))
-    throw Error(what + ": null or misaligned pointer");
+    throw Error(what() + ": null or misaligned pointer");
   const int chunks = static_cast<int>(cols / kQmmChunk);
   if (splits == 0) splits = qmm_splits(rows, cols);  // after the checks: it asks the device
   splits = std::clamp(splits, 1, chunks);
   const int per = (chunks + splits - 1) / splits;
   splits = (chunks + per - 1) / per;  // no empty split
   if (splits > 1 && (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
-    throw Error(what + ": workspace of " + std::to_string(ws_floats) + " floats, " +
+    throw Error(what() + ": workspace of " + std::to_string(ws_floats) + " floats, " +
                 std::to_string(size_t(splits) * size_t(rows) * size_t(n)) + " needed");
   const int64_t row_bytes = static_cast<int64_t>(row_size(type, cols));
   float* out = splits > 1 ? ws : y;

@@ -20,6 +20,7 @@
 
 using namespace rz;
 using rz_test::EventLog;
+using rz_test::expect_clean;
 using rz_test::FakeExecutor;
 using rz_test::reference_tokens;
 
@@ -73,13 +74,6 @@ StepPlan step(BatchedDecodeState& s, FakeExecutor& ex, EventLog& log,
       if (p.seqs[i].begin) admitted->push_back(p.requests[i].id);
   for (const auto& e : apply_step_result(s, p, r)) log(e);
   return p;
-}
-
-void expect_clean(const EventLog& log, const FakeExecutor& ex) {
-  EXPECT_TRUE(log.violations.empty()) << log.violations.front();
-  EXPECT_EQ(ex.feed_mismatches, 0);
-  EXPECT_EQ(ex.kv_mismatches, 0) << ex.kv_report();
-  EXPECT_EQ(ex.shared_writes, 0) << ex.kv_report();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 using namespace rz;
 using rz_test::EventLog;
+using rz_test::expect_clean;
 using rz_test::FakeExecutor;
 using rz_test::reference_tokens;
 
@@ -82,13 +83,6 @@ int tokens_of(const StepPlan& p) {
   int n = 0;
   for (const StepSeq& e : p.seqs) n += static_cast<int>(e.tokens.size());
   return n;
-}
-
-void expect_clean(const EventLog& log, const FakeExecutor& ex) {
-  EXPECT_TRUE(log.violations.empty()) << log.violations.front();
-  EXPECT_EQ(ex.feed_mismatches, 0);
-  EXPECT_EQ(ex.kv_mismatches, 0) << ex.kv_report();
-  EXPECT_EQ(ex.shared_writes, 0) << ex.kv_report();
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Test helpers for the scheduler: an event sink that records each request's events and notes
 // every breach of the event contract (a token index out of order, anything after a final event,
 // usage that disagrees with the delivered tokens, cached prompt tokens that leave none to
-// compute), and the reference token sequence of a request under the fake executor.
+// compute), the reference token sequence of a request under the fake executor, and the check
+// that a run left both clean.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -100,6 +103,14 @@ inline std::vector<int32_t> reference_tokens(const std::vector<int32_t>& prompt,
     seq.push_back(t);
   }
   return out;
+}
+
+// No contract breach in the log and no feed, KV or shared-write error in the executor.
+inline void expect_clean(const EventLog& log, const FakeExecutor& ex) {
+  EXPECT_TRUE(log.violations.empty()) << log.violations.front();
+  EXPECT_EQ(ex.feed_mismatches, 0);
+  EXPECT_EQ(ex.kv_mismatches, 0) << ex.kv_report();
+  EXPECT_EQ(ex.shared_writes, 0) << ex.kv_report();
 }
 
 }  // namespace rz_test

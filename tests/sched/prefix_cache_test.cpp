@@ -21,6 +21,7 @@
 
 using namespace rz;
 using rz_test::EventLog;
+using rz_test::expect_clean;
 using rz_test::FakeExecutor;
 using rz_test::reference_tokens;
 
@@ -108,13 +109,6 @@ class Runner {
   BatchedDecodeState& s_;
   FakeExecutor& ex_;
 };
-
-void expect_clean(const EventLog& log, const FakeExecutor& ex) {
-  EXPECT_TRUE(log.violations.empty()) << log.violations.front();
-  EXPECT_EQ(ex.feed_mismatches, 0);
-  EXPECT_EQ(ex.kv_mismatches, 0) << ex.kv_report();
-  EXPECT_EQ(ex.shared_writes, 0) << ex.kv_report();
-}
 
 }  // namespace
 
