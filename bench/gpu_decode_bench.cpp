@@ -15,10 +15,14 @@
 //
 //   gpu_decode_bench --model FILE [--label "qwen2.5-1.5b Q4_K_M"] [--pp 512] [--tg 128]
 //                    [--batches 1,4,16,64] [--prompt 128] [--gen 128] [--reps 3] [--seed 1]
-//                    [--context N] [--no-graphs] [--no-qmm]
+//                    [--context N] [--no-graphs] [--no-qmm] [--int8] [--no-pdl]
 // --context N: every executor gets a context of N tokens (a server's setting) instead of the
 // smallest that fits (decode attention is launched for the whole context when CUDA graphs are on);
 // --no-graphs: decode steps as plain launches (GpuExecutorOptions::cuda_graphs = false).
+// --no-pdl: kernels launched in plain stream order, without programmatic dependent launch
+// (kernels/launch.cuh), for comparison.
+// --int8: decode matmuls of 1-4 tokens on int8 activations (GpuExecutorOptions::int8_activations,
+// opt-in: kernels/gemv_q8.hpp).
 // --no-qmm: gemv up to 16 tokens and dequantize + cuBLAS beyond, never kernels/qmm
 // (GpuExecutorOptions::qmm = false), the paths before qmm, for comparison.
 // --pp 0 / --tg 0 skip those; --batches "" skips the batched part. --cpu runs the same on the CPU
@@ -42,6 +46,7 @@
 #include "formats/model_file.hpp"
 #include "gpu/device.hpp"
 #include "gpu/gpu_executor.hpp"
+#include "kernels/launch.hpp"
 #include "sched/slot_runner.hpp"
 
 namespace {
@@ -81,7 +86,7 @@ struct Options {
   std::string model, label;
   int pp = 512, tg = 128, prompt = 128, gen = 128, reps = 3;
   uint64_t seed = 1;
-  bool cpu = false, graphs = true, qmm = true;
+  bool cpu = false, graphs = true, qmm = true, int8 = false;
   int context = 0;
   std::vector<int> batches = {1, 4, 16, 64};
 };
@@ -98,7 +103,7 @@ int usage(const std::string& why) {
   std::fprintf(stderr,
                "gpu_decode_bench: %s\nusage: gpu_decode_bench --model FILE [--label TEXT] "
                "[--pp 512] [--tg 128] [--batches 1,4,16,64] [--prompt 128] [--gen 128] [--reps 3] "
-               "[--seed 1] [--context N] [--no-graphs] [--no-qmm] [--cpu]\n",
+               "[--seed 1] [--context N] [--no-graphs] [--no-qmm] [--int8] [--no-pdl] [--cpu]\n",
                why.c_str());
   return 2;
 }
@@ -119,6 +124,14 @@ int parse(int argc, char** argv, Options& o) {
     }
     if (a == "--no-qmm") {
       o.qmm = false;
+      continue;
+    }
+    if (a == "--int8") {
+      o.int8 = true;
+      continue;
+    }
+    if (a == "--no-pdl") {
+      rz::gpu::set_programmatic_launch(false);
       continue;
     }
     if (i + 1 >= argc) return usage(a + " needs a value");
@@ -203,7 +216,8 @@ class Bench {
             file_, rz::gpu::GpuExecutorOptions{.slots = slots,
                                                .max_context = ctx,
                                                .cuda_graphs = o_.graphs,
-                                               .qmm = o_.qmm});
+                                               .qmm = o_.qmm,
+                                               .int8_activations = o_.int8});
         plan_ = gpu->memory_plan();
         ex_ = std::move(gpu);
       }

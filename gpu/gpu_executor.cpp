@@ -10,6 +10,7 @@
 #include "gpu/gpu_executor_impl.hpp"
 #include "gpu/matmul_path.hpp"
 #include "kernels/argmax.hpp"
+#include "kernels/gemv_q8.hpp"
 #include "kernels/qmm.hpp"
 #include "kernels/rope.hpp"
 #include "model/executor_checks.hpp"
@@ -134,6 +135,16 @@ void GpuExecutor::Impl::allocate_scratch() {
     qmm_x = DeviceBuffer<uint16_t>(size_t(qmm_x_elems(qmm_n, w.max_cols())));
     qmm_ws = DeviceBuffer<float>(std::max<size_t>(ws_floats, 1));
     bytes += qmm_x.bytes() + qmm_ws.bytes();
+  }
+  if (opt.int8_activations) {
+    int64_t q8_cols = 0;  // the widest input a gemv_q8 type reads
+    w.for_each_matrix([&](const DeviceMatrix& m) {
+      if (gemv_q8_supported(m.type, 1)) q8_cols = std::max(q8_cols, m.cols);
+    });
+    if (q8_cols > 0) {
+      q8_x = DeviceBuffer<uint8_t>(q8_activation_bytes(kGemvQ8MaxBatch, q8_cols));
+      bytes += q8_x.bytes();
+    }
   }
 
   AttentionDecodeArgs da;

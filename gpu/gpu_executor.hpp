@@ -56,6 +56,13 @@ struct GpuExecutorOptions {
   // (kernels/qmm.hpp), where gpu/matmul_path.hpp's measured rule says it is faster; false: gemv
   // up to 16 tokens and dequantize + cuBLAS beyond, as before qmm (for comparison).
   bool qmm = true;
+  // Opt-in: decode matmuls of 1-4 tokens quantize their activations to int8 per 32 elements and
+  // use integer dot products (kernels/gemv_q8.hpp) where gpu/matmul_path.hpp's rule says so.
+  // Faster where the step is bound by the 4-bit gemv (llama3.1-8b), but lossy: logits move by
+  // ~1 % of their range (20x the fp32 path's error, kernels/GEMV.md), and since larger batches
+  // keep fp16 activations, a request's greedy tokens alone and in a batch then differ at near-ties
+  // more often than gpu_verify's batch check allows. Off by default for that reason.
+  bool int8_activations = false;
 };
 
 // What went where, for `rz serve` to log and tests to check.

@@ -100,7 +100,8 @@ struct GpuExecutor::Impl {
   // the device already; out_rows: token index of each logits row.
   void enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows);
   // same_input: `in` holds what the previous matmul call read (the second and third of Q/K/V,
-  // up after gate), so qmm's prepared activations from that call are reused when they match.
+  // up after gate), so prepared activations (qmm's, gemv_q8's) from that call are reused when
+  // they match.
   void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens,
               bool same_input = false);
   // Samples logits row r for slot out_slots[r].
@@ -138,12 +139,16 @@ struct GpuExecutor::Impl {
   DeviceBuffer<float> logits;           // [S, n_vocab]
   DeviceBuffer<uint16_t> x16;           // [cap, max cols] fp16 activations for the GEMM path
   DeviceBuffer<uint16_t> w16;           // dequantized weight rows for the GEMM path
-  DeviceBuffer<uint16_t> qmm_x;         // activations prepared for qmm (kernels/qmm.hpp)
-  struct QmmPrepared {                  // what qmm_x holds, while the input is unchanged
+  struct Prepared {  // what a prepared-activation buffer holds, while the input is unchanged
     const float* in = nullptr;
     int n = 0;
     int64_t cols = 0;
-  } qmm_prepared;
+    bool holds(const float* i, int n_, int64_t c) const { return in == i && n == n_ && cols == c; }
+  };
+  DeviceBuffer<uint16_t> qmm_x;  // activations prepared for qmm (kernels/qmm.hpp)
+  Prepared qmm_prepared;
+  DeviceBuffer<uint8_t> q8_x;  // activations quantized for gemv_q8 (kernels/gemv_q8.hpp)
+  Prepared q8_prepared;
   DeviceBuffer<float> qmm_ws;  // qmm's K-split partial sums
   int64_t w16_elems = 0;
   DeviceBuffer<uint8_t> attn_ws;

@@ -13,6 +13,7 @@
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemv.hpp"
+#include "kernels/gemv_q8.hpp"
 #include "kernels/qkv_post.hpp"
 #include "kernels/qmm.hpp"
 #include "kernels/residual.hpp"
@@ -298,20 +299,29 @@ void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<i
 
 void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n,
                                bool same_input) {
-  if (!same_input) qmm_prepared = {};  // the input may have changed since it was prepared
+  if (!same_input) qmm_prepared = q8_prepared = {};  // the input may have changed since
   if (n == 0) return;
   if (m.type == GgmlType::F32) {
     gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
     return;
   }
-  const MatmulPath path = choose_matmul_path(m.type, m.rows, m.cols, n, opt.qmm);
+  const MatmulPath path =
+      choose_matmul_path(m.type, m.rows, m.cols, n, {.qmm = opt.qmm, .int8 = opt.int8_activations});
   if (path == MatmulPath::qmm) {
-    if (qmm_prepared.in != in || qmm_prepared.n != n || qmm_prepared.cols != m.cols) {
+    if (!qmm_prepared.holds(in, n, m.cols)) {
       qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
       qmm_prepared = {in, n, m.cols};
     }
     qmm(m.type, m.ptr(), qmm_x.get(), out, m.rows, m.cols, n, m.rows, qmm_ws.get(), qmm_ws.size(),
         stream);
+    return;
+  }
+  if (path == MatmulPath::gemv_q8) {
+    if (!q8_prepared.holds(in, n, m.cols)) {
+      quantize_x_q8(in, q8_x.get(), n, m.cols, stream);
+      q8_prepared = {in, n, m.cols};
+    }
+    gemv_q8(m.type, m.ptr(), q8_x.get(), out, m.rows, m.cols, n, stream);
     return;
   }
   if (path == MatmulPath::gemv) {

@@ -8,7 +8,9 @@
 // matrices (>= 64 MB, a vocabulary's output rows) take qmm up to 128 tokens (372 us vs cuBLAS's
 // 484 for qwen2.5-1.5b's Q4_K output at n = 128), from the first token for the 4-bit types
 // (77 us vs gemv's 94 at n = 1) and from the third for Q6_K. F16 matrices go to cuBLAS as they
-// are from 9 tokens.
+// are from 9 tokens. With int8 activations on (opt-in), gemv_q8 (kernels/gemv_q8.hpp)
+// takes every matrix of its types at 1-2 tokens, and matrices under 4 MB to 4 tokens, where the
+// fp32-activation gemv or qmm would run.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,13 +19,19 @@
 
 namespace rz::gpu {
 
-enum class MatmulPath : uint8_t { gemv, qmm, gemm };
+enum class MatmulPath : uint8_t { gemv, gemv_q8, qmm, gemm };
 
 // Most tokens a pass may send to qmm (the executor sizes qmm's buffers for this many).
 constexpr int kQmmMaxTokens = 128;
 
-// The path for a [rows, cols] matrix of `type` times n tokens; use_qmm false leaves qmm out
-// (GpuExecutorOptions::qmm). F32 matrices always take gemm (the executor's fp32 GEMM).
-MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, bool use_qmm);
+struct MatmulChoices {
+  bool qmm = true;    // false leaves qmm out (GpuExecutorOptions::qmm)
+  bool int8 = false;  // true lets gemv_q8 in (GpuExecutorOptions::int8_activations)
+};
+
+// The path for a [rows, cols] matrix of `type` times n tokens. F32 matrices always take gemm
+// (the executor's fp32 GEMM).
+MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n,
+                              MatmulChoices use = {});
 
 }  // namespace rz::gpu

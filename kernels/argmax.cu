@@ -7,6 +7,7 @@
 //   argmax_chunk_kernel:  one block per (row, chunk of kArgmaxChunk logits) -> workspace pairs.
 //   argmax_reduce_kernel: one block per row, combines that row's chunk pairs.
 #include "kernels/argmax.hpp"
+#include "kernels/launch.cuh"
 
 #include <cuda_runtime.h>
 
@@ -45,6 +46,7 @@ __device__ __forceinline__ void block_best(float& bv, int& bi) {
 // grid (n_rows); blockDim.x a multiple of 32, at most 1024
 __global__ void argmax_kernel(const float* __restrict__ logits, int n_vocab,
                               int32_t* __restrict__ out) {
+  grid_dependency_sync();
   const float* row = logits + static_cast<size_t>(blockIdx.x) * n_vocab;
   float bv = -INFINITY;
   int bi = kNoIndex;
@@ -67,6 +69,7 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int n_vocab,
 __global__ void __launch_bounds__(kChunkThreads)
     argmax_chunk_kernel(const float* __restrict__ logits, int n_vocab, int n_chunks,
                         float* __restrict__ ws_v, int32_t* __restrict__ ws_i) {
+  grid_dependency_sync();
   const int64_t b = blockIdx.x;
   const int64_t r = b / n_chunks;
   const int begin = static_cast<int>(b - r * n_chunks) * kArgmaxChunk;
@@ -94,6 +97,7 @@ __global__ void __launch_bounds__(kChunkThreads)
 __global__ void __launch_bounds__(kReduceThreads)
     argmax_reduce_kernel(const float* __restrict__ ws_v, const int32_t* __restrict__ ws_i,
                          int n_chunks, int32_t* __restrict__ out) {
+  grid_dependency_sync();
   const int64_t base = int64_t(blockIdx.x) * n_chunks;
   float bv = -INFINITY;
   int bi = kNoIndex;
@@ -124,7 +128,8 @@ void argmax_rows(const float* logits, int n_rows, int n_vocab, int32_t* out, cud
   if (n_rows == 0) return;
   if (!logits || !out) throw Error("argmax_rows: null pointer");
   const int threads = n_vocab >= 1024 ? 1024 : ((n_vocab + 31) / 32) * 32;
-  argmax_kernel<<<static_cast<unsigned>(n_rows), threads, 0, stream>>>(logits, n_vocab, out);
+  launch_kernel(argmax_kernel, static_cast<unsigned>(n_rows), threads, 0, stream, logits, n_vocab,
+                out);
   RZ_CUDA_CHECK_LAUNCH("argmax_kernel");
 }
 
@@ -155,11 +160,11 @@ void argmax_rows(const float* logits, int n_rows, int n_vocab, int32_t* out, voi
   if (n_blocks > 0x7fffffff) throw Error("argmax_rows: too many rows for one launch");
   float* ws_v = static_cast<float*>(workspace);
   int32_t* ws_i = reinterpret_cast<int32_t*>(ws_v + n_blocks);
-  argmax_chunk_kernel<<<static_cast<unsigned>(n_blocks), kChunkThreads, 0, stream>>>(
-      logits, n_vocab, n_chunks, ws_v, ws_i);
+  launch_kernel(argmax_chunk_kernel, static_cast<unsigned>(n_blocks), kChunkThreads, 0, stream,
+                logits, n_vocab, n_chunks, ws_v, ws_i);
   RZ_CUDA_CHECK_LAUNCH("argmax_chunk_kernel");
-  argmax_reduce_kernel<<<static_cast<unsigned>(n_rows), kReduceThreads, 0, stream>>>(ws_v, ws_i,
-                                                                                     n_chunks, out);
+  launch_kernel(argmax_reduce_kernel, static_cast<unsigned>(n_rows), kReduceThreads, 0, stream,
+                ws_v, ws_i, n_chunks, out);
   RZ_CUDA_CHECK_LAUNCH("argmax_reduce_kernel");
 }
 

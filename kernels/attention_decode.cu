@@ -18,6 +18,7 @@
 // Combine kernel: M = max m_j, w_j = exp(m_j - M), out = sum w_j o_j / sum w_j l_j.
 // (Prefill attention has its own tiled kernel: kernels/attention_prefill.cu.)
 #include "kernels/attention_decode.hpp"
+#include "kernels/launch.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -87,6 +88,7 @@ __global__ void __launch_bounds__(kT)
                                  float* __restrict__ part_l, int n_head, int group, int n_blocks,
                                  int n_head_kv, int block_size, int head_dim, int table_stride,
                                  int max_context, int max_parts, float scale) {
+  grid_dependency_sync();
   static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
   constexpr int kW = kT / 32;
   const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
@@ -224,6 +226,7 @@ __global__ void __launch_bounds__(kT)
                              float* __restrict__ part_l, int n_head, int group, int n_blocks,
                              int n_head_kv, int block_size, int head_dim, int table_stride,
                              int max_context, int max_parts, float scale) {
+  grid_dependency_sync();
   static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
   constexpr int kW = kT / 32;
   const int kvh = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
@@ -359,6 +362,7 @@ __global__ void __launch_bounds__(kThreads)
                                const float* __restrict__ part_m, const float* __restrict__ part_l,
                                float* __restrict__ out, int n_head, int head_dim, int max_context,
                                int max_parts, int part_len) {
+  grid_dependency_sync();
   extern __shared__ float w_s[];  // [n_parts] exp(m_j - M)
   const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
   const int L = lens[s];
@@ -494,16 +498,15 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
         : (small ? attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
                  : attn_decode_partition_kernel<kAttnPartition, kThreads>);
   const dim3 grid(g ? c.n_head_kv : a.n_head, a.n_slots, max_parts);
-  kernel<<<grid, small ? kSmallThreads : kThreads, 0, stream>>>(
-      q, kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l, a.n_head,
-      group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context,
-      max_parts, scale);
+  launch_kernel(kernel, grid, small ? kSmallThreads : kThreads, 0, stream, q, kc, vc, block_tables,
+                table_rows, context_lens, out, part_o, part_m, part_l, a.n_head, group, c.n_blocks,
+                c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context, max_parts,
+                scale);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
-    attn_decode_combine_kernel<<<dim3(a.n_head, a.n_slots), kThreads,
-                                 size_t((max_parts + 3) / 4 * 4) * sizeof(float), stream>>>(
-        context_lens, part_o, part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts,
-        part_len);
+    launch_kernel(attn_decode_combine_kernel, dim3(a.n_head, a.n_slots), kThreads,
+                  size_t((max_parts + 3) / 4 * 4) * sizeof(float), stream, context_lens, part_o,
+                  part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts, part_len);
     RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");
   }
 }

@@ -21,6 +21,7 @@
 // Rows no tile writes (invalid sequences, tokens outside every sequence) keep the NaN that the
 // launcher's memset put there; a bad block id in a tile's key range makes the tile's rows NaN.
 #include "kernels/attention_prefill.hpp"
+#include "kernels/launch.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -63,6 +64,7 @@ __global__ void __launch_bounds__(kScanThreads)
                                   const int32_t* __restrict__ seq_context_lens,
                                   int32_t* __restrict__ tile_start, int n_seqs, int n_tokens,
                                   int max_context, int tokens_per_tile, int max_tiles) {
+  grid_dependency_sync();
   __shared__ long long s[kScanThreads];
   __shared__ long long carry_s;
   const int tid = threadIdx.x;
@@ -110,6 +112,7 @@ __global__ void __launch_bounds__(kThreads)
                              int n_seqs, int n_head, int group, int hb, int chunks, int n_blocks,
                              int n_head_kv, int block_size, int head_dim, int table_stride,
                              float scale_log2) {
+  grid_dependency_sync();
   constexpr int QS = q_stride<DMAX>();
   constexpr int NJ = DMAX / 64;  // float4 dim groups per thread in the P V phase
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -344,9 +347,9 @@ void launch_tiles(dim3 grid, cudaStream_t stream, const float* q, const __half* 
   constexpr size_t smem = smem_bytes<DMAX>();
   RZ_CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_tile_kernel<DMAX>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  attn_prefill_tile_kernel<DMAX><<<grid, kThreads, smem, stream>>>(
-      q, kc, vc, tables, cu, ctx, tile_start, out, n_seqs, n_head, group, hb, chunks, c.n_blocks,
-      c.n_head_kv, c.block_size, c.head_dim, table_stride, scale_log2);
+  launch_kernel(attn_prefill_tile_kernel<DMAX>, grid, kThreads, smem, stream, q, kc, vc, tables, cu,
+                ctx, tile_start, out, n_seqs, n_head, group, hb, chunks, c.n_blocks, c.n_head_kv,
+                c.block_size, c.head_dim, table_stride, scale_log2);
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_kernel");
 }
 
@@ -400,9 +403,9 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
   // Rows that no tile writes stay NaN (0xFFFFFFFF).
   RZ_CUDA_CHECK(cudaMemsetAsync(
       out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float), stream));
-  attn_prefill_tile_scan_kernel<<<1, kScanThreads, 0, stream>>>(cu_seqlens, seq_context_lens,
-                                                                tile_start, a.n_seqs, a.n_tokens,
-                                                                a.max_context, tpt, int(max_tiles));
+  launch_kernel(attn_prefill_tile_scan_kernel, 1, kScanThreads, 0, stream, cu_seqlens,
+                seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, tpt,
+                int(max_tiles));
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_scan_kernel");
   const dim3 grid(unsigned(max_tiles), unsigned(c.n_head_kv * chunks));
   const auto* kc = reinterpret_cast<const __half*>(k_cache);

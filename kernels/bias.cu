@@ -1,5 +1,6 @@
 // Bias add kernel (see bias.hpp): one thread per element of a 2-D grid, rows in grid.y.
 #include "kernels/bias.hpp"
+#include "kernels/launch.cuh"
 
 #include <cuda_runtime.h>
 
@@ -16,6 +17,7 @@ constexpr int64_t kMaxGridY = 65535;
 // grid (ceil(n / kThreads), min(n_rows, 65535)); rows beyond grid.y loop
 __global__ void bias_add_kernel(float* __restrict__ x, const float* __restrict__ bias,
                                 int64_t n_rows, int64_t n, int64_t stride) {
+  grid_dependency_sync();
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n) return;
   const float b = bias[j];
@@ -40,7 +42,7 @@ void bias_add(float* x, const float* bias, int64_t n_rows, int64_t n, cudaStream
     throw Error("bias_add: row of " + std::to_string(n) + " elements is too long");
   const dim3 grid(static_cast<unsigned>(gx),
                   static_cast<unsigned>(n_rows < kMaxGridY ? n_rows : kMaxGridY));
-  bias_add_kernel<<<grid, kThreads, 0, stream>>>(x, bias, n_rows, n, stride);
+  launch_kernel(bias_add_kernel, grid, kThreads, 0, stream, x, bias, n_rows, n, stride);
   RZ_CUDA_CHECK_LAUNCH("bias_add_kernel");
 }
 

@@ -4,6 +4,7 @@
 // block size, so a group never straddles two blocks. The quantized types decode through
 // kernels/quant_decode.cuh's decode_exact (separately rounded, as the CPU reference).
 #include "kernels/dequant.hpp"
+#include "kernels/launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -81,6 +82,7 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // grid-stride beyond this
 template <class Load, HalfType O>
 __global__ void __launch_bounds__(kThreads)
     dequant_kernel(const uint8_t* __restrict__ w, uint4* __restrict__ out, int64_t n_groups) {
+  grid_dependency_sync();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < n_groups;
        g += stride) {
@@ -99,6 +101,7 @@ __global__ void __launch_bounds__(kThreads)
 template <HalfType O>
 __global__ void __launch_bounds__(kThreads)
     convert_kernel(const float* __restrict__ x, uint16_t* __restrict__ y, int64_t n) {
+  grid_dependency_sync();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     y[i] = to_half_bits<O>(x[i]);
@@ -114,11 +117,11 @@ void launch(const void* w, void* out, HalfType ot, int64_t n_groups, cudaStream_
   const auto* wb = static_cast<const uint8_t*>(w);
   auto* o = static_cast<uint4*>(out);
   if (ot == HalfType::f16) {
-    dequant_kernel<Load, HalfType::f16>
-        <<<grid_for(n_groups), kThreads, 0, stream>>>(wb, o, n_groups);
+    launch_kernel(dequant_kernel<Load, HalfType::f16>, grid_for(n_groups), kThreads, 0, stream, wb,
+                  o, n_groups);
   } else {
-    dequant_kernel<Load, HalfType::bf16>
-        <<<grid_for(n_groups), kThreads, 0, stream>>>(wb, o, n_groups);
+    launch_kernel(dequant_kernel<Load, HalfType::bf16>, grid_for(n_groups), kThreads, 0, stream,
+                  wb, o, n_groups);
   }
   RZ_CUDA_CHECK_LAUNCH("dequant_kernel");
 }
@@ -190,9 +193,9 @@ void convert_to_half(const float* x, void* y, HalfType out_type, int64_t n, cuda
   if (!x || !y) throw Error("convert_to_half: null pointer");
   auto* o = static_cast<uint16_t*>(y);
   if (out_type == HalfType::f16) {
-    convert_kernel<HalfType::f16><<<grid_for(n), kThreads, 0, stream>>>(x, o, n);
+    launch_kernel(convert_kernel<HalfType::f16>, grid_for(n), kThreads, 0, stream, x, o, n);
   } else {
-    convert_kernel<HalfType::bf16><<<grid_for(n), kThreads, 0, stream>>>(x, o, n);
+    launch_kernel(convert_kernel<HalfType::bf16>, grid_for(n), kThreads, 0, stream, x, o, n);
   }
   RZ_CUDA_CHECK_LAUNCH("convert_kernel");
 }

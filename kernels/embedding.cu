@@ -5,6 +5,7 @@
 // decode_exact; fp16 through cuda_common.cuh's exact f16_bits_to_f32), so the result equals
 // dequantize_row bit for bit.
 #include "kernels/embedding.hpp"
+#include "kernels/launch.cuh"
 
 #include <cuda_runtime.h>
 
@@ -56,6 +57,7 @@ template <class D>
 __global__ void embedding_gather_kernel(const uint8_t* __restrict__ table, int64_t n_vocab,
                                         int n_embd, size_t row_bytes,
                                         const int32_t* __restrict__ ids, float* __restrict__ out) {
+  grid_dependency_sync();
   const int t = blockIdx.x;
   const int j = blockIdx.y * blockDim.x + threadIdx.x;
   if (j >= n_embd) return;
@@ -76,8 +78,8 @@ void launch(const void* table, int64_t n_vocab, int n_embd, const int32_t* ids, 
   const size_t row_bytes = static_cast<size_t>(n_embd / D::kBlock) * D::kBytes;
   const dim3 grid(static_cast<unsigned>(n_tokens),
                   static_cast<unsigned>((n_embd + kThreads - 1) / kThreads));
-  embedding_gather_kernel<D><<<grid, kThreads, 0, stream>>>(static_cast<const uint8_t*>(table),
-                                                            n_vocab, n_embd, row_bytes, ids, out);
+  launch_kernel(embedding_gather_kernel<D>, grid, kThreads, 0, stream,
+                static_cast<const uint8_t*>(table), n_vocab, n_embd, row_bytes, ids, out);
   RZ_CUDA_CHECK_LAUNCH("embedding_gather_kernel");
 }
 

@@ -25,6 +25,7 @@
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/gemv.hpp"
+#include "kernels/launch.cuh"
 
 namespace rz::gpu::gemv_detail {
 
@@ -72,6 +73,7 @@ template <class T, int B, int R, int LPR>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
                 int64_t rows, int64_t cols) {
+  grid_dependency_sync();
   static_assert(LPR == 16 || LPR == 32);
   constexpr int lpr = LPR;
   const int lane = threadIdx.x & 31;
@@ -151,6 +153,7 @@ template <class T, int B>
 __global__ void __launch_bounds__(kSplitWarps * 32)
     gemv_split_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
                       float* __restrict__ y, int64_t rows, int64_t cols, int split) {
+  grid_dependency_sync();
   __shared__ float partial[kSplitWarps][B];  // [warp = slot * split + slice][b]
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int rows_per_block = kSplitWarps / split;
@@ -232,13 +235,13 @@ void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
   if (T::kParts <= 16 && items < 64) {
     const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R * 2;
     const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
-    gemv_kernel<T, B, R, 16><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(
-        static_cast<const uint8_t*>(w), x, y, rows, cols);
+    launch_kernel(gemv_kernel<T, B, R, 16>, static_cast<unsigned>(grid), kWarps * 32, 0, stream,
+                  static_cast<const uint8_t*>(w), x, y, rows, cols);
   } else {
     const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
     const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
-    gemv_kernel<T, B, R, 32><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(
-        static_cast<const uint8_t*>(w), x, y, rows, cols);
+    launch_kernel(gemv_kernel<T, B, R, 32>, static_cast<unsigned>(grid), kWarps * 32, 0, stream,
+                  static_cast<const uint8_t*>(w), x, y, rows, cols);
   }
 }
 
@@ -248,8 +251,8 @@ void launch_split(const void* w, const float* x, float* y, int64_t rows, int64_t
                   cudaStream_t stream) {
   const int64_t rows_per_block = kSplitWarps / split;
   const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
-  gemv_split_kernel<T, B><<<static_cast<unsigned>(grid), kSplitWarps * 32, 0, stream>>>(
-      static_cast<const uint8_t*>(w), x, y, rows, cols, split);
+  launch_kernel(gemv_split_kernel<T, B>, static_cast<unsigned>(grid), kSplitWarps * 32, 0, stream,
+                static_cast<const uint8_t*>(w), x, y, rows, cols, split);
 }
 
 template <class T, size_t... Bm1, size_t... Sm1>

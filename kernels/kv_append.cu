@@ -1,6 +1,7 @@
 // KV cache append kernel (see kv_append.hpp). One thread block per token; threads stride over
 // the token's n_head_kv * head_dim elements, so a warp writes consecutive halves of one row.
 #include "kernels/kv_append.hpp"
+#include "kernels/launch.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -18,6 +19,7 @@ __global__ void kv_append_kernel(const float* __restrict__ k_new, const float* _
                                  __half* __restrict__ k_cache, __half* __restrict__ v_cache,
                                  int n_blocks, int n_head_kv, int block_size, int head_dim,
                                  int64_t k_stride, int64_t v_stride) {
+  grid_dependency_sync();
   const int t = blockIdx.x;
   const int64_t row = cache_rows[t];
   if (row < 0 || row >= int64_t(n_blocks) * block_size) return;
@@ -54,10 +56,9 @@ void kv_append(const float* k_new, const float* v_new, const int64_t* cache_rows
   if (a.n_tokens == 0) return;
   if (a.n_tokens > 2147483647 || width > 1 << 20)
     throw Error("kv_append: too large (" + shape() + ")");
-  kv_append_kernel<<<a.n_tokens, 128, 0, stream>>>(k_new, v_new, cache_rows,
-                                                   reinterpret_cast<__half*>(k_cache),
-                                                   reinterpret_cast<__half*>(v_cache), c.n_blocks,
-                                                   c.n_head_kv, c.block_size, c.head_dim, ks, vs);
+  launch_kernel(kv_append_kernel, a.n_tokens, 128, 0, stream, k_new, v_new, cache_rows,
+                reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache), c.n_blocks,
+                c.n_head_kv, c.block_size, c.head_dim, ks, vs);
   RZ_CUDA_CHECK_LAUNCH("kv_append_kernel");
 }
 

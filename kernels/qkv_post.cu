@@ -6,6 +6,7 @@
 // element reads its pair partner too and computes its half of rope.cu's rotate() from the
 // biased inputs (the same rounded products and sum), so consecutive threads write consecutive
 // q floats and cache halves. K and V rows come from the fused row or from separate buffers.
+#include "kernels/launch.cuh"
 #include "kernels/qkv_post.hpp"
 
 #include <cuda_fp16.h>
@@ -65,6 +66,7 @@ __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __re
                                 float attn_factor, int n_blocks, int block_size, int64_t stride,
                                 const float* __restrict__ k_src, int64_t k_stride,
                                 const float* __restrict__ v_src, int64_t v_stride) {
+  grid_dependency_sync();
   extern __shared__ float cs_sn[];  // [half] cos then [half] sin
   const int t = blockIdx.x;
   const int half = n_rot / 2;
@@ -149,11 +151,11 @@ void qkv_post(const float* qkv, const float* bq, const float* bk, const float* b
   const float* k_src = separate ? a.k_src : qkv + q_dim;
   const float* v_src = separate ? a.v_src : qkv + q_dim + kv_dim;
   const size_t smem = sizeof(float) * size_t(a.n_rot);  // cos and sin, n_rot / 2 each
-  qkv_post_kernel<<<static_cast<unsigned>(a.n_tokens), kThreads, smem, stream>>>(
-      qkv, bq, bk, bv, pos, inv_freq, a.cs_table, a.cs_positions, cache_rows, q_out,
-      reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache), a.n_head, c.n_head_kv,
-      c.head_dim, a.n_rot, a.neox, a.attn_factor, c.n_blocks, c.block_size, stride, k_src, k_stride,
-      v_src, v_stride);
+  launch_kernel(qkv_post_kernel, static_cast<unsigned>(a.n_tokens), kThreads, smem, stream, qkv, bq,
+                bk, bv, pos, inv_freq, a.cs_table, a.cs_positions, cache_rows, q_out,
+                reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache), a.n_head,
+                c.n_head_kv, c.head_dim, a.n_rot, a.neox, a.attn_factor, c.n_blocks, c.block_size,
+                stride, k_src, k_stride, v_src, v_stride);
   RZ_CUDA_CHECK_LAUNCH("qkv_post_kernel");
 }
 

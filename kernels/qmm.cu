@@ -10,6 +10,7 @@
 // of each chunk, which in every supported format are a run of whole bytes (Q4_K: qs[32 c, +32)),
 // so its weight loads are wide. qmm_prepare_x writes x in (t, c, e) order, so that the B operand
 // of step t is 8 consecutive bytes.
+#include "kernels/launch.cuh"
 #include "kernels/qmm.hpp"
 
 #include <cuda_fp16.h>
@@ -331,6 +332,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     qmm_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, const __half* __restrict__ xp,
                float* __restrict__ out, int64_t ld, int rows, int cols, int n,
                int chunks_per_split) {
+  grid_dependency_sync();
   extern __shared__ uint4 smem_u4[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_u4);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
@@ -389,6 +391,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // y[t, r] = sum over s < splits of ws[s][t][r], in order of s.
 __global__ void qmm_reduce_kernel(const float* __restrict__ ws, float* __restrict__ y, int64_t ldy,
                                   int rows, int n, int splits) {
+  grid_dependency_sync();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(rows) * n) return;
   const int64_t t = i / rows, r = i % rows;
@@ -400,6 +403,7 @@ __global__ void qmm_reduce_kernel(const float* __restrict__ ws, float* __restric
 // Thread per (token row, chunk, t, c): the 4 columns chunk_col(t, c, 0..3), rounded to fp16.
 __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict__ xp, int n,
                                  int n8, int cols) {
+  grid_dependency_sync();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // quad index
   const int quads = cols / 4;
   if (i >= int64_t(n8) * quads) return;
@@ -454,8 +458,8 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   (void)configured;
   const bool deep = int64_t(grid.x) * grid.y * grid.z < device_sm_count();
   const Variant& v = variants[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][deep ? 1 : 0];
-  v.kernel<<<grid, kWarps * 32, v.smem, stream>>>(wp, row_bytes, x, out, ld, rows, cols, n,
-                                                  per_split);
+  launch_kernel(v.kernel, grid, kWarps * 32, v.smem, stream, wp, row_bytes, x, out, ld, rows, cols,
+                n, per_split);
   RZ_CUDA_CHECK_LAUNCH();
 }
 
@@ -516,10 +520,10 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
     throw Error("qmm_prepare_x: null or misaligned pointer");
   const int64_t quads = (n + 7) / 8 * 8 * (cols / 4);
   const int threads = 256;
-  qmm_detail::prepare_x_kernel<<<static_cast<unsigned>((quads + threads - 1) / threads), threads, 0,
-                                 stream>>>(x, static_cast<__half*>(xp), static_cast<int>(n),
-                                           static_cast<int>((n + 7) / 8 * 8),
-                                           static_cast<int>(cols));
+  launch_kernel(qmm_detail::prepare_x_kernel,
+                static_cast<unsigned>((quads + threads - 1) / threads), threads, 0, stream, x,
+                static_cast<__half*>(xp), static_cast<int>(n), static_cast<int>((n + 7) / 8 * 8),
+                static_cast<int>(cols));
   RZ_CUDA_CHECK_LAUNCH();
 }
 
@@ -571,8 +575,8 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   }
   if (splits > 1) {
     const int64_t total = rows * n;
-    qmm_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(ws, y, ldy, r,
-                                                                                      m, splits);
+    launch_kernel(qmm_reduce_kernel, static_cast<unsigned>((total + 255) / 256), 256, 0, stream, ws,
+                  y, ldy, r, m, splits);
     RZ_CUDA_CHECK_LAUNCH();
   }
 }

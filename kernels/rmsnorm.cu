@@ -6,6 +6,7 @@
 // pass 2 re-reads the thread's own elements and scales them. A thread reads and writes only its
 // own elements, so in place (out == x) is safe.
 #include "kernels/add_rmsnorm.hpp"
+#include "kernels/launch.cuh"
 #include "kernels/rmsnorm.hpp"
 
 #include <cuda_runtime.h>
@@ -21,6 +22,7 @@ namespace {
 // read)
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w,
                                     float* out, int n, float eps) {
+  grid_dependency_sync();
   const size_t row = static_cast<size_t>(blockIdx.x) * n;
   float* xr = x + row;
   float* outr = out + row;
@@ -53,8 +55,8 @@ void rms_norm(const float* x, const float* w, float* y, int n_rows, int n, float
   if (n_rows == 0) return;
   if (!x || !w || !y) throw Error("rms_norm: null pointer");
   // Without a y the kernel never writes x.
-  add_rms_norm_kernel<<<static_cast<unsigned>(n_rows), block_threads(n), 0, stream>>>(
-      const_cast<float*>(x), nullptr, w, y, n, eps);
+  launch_kernel(add_rms_norm_kernel, static_cast<unsigned>(n_rows), block_threads(n), 0, stream,
+                const_cast<float*>(x), nullptr, w, y, n, eps);
   RZ_CUDA_CHECK_LAUNCH("rms_norm (add_rms_norm_kernel)");
 }
 
@@ -66,8 +68,8 @@ void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_ro
   if (!(eps >= 0.0f)) throw Error("add_rms_norm: eps must be >= 0");
   if (n_rows == 0) return;
   if (!x || !w || !out) throw Error("add_rms_norm: null pointer");
-  add_rms_norm_kernel<<<static_cast<unsigned>(n_rows), block_threads(n), 0, stream>>>(x, y, w, out,
-                                                                                      n, eps);
+  launch_kernel(add_rms_norm_kernel, static_cast<unsigned>(n_rows), block_threads(n), 0, stream, x,
+                y, w, out, n, eps);
   RZ_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 

@@ -6,6 +6,7 @@
 //                      c and s from the table (cs_of() for positions outside it) and rotates.
 //   rope_cs_kernel:    fills the table, one thread per (position, pair), with cs_of().
 // cs_of() is the one place the angle / cos / sin arithmetic lives, so all three agree bit for bit.
+#include "kernels/launch.cuh"
 #include "kernels/rope.hpp"
 
 #include <cuda_runtime.h>
@@ -40,6 +41,7 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
                             const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
                             int n_head, int n_head_kv, int head_dim, int n_rot, bool neox,
                             float attn_factor, int64_t q_stride, int64_t k_stride) {
+  grid_dependency_sync();
   const int t = blockIdx.x;
   const int half = n_rot / 2;
   const int p = pos[t];
@@ -64,6 +66,7 @@ __global__ void __launch_bounds__(kTableThreads)
                       const float* __restrict__ inv_freq, const float* __restrict__ table,
                       int n_pos, int n_tokens, int n_head, int n_head_kv, int head_dim, int n_rot,
                       bool neox, float attn_factor, int64_t q_stride, int64_t k_stride) {
+  grid_dependency_sync();
   const int half = n_rot / 2;
   const int heads = n_head + n_head_kv;
   const int64_t e = int64_t(blockIdx.x) * kTableThreads + threadIdx.x;
@@ -91,6 +94,7 @@ __global__ void __launch_bounds__(kTableThreads)
 __global__ void __launch_bounds__(kTableThreads)
     rope_cs_kernel(const float* __restrict__ inv_freq, int n_rot, float attn_factor, int n_pos,
                    float* __restrict__ cs) {
+  grid_dependency_sync();
   const int half = n_rot / 2;
   const int64_t e = int64_t(blockIdx.x) * kTableThreads + threadIdx.x;
   if (e >= int64_t(n_pos) * half) return;
@@ -153,17 +157,17 @@ void rope_inplace(float* q, float* k, const int32_t* pos, const float* inv_freq,
   const int half = a.n_rot / 2;
   if (a.cs_table) {
     const int64_t n = int64_t(a.n_tokens) * (a.n_head + a.n_head_kv) * half;
-    rope_table_kernel<<<blocks_for(n, "rope_inplace"), kTableThreads, 0, stream>>>(
-        a.n_head > 0 ? q : nullptr, a.n_head_kv > 0 ? k : nullptr, pos, inv_freq, a.cs_table,
-        a.cs_positions, a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.n_rot, a.neox,
-        a.attn_factor, q_stride, k_stride);
+    launch_kernel(rope_table_kernel, blocks_for(n, "rope_inplace"), kTableThreads, 0, stream,
+                  a.n_head > 0 ? q : nullptr, a.n_head_kv > 0 ? k : nullptr, pos, inv_freq,
+                  a.cs_table, a.cs_positions, a.n_tokens, a.n_head, a.n_head_kv, a.head_dim,
+                  a.n_rot, a.neox, a.attn_factor, q_stride, k_stride);
     RZ_CUDA_CHECK_LAUNCH("rope_table_kernel");
     return;
   }
   const int threads = half >= 256 ? 256 : ((half + 31) / 32) * 32;
-  rope_kernel<<<static_cast<unsigned>(a.n_tokens), threads, 0, stream>>>(
-      a.n_head > 0 ? q : nullptr, a.n_head_kv > 0 ? k : nullptr, pos, inv_freq, a.n_head,
-      a.n_head_kv, a.head_dim, a.n_rot, a.neox, a.attn_factor, q_stride, k_stride);
+  launch_kernel(rope_kernel, static_cast<unsigned>(a.n_tokens), threads, 0, stream,
+                a.n_head > 0 ? q : nullptr, a.n_head_kv > 0 ? k : nullptr, pos, inv_freq, a.n_head,
+                a.n_head_kv, a.head_dim, a.n_rot, a.neox, a.attn_factor, q_stride, k_stride);
   RZ_CUDA_CHECK_LAUNCH("rope_kernel");
 }
 
@@ -175,8 +179,8 @@ void rope_cs_table(const float* inv_freq, int n_rot, float attn_factor, int n_po
   if (n_pos == 0) return;
   if (!inv_freq || !cs) throw Error("rope_cs_table: null pointer");
   const int64_t n = int64_t(n_pos) * (n_rot / 2);
-  rope_cs_kernel<<<blocks_for(n, "rope_cs_table"), kTableThreads, 0, stream>>>(
-      inv_freq, n_rot, attn_factor, n_pos, cs);
+  launch_kernel(rope_cs_kernel, blocks_for(n, "rope_cs_table"), kTableThreads, 0, stream, inv_freq,
+                n_rot, attn_factor, n_pos, cs);
   RZ_CUDA_CHECK_LAUNCH("rope_cs_kernel");
 }
 

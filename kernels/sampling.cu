@@ -27,6 +27,7 @@
 // Workspace: [n_rows][3][n_vocab] 32-bit words: the order keys by id, then two ping-pong buffers
 // of ids for the select/sort (after the sort the spare one holds each sorted candidate's kept
 // probability as float bits, -1 = not kept). Rows that need no sort do not touch theirs.
+#include "kernels/launch.cuh"
 #include "kernels/sampling.hpp"
 
 #include <cuda_runtime.h>
@@ -287,6 +288,7 @@ __global__ void __launch_bounds__(kThreads)
     sample_kernel(float* logits, int n, const SampleRow* __restrict__ rows,
                   const int32_t* __restrict__ penalty_ids, int32_t* __restrict__ out,
                   void* __restrict__ workspace) {
+  grid_dependency_sync();
   __shared__ Shared s;
   const int tid = threadIdx.x;
   const int r = blockIdx.x;
@@ -428,8 +430,8 @@ void sample_rows(float* logits, int n_rows, int n_vocab, const SampleRow* rows,
                 std::to_string(need));
   if (reinterpret_cast<uintptr_t>(workspace) % alignof(int32_t) != 0)
     throw Error("sample_rows: misaligned workspace");
-  sample_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(
-      logits, n_vocab, rows, penalty_ids, out, workspace);
+  launch_kernel(sample_kernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, logits, n_vocab,
+                rows, penalty_ids, out, workspace);
   RZ_CUDA_CHECK_LAUNCH("sample_kernel");
 }
 

@@ -2,6 +2,7 @@
 // grid.y (rows beyond 65535 loop). When n_ff is a multiple of 4 and both pointers are 16-byte
 // aligned, each thread handles 4 consecutive columns with float4 loads and stores; otherwise one
 // column. The per-element arithmetic is swiglu.cu's.
+#include "kernels/launch.cuh"
 #include "kernels/swiglu_rows.hpp"
 
 #include <cuda_runtime.h>
@@ -26,6 +27,7 @@ __device__ __forceinline__ float swiglu1(float g, float u) {
 template <int V>
 __global__ void swiglu_rows_kernel(const float* __restrict__ gu, float* __restrict__ out,
                                    int64_t n_rows, int64_t n_ff) {
+  grid_dependency_sync();
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (j >= n_ff) return;
   for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
@@ -64,9 +66,9 @@ void swiglu_rows(const float* gu, float* out, int64_t n_rows, int64_t n_ff, cuda
   const dim3 grid(static_cast<unsigned>(gx),
                   static_cast<unsigned>(n_rows < kMaxGridY ? n_rows : kMaxGridY));
   if (vec)
-    swiglu_rows_kernel<4><<<grid, kThreads, 0, stream>>>(gu, out, n_rows, n_ff);
+    launch_kernel(swiglu_rows_kernel<4>, grid, kThreads, 0, stream, gu, out, n_rows, n_ff);
   else
-    swiglu_rows_kernel<1><<<grid, kThreads, 0, stream>>>(gu, out, n_rows, n_ff);
+    launch_kernel(swiglu_rows_kernel<1>, grid, kThreads, 0, stream, gu, out, n_rows, n_ff);
   RZ_CUDA_CHECK_LAUNCH("swiglu_rows_kernel");
 }
 

@@ -25,6 +25,7 @@
 #include "gpu/device_buffer.hpp"
 #include "gpu/test_support.hpp"
 #include "kernels/gemv.hpp"
+#include "kernels/gemv_q8.hpp"
 #include "quants/quants.hpp"
 #include "tests/gpu/quant_weights_util.hpp"
 
@@ -416,6 +417,63 @@ TEST(GemvBench, DISABLED_Bandwidth) {
                     name_of(t).c_str(), static_cast<long long>(s.rows),
                     static_cast<long long>(s.cols), batch, sec * 1e6, bytes / sec / 1e9,
                     100.0 * bytes / sec / ceiling);
+      }
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// gemv (fp32 x) against gemv_q8 (x quantized to int8 per 32, kernels/gemv_q8.hpp) on the
+// bench shapes: microseconds per call and GB/s of the weights; "q8+quant" includes the
+// activation quantizer, which the executor runs once per input (shared by Q/K/V, gate/up).
+TEST(GemvBench, DISABLED_Int8) {
+  RZ_REQUIRE_GPU();
+  std::printf("%-13s %-12s %-5s %7s %6s %2s %9s %9s %9s %8s %8s\n", "model", "matrix", "type",
+              "rows", "cols", "B", "fp32 us", "q8 us", "q8+q us", "fp32GB/s", "q8 GB/s");
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0};
+  cudaEvent_t e0, e1;
+  RZ_CUDA_CHECK(cudaEventCreate(&e0));
+  RZ_CUDA_CHECK(cudaEventCreate(&e1));
+  for (const MatShape& s : kBenchShapes)
+    for (GgmlType t : types) {
+      const size_t wbytes = row_size(t, s.cols) * s.rows;
+      const size_t copies = std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1);
+      const size_t stride = (wbytes + 255) / 256 * 256;
+      DeviceBuffer<uint8_t> dw(stride * copies);
+      dw.fill_bytes(0x3a);
+      DeviceBuffer<float> dx(static_cast<size_t>(4 * s.cols)), dy(static_cast<size_t>(4 * s.rows));
+      dx.fill_bytes(0);
+      DeviceBuffer<uint8_t> dq(q8_activation_bytes(4, s.cols));
+      for (int batch : {1, 2, 4}) {
+        auto time = [&](auto&& call) {
+          for (size_t i = 0; i < copies; ++i) call(i);
+          const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
+          RZ_CUDA_CHECK(cudaEventRecord(e0));
+          for (int i = 0; i < reps; ++i) call(static_cast<size_t>(i));
+          RZ_CUDA_CHECK(cudaEventRecord(e1));
+          RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+          float ms = 0;
+          RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          return ms * 1e-3 / reps;
+        };
+        const double f32 = time([&](size_t i) {
+          gemv(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols, batch,
+               nullptr);
+        });
+        quantize_x_q8(dx.get(), dq.get(), batch, s.cols, nullptr);
+        const double q8 = time([&](size_t i) {
+          gemv_q8(t, dw.get() + stride * (i % copies), dq.get(), dy.get(), s.rows, s.cols, batch,
+                  nullptr);
+        });
+        const double q8q = time([&](size_t i) {
+          quantize_x_q8(dx.get(), dq.get(), batch, s.cols, nullptr);
+          gemv_q8(t, dw.get() + stride * (i % copies), dq.get(), dy.get(), s.rows, s.cols, batch,
+                  nullptr);
+        });
+        std::printf("%-13s %-12s %-5s %7lld %6lld %2d %9.2f %9.2f %9.2f %8.0f %8.0f\n", s.model,
+                    s.name, name_of(t).c_str(), static_cast<long long>(s.rows),
+                    static_cast<long long>(s.cols), batch, f32 * 1e6, q8 * 1e6, q8q * 1e6,
+                    wbytes / f32 / 1e9, wbytes / q8 / 1e9);
       }
     }
   cudaEventDestroy(e0);

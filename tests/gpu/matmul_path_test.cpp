@@ -8,38 +8,61 @@ namespace rz::gpu {
 namespace {
 
 using P = MatmulPath;
+constexpr MatmulChoices kFp32{.qmm = true, .int8 = false};  // the rule before gemv_q8
+constexpr MatmulChoices kNoQmm{.qmm = false, .int8 = false};
 
 TEST(MatmulPath, FollowsTheMeasuredRule) {
   const GgmlType q4k = GgmlType::Q4_K;
   // qwen2.5-1.5b attn_q (1.3 MB): gemv to 8 tokens, qmm to 64, then cuBLAS
-  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 1, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 8, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 9, true), P::qmm);
-  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 64, true), P::qmm);
-  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 65, true), P::gemm);
+  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 1, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 8, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 9, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 64, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 65, kFp32), P::gemm);
   // ffn_gate (7.7 MB): qmm from 3 tokens to 64
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 2, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 3, true), P::qmm);
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 64, true), P::qmm);
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 65, true), P::gemm);
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 2, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 3, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 64, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 65, kFp32), P::gemm);
   // the output matrix (131 MB): qmm from the first token; Q6_K (191 MB) from the third
-  EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 1, true), P::qmm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 2, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 3, true), P::qmm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 128, true), P::qmm);
-  EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 129, true), P::gemm);
+  EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 1, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 2, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 3, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 128, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 129, kFp32), P::gemm);
   // qmm off: gemv to 16 tokens, then cuBLAS
-  EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 1, false), P::gemv);
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 16, false), P::gemv);
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 17, false), P::gemm);
+  EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 1, kNoQmm), P::gemv);
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 16, kNoQmm), P::gemv);
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 17, kNoQmm), P::gemm);
   // no qmm kernel: 896 columns (no multiple of 256), F16, F32
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 32, true), P::gemm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 4, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 8, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, true), P::gemm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, false), P::gemm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 16, true), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F32, 8960, 1536, 1, true), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 32, kFp32), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 4, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 8, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, kFp32), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, kNoQmm), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 16, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F32, 8960, 1536, 1, kFp32), P::gemm);
+}
+
+TEST(MatmulPath, Int8ActivationsTakeOneAndTwoTokensAndSmallMatricesToFour) {
+  EXPECT_EQ(MatmulChoices{}.int8, false);  // opt-in, as GpuExecutorOptions::int8_activations
+  const MatmulChoices all{.qmm = true, .int8 = true};
+  for (GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+    // the vocabulary matrix too (qmm held it from the first token before)
+    EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 1, all), P::gemv_q8);
+    EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 2, all), P::gemv_q8);
+    EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 3, all), P::qmm);
+    EXPECT_EQ(choose_matmul_path(t, 1536, 1536, 4, all), P::gemv_q8);  // < 4 MB
+    EXPECT_EQ(choose_matmul_path(t, 1536, 1536, 5, all), P::gemv);
+    EXPECT_EQ(choose_matmul_path(t, 8960, 1536, 3, all), P::qmm);
+  }
+  // no int8 kernel for the float types
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 1536, 1536, 1, all), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 1536, 1536, 1, all), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F32, 1536, 1536, 1, all), P::gemm);
+  // int8 off: the fp32-activation rule
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 1, kFp32), P::gemv);
 }
 
 }  // namespace

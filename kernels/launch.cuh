@@ -1,0 +1,48 @@
+// How every kernel in kernels/ is launched: with programmatic dependent launch (PDL, sm_90),
+// so that a kernel's thread blocks are scheduled while the kernel before it in the stream is
+// still finishing, instead of after it has drained and the launch has gone round the front end
+// again. A decode step is hundreds of small kernels in a row (kernels/GEMV.md, docs/gpu.md), and
+// that gap was a large part of each.
+//
+// The rule that keeps it correct: every kernel's first statement is grid_dependency_sync(),
+// which waits until the previous kernel in the stream has completed and its writes are visible
+// (so no kernel reads anything before its producer is done, and since every kernel waits, the
+// chain is ordered transitively), and then lets the next kernel begin launching. Without PDL
+// (a plain launch, an older GPU, or set_programmatic_launch(false)) the wait returns at once.
+// Stream capture keeps the programmatic edges in CUDA graphs.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "kernels/launch.hpp"  // the switch: set_programmatic_launch / programmatic_launch
+
+namespace rz::gpu {
+
+__device__ __forceinline__ void grid_dependency_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute
+// while programmatic_launch() is on. Launch errors are left for RZ_CUDA_CHECK_LAUNCH
+// (cudaGetLastError), as after <<<>>>.
+template <typename... Params, typename... Args>
+inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace rz::gpu
