@@ -73,6 +73,10 @@ int serve(int argc, char** argv) {
       .sw("no-prefix-cache",
           "compute every prompt in full (no reuse of the KV cache of earlier "
           "requests' identical prefixes)")
+      .sw("int8-activations",
+          "cuda: decode matmuls of 1-4 tokens on activations rounded to int8 (faster where "
+          "4-bit matmuls bound decode, e.g. 8B models at batch 1; logits move by ~1 %, and a "
+          "request's greedy tokens may then differ alone and in a batch at near-ties)")
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)",
            "min(training context, 4096)")
@@ -198,7 +202,11 @@ int serve(int argc, char** argv) {
                                        .threads = threads,
                                        .gpu = gpu_index,
                                        .kv_block_size = kv_block,
-                                       .kv_fraction = kv_fraction});
+                                       .kv_fraction = kv_fraction,
+                                       .int8_activations = f.has("int8-activations")});
+  if (f.has("int8-activations") && device != "cuda")
+    std::fprintf(stderr,
+                 "rz serve: warning: --int8-activations applies to the CUDA executor only\n");
   std::unique_ptr<Executor> executor = std::move(built.executor);
   if (!built.memory_plan.empty())
     std::fprintf(stderr, "rz serve: memory plan: %s\n", built.memory_plan.c_str());

@@ -61,6 +61,7 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
     if (opt.kv_block_size > 0) o.kv_block_size = opt.kv_block_size;
     if (opt.kv_fraction > 0) o.kv_memory_fraction = opt.kv_fraction;
     o.kv_blocks = opt.kv_blocks;
+    o.int8_activations = opt.int8_activations;
     auto ex = std::make_unique<gpu::GpuExecutor>(std::move(model), o);
     b.description = "cuda: " + ex->memory_plan().device_name;
     b.memory_plan = ex->memory_plan().summary();

@@ -32,6 +32,7 @@ struct ExecutorOptions {
   double kv_fraction = 0;  // cuda: share of the free memory the KV cache may take; 0: 0.9
   int64_t kv_blocks = 0;   // > 0: exactly this many KV blocks (cuda: ignoring kv_fraction);
                            // cpu, 0: one full context per slot
+  bool int8_activations = false;  // cuda: GpuExecutorOptions::int8_activations (cpu: unused)
 };
 
 struct BuiltExecutor {

@@ -353,6 +353,22 @@ const MatShape kBenchShapes[] = {
     {"llama3.1-8b", "ffn_down", 4096, 14336},    {"llama3.1-8b", "output", 128256, 4096},
 };
 
+// Enough copies of a W of this type and shape to exceed the L2 (50-60 MB) several times over, so
+// that launches rotating through them read the weights from DRAM. Filled with 0x3a (fp16 scales
+// 0x3a3a, about 0.78): finite values, timing only.
+struct RotatedWeights {
+  size_t wbytes, copies, stride;
+  DeviceBuffer<uint8_t> buf;
+  RotatedWeights(GgmlType t, const MatShape& s)
+      : wbytes(row_size(t, s.cols) * s.rows),
+        copies(std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1)),
+        stride((wbytes + 255) / 256 * 256),
+        buf(stride * copies) {
+    buf.fill_bytes(0x3a);
+  }
+  const uint8_t* at(size_t i) const { return buf.get() + stride * (i % copies); }
+};
+
 // Device-to-device copy bandwidth (bytes read + written per second): the practical ceiling.
 double copy_bandwidth() {
   const size_t n = size_t{1} << 30;
@@ -389,19 +405,14 @@ TEST(GemvBench, DISABLED_Bandwidth) {
   RZ_CUDA_CHECK(cudaEventCreate(&e1));
   for (const MatShape& s : kBenchShapes)
     for (GgmlType t : types) {
-      const size_t wbytes = row_size(t, s.cols) * s.rows;
-      // Enough copies of W to exceed the L2 (50-60 MB) several times over; launches rotate.
-      const size_t copies = std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1);
-      const size_t stride = (wbytes + 255) / 256 * 256;
-      DeviceBuffer<uint8_t> dw(stride * copies);
-      dw.fill_bytes(0x3a);  // fp16 scales 0x3a3a (about 0.78): finite values, timing only
+      const RotatedWeights rw(t, s);
+      const size_t wbytes = rw.wbytes, copies = rw.copies;
       DeviceBuffer<float> dx(static_cast<size_t>(kGemvMaxBatch * s.cols)),
           dy(static_cast<size_t>(kGemvMaxBatch * s.rows));
       dx.fill_bytes(0);
       for (int batch : batches) {
         auto run = [&](size_t i) {
-          gemv(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols, batch,
-               nullptr);
+          gemv(t, rw.at(i), dx.get(), dy.get(), s.rows, s.cols, batch, nullptr);
         };
         for (size_t i = 0; i < copies; ++i) run(i);  // warm-up
         const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
@@ -436,11 +447,8 @@ TEST(GemvBench, DISABLED_Int8) {
   RZ_CUDA_CHECK(cudaEventCreate(&e1));
   for (const MatShape& s : kBenchShapes)
     for (GgmlType t : types) {
-      const size_t wbytes = row_size(t, s.cols) * s.rows;
-      const size_t copies = std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1);
-      const size_t stride = (wbytes + 255) / 256 * 256;
-      DeviceBuffer<uint8_t> dw(stride * copies);
-      dw.fill_bytes(0x3a);
+      const RotatedWeights rw(t, s);
+      const size_t wbytes = rw.wbytes, copies = rw.copies;
       DeviceBuffer<float> dx(static_cast<size_t>(4 * s.cols)), dy(static_cast<size_t>(4 * s.rows));
       dx.fill_bytes(0);
       DeviceBuffer<uint8_t> dq(q8_activation_bytes(4, s.cols));
@@ -457,18 +465,15 @@ TEST(GemvBench, DISABLED_Int8) {
           return ms * 1e-3 / reps;
         };
         const double f32 = time([&](size_t i) {
-          gemv(t, dw.get() + stride * (i % copies), dx.get(), dy.get(), s.rows, s.cols, batch,
-               nullptr);
+          gemv(t, rw.at(i), dx.get(), dy.get(), s.rows, s.cols, batch, nullptr);
         });
         quantize_x_q8(dx.get(), dq.get(), batch, s.cols, nullptr);
         const double q8 = time([&](size_t i) {
-          gemv_q8(t, dw.get() + stride * (i % copies), dq.get(), dy.get(), s.rows, s.cols, batch,
-                  nullptr);
+          gemv_q8(t, rw.at(i), dq.get(), dy.get(), s.rows, s.cols, batch, nullptr);
         });
         const double q8q = time([&](size_t i) {
           quantize_x_q8(dx.get(), dq.get(), batch, s.cols, nullptr);
-          gemv_q8(t, dw.get() + stride * (i % copies), dq.get(), dy.get(), s.rows, s.cols, batch,
-                  nullptr);
+          gemv_q8(t, rw.at(i), dq.get(), dy.get(), s.rows, s.cols, batch, nullptr);
         });
         std::printf("%-13s %-12s %-5s %7lld %6lld %2d %9.2f %9.2f %9.2f %8.0f %8.0f\n", s.model,
                     s.name, name_of(t).c_str(), static_cast<long long>(s.rows),
@@ -498,18 +503,15 @@ TEST(GemvBench, DISABLED_SplitSweep) {
   RZ_CUDA_CHECK(cudaEventCreate(&e1));
   for (const MatShape& s : shapes)
     for (GgmlType t : kTypes) {
-      const size_t wbytes = row_size(t, s.cols) * s.rows;
-      const size_t copies = std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1);
-      const size_t stride = (wbytes + 255) / 256 * 256;
-      DeviceBuffer<uint8_t> dw(stride * copies);
-      dw.fill_bytes(0x3a);
+      const RotatedWeights rw(t, s);
+      const size_t wbytes = rw.wbytes, copies = rw.copies;
       DeviceBuffer<float> dx(static_cast<size_t>(4 * s.cols)), dy(static_cast<size_t>(4 * s.rows));
       dx.fill_bytes(0);
       for (int batch = 1; batch <= 4; ++batch)
         for (int split : {1, 2, 4, 8, 0}) {
           auto run = [&](size_t i) {
-            gemv_detail::gemv_with_split(t, dw.get() + stride * (i % copies), dx.get(), dy.get(),
-                                         s.rows, s.cols, batch, split, nullptr);
+            gemv_detail::gemv_with_split(t, rw.at(i), dx.get(), dy.get(), s.rows, s.cols, batch,
+                                         split, nullptr);
           };
           for (size_t i = 0; i < copies; ++i) run(i);
           const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
