@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     qmm_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, const __half* __restrict__ xp,
                float* __restrict__ out, int64_t ld, int rows, int cols, int n,
                int chunks_per_split) {
-  grid_dependency_sync();
+  grid_dependency_wait();
   extern __shared__ uint4 smem_u4[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_u4);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
@@ -391,7 +391,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // y[t, r] = sum over s < splits of ws[s][t][r], in order of s.
 __global__ void qmm_reduce_kernel(const float* __restrict__ ws, float* __restrict__ y, int64_t ldy,
                                   int rows, int n, int splits) {
-  grid_dependency_sync();
+  grid_dependency_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(rows) * n) return;
   const int64_t t = i / rows, r = i % rows;
@@ -403,7 +403,7 @@ __global__ void qmm_reduce_kernel(const float* __restrict__ ws, float* __restric
 // Thread per (token row, chunk, t, c): the 4 columns chunk_col(t, c, 0..3), rounded to fp16.
 __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict__ xp, int n,
                                  int n8, int cols) {
-  grid_dependency_sync();
+  grid_dependency_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // quad index
   const int quads = cols / 4;
   if (i >= int64_t(n8) * quads) return;
