@@ -130,7 +130,7 @@ struct Q6K {
   static constexpr int kBlockBytes = Fmt::kBytes;
   static constexpr int kParts = 8;
   struct Item {
-    uint32_t ql[4];  // [2 (k % 2) + w]
+    uint32_t ql[2][2];  // [k % 2][word]
     uint32_t qh[2];
     uint32_t sc[2];  // scales 8 c + [0, 8)
     float d;
@@ -138,13 +138,8 @@ struct Q6K {
   __device__ __forceinline__ static Item load(const uint8_t* blk, int part) {
     const int c = part >> 2, l0 = 8 * (part & 3);
     Item it;
-    uint32_t w[2];
-    gemv_detail::load_words_a2<8>(blk + Fmt::kQl + Fmt::ql_byte(c, 0, l0), w);
-    it.ql[0] = w[0];
-    it.ql[1] = w[1];
-    gemv_detail::load_words_a2<8>(blk + Fmt::kQl + Fmt::ql_byte(c, 1, l0), w);
-    it.ql[2] = w[0];
-    it.ql[3] = w[1];
+    gemv_detail::load_words_a2<8>(blk + Fmt::kQl + Fmt::ql_byte(c, 0, l0), it.ql[0]);
+    gemv_detail::load_words_a2<8>(blk + Fmt::kQl + Fmt::ql_byte(c, 1, l0), it.ql[1]);
     gemv_detail::load_words_a2<8>(blk + Fmt::kQh + Fmt::qh_byte(c, l0), it.qh);
     gemv_detail::load_words_a2<8>(blk + Fmt::kScales + 8 * c, it.sc);
     it.d = f16_bits_to_f32_fast(load_u16_a2(blk + Fmt::kD));
@@ -161,8 +156,8 @@ struct Q6K {
     float dk[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      q[k][0] = Fmt::quants(it.ql[2 * (k & 1)], it.qh[0], k);
-      q[k][1] = Fmt::quants(it.ql[2 * (k & 1) + 1], it.qh[1], k);
+      q[k][0] = Fmt::quants(it.ql[k & 1][0], it.qh[0], k);
+      q[k][1] = Fmt::quants(it.ql[k & 1][1], it.qh[1], k);
       const int byte = 2 * (k & 1) + i0;
       const int sc = static_cast<int8_t>((it.sc[k >> 1] >> (8 * byte)) & 0xff);
       dk[k] = it.d * static_cast<float>(sc);

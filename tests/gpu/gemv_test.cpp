@@ -367,6 +367,25 @@ struct RotatedWeights {
     buf.fill_bytes(0x3a);
   }
   const uint8_t* at(size_t i) const { return buf.get() + stride * (i % copies); }
+  // Seconds per call of call(i) (which should read at(i)): one warm-up pass over the copies, then
+  // max(20, 2 copies) timed calls between two events on the default stream.
+  template <class F>
+  double seconds_per_call(F&& call) const {
+    for (size_t i = 0; i < copies; ++i) call(i);
+    const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
+    cudaEvent_t e0, e1;
+    RZ_CUDA_CHECK(cudaEventCreate(&e0));
+    RZ_CUDA_CHECK(cudaEventCreate(&e1));
+    RZ_CUDA_CHECK(cudaEventRecord(e0));
+    for (int i = 0; i < reps; ++i) call(static_cast<size_t>(i));
+    RZ_CUDA_CHECK(cudaEventRecord(e1));
+    RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms * 1e-3 / reps;
+  }
 };
 
 // Device-to-device copy bandwidth (bytes read + written per second): the practical ceiling.
@@ -400,29 +419,17 @@ TEST(GemvBench, DISABLED_Bandwidth) {
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
                             GgmlType::Q4_1, GgmlType::F16,  GgmlType::BF16};
   const int batches[] = {1, 2, 4, 8, 16};
-  cudaEvent_t e0, e1;
-  RZ_CUDA_CHECK(cudaEventCreate(&e0));
-  RZ_CUDA_CHECK(cudaEventCreate(&e1));
   for (const MatShape& s : kBenchShapes)
     for (GgmlType t : types) {
       const RotatedWeights rw(t, s);
-      const size_t wbytes = rw.wbytes, copies = rw.copies;
+      const size_t wbytes = rw.wbytes;
       DeviceBuffer<float> dx(static_cast<size_t>(kGemvMaxBatch * s.cols)),
           dy(static_cast<size_t>(kGemvMaxBatch * s.rows));
       dx.fill_bytes(0);
       for (int batch : batches) {
-        auto run = [&](size_t i) {
+        const double sec = rw.seconds_per_call([&](size_t i) {
           gemv(t, rw.at(i), dx.get(), dy.get(), s.rows, s.cols, batch, nullptr);
-        };
-        for (size_t i = 0; i < copies; ++i) run(i);  // warm-up
-        const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
-        RZ_CUDA_CHECK(cudaEventRecord(e0));
-        for (int i = 0; i < reps; ++i) run(static_cast<size_t>(i));
-        RZ_CUDA_CHECK(cudaEventRecord(e1));
-        RZ_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        const double sec = ms * 1e-3 / reps;
+        });
         const double bytes = static_cast<double>(wbytes) + 4.0 * batch * (s.cols + s.rows);
         std::printf("%-13s %-12s %-5s %7lld %6lld %3d %9.2f %8.0f %5.0f%%\n", s.model, s.name,
                     name_of(t).c_str(), static_cast<long long>(s.rows),
@@ -430,8 +437,6 @@ TEST(GemvBench, DISABLED_Bandwidth) {
                     100.0 * bytes / sec / ceiling);
       }
     }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 // gemv (fp32 x) against gemv_q8 (x quantized to int8 per 32, kernels/gemv_q8.hpp) on the
@@ -442,36 +447,22 @@ TEST(GemvBench, DISABLED_Int8) {
   std::printf("%-13s %-12s %-5s %7s %6s %2s %9s %9s %9s %8s %8s\n", "model", "matrix", "type",
               "rows", "cols", "B", "fp32 us", "q8 us", "q8+q us", "fp32GB/s", "q8 GB/s");
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0};
-  cudaEvent_t e0, e1;
-  RZ_CUDA_CHECK(cudaEventCreate(&e0));
-  RZ_CUDA_CHECK(cudaEventCreate(&e1));
   for (const MatShape& s : kBenchShapes)
     for (GgmlType t : types) {
       const RotatedWeights rw(t, s);
-      const size_t wbytes = rw.wbytes, copies = rw.copies;
+      const size_t wbytes = rw.wbytes;
       DeviceBuffer<float> dx(static_cast<size_t>(4 * s.cols)), dy(static_cast<size_t>(4 * s.rows));
       dx.fill_bytes(0);
       DeviceBuffer<uint8_t> dq(q8_activation_bytes(4, s.cols));
       for (int batch : {1, 2, 4}) {
-        auto time = [&](auto&& call) {
-          for (size_t i = 0; i < copies; ++i) call(i);
-          const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
-          RZ_CUDA_CHECK(cudaEventRecord(e0));
-          for (int i = 0; i < reps; ++i) call(static_cast<size_t>(i));
-          RZ_CUDA_CHECK(cudaEventRecord(e1));
-          RZ_CUDA_CHECK(cudaEventSynchronize(e1));
-          float ms = 0;
-          RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          return ms * 1e-3 / reps;
-        };
-        const double f32 = time([&](size_t i) {
+        const double f32 = rw.seconds_per_call([&](size_t i) {
           gemv(t, rw.at(i), dx.get(), dy.get(), s.rows, s.cols, batch, nullptr);
         });
         quantize_x_q8(dx.get(), dq.get(), batch, s.cols, nullptr);
-        const double q8 = time([&](size_t i) {
+        const double q8 = rw.seconds_per_call([&](size_t i) {
           gemv_q8(t, rw.at(i), dq.get(), dy.get(), s.rows, s.cols, batch, nullptr);
         });
-        const double q8q = time([&](size_t i) {
+        const double q8q = rw.seconds_per_call([&](size_t i) {
           quantize_x_q8(dx.get(), dq.get(), batch, s.cols, nullptr);
           gemv_q8(t, rw.at(i), dq.get(), dy.get(), s.rows, s.cols, batch, nullptr);
         });
@@ -481,8 +472,6 @@ TEST(GemvBench, DISABLED_Int8) {
                     wbytes / f32 / 1e9, wbytes / q8 / 1e9);
       }
     }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 // Split-row sweep on the few-row shapes: S = 1 (ordinary kernel), 2, 4, 8 and the automatic
@@ -498,30 +487,18 @@ TEST(GemvBench, DISABLED_SplitSweep) {
                              {"qwen2.5-0.5b", "ffn_down", 896, 4864},
                              {"llama3.1-8b", "ffn_down", 4096, 14336},
                              {"llama3.1-8b", "attn_q/o", 4096, 4096}};
-  cudaEvent_t e0, e1;
-  RZ_CUDA_CHECK(cudaEventCreate(&e0));
-  RZ_CUDA_CHECK(cudaEventCreate(&e1));
   for (const MatShape& s : shapes)
     for (GgmlType t : kTypes) {
       const RotatedWeights rw(t, s);
-      const size_t wbytes = rw.wbytes, copies = rw.copies;
+      const size_t wbytes = rw.wbytes;
       DeviceBuffer<float> dx(static_cast<size_t>(4 * s.cols)), dy(static_cast<size_t>(4 * s.rows));
       dx.fill_bytes(0);
       for (int batch = 1; batch <= 4; ++batch)
         for (int split : {1, 2, 4, 8, 0}) {
-          auto run = [&](size_t i) {
+          const double sec = rw.seconds_per_call([&](size_t i) {
             gemv_detail::gemv_with_split(t, rw.at(i), dx.get(), dy.get(), s.rows, s.cols, batch,
                                          split, nullptr);
-          };
-          for (size_t i = 0; i < copies; ++i) run(i);
-          const int reps = static_cast<int>(std::max<size_t>(20, copies * 2));
-          RZ_CUDA_CHECK(cudaEventRecord(e0));
-          for (int i = 0; i < reps; ++i) run(static_cast<size_t>(i));
-          RZ_CUDA_CHECK(cudaEventRecord(e1));
-          RZ_CUDA_CHECK(cudaEventSynchronize(e1));
-          float ms = 0;
-          RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          const double sec = ms * 1e-3 / reps;
+          });
           const double bytes = static_cast<double>(wbytes) + 4.0 * batch * (s.cols + s.rows);
           const int chosen =
               split ? split : gemv_detail::gemv_choose_split(t, s.rows, s.cols, batch, sms);
@@ -531,8 +508,6 @@ TEST(GemvBench, DISABLED_SplitSweep) {
                       sec * 1e6, bytes / sec / 1e9);
         }
     }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 }  // namespace
