@@ -8,5 +8,6 @@ int tokenize(int argc, char** argv);
 int info(int argc, char** argv);
 int serve(int argc, char** argv);
 int synth(int argc, char** argv);
+int bench(int argc, char** argv);
 
 }  // namespace rz::cmd

@@ -62,6 +62,8 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
     if (opt.kv_fraction > 0) o.kv_memory_fraction = opt.kv_fraction;
     o.kv_blocks = opt.kv_blocks;
     o.int8_activations = opt.int8_activations;
+    o.cuda_graphs = opt.cuda_graphs;
+    o.qmm = opt.qmm;
     auto ex = std::make_unique<gpu::GpuExecutor>(std::move(model), o);
     b.description = "cuda: " + ex->memory_plan().device_name;
     b.memory_plan = ex->memory_plan().summary();

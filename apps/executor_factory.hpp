@@ -1,8 +1,8 @@
 // The one place that turns a device choice into an Executor: the CPU executor
 // (cpu/cpu_executor.hpp) or the CUDA executor (gpu/gpu_executor.hpp). rz serve, rz generate,
-// gpu_verify and the embedding example build theirs here (library rz_executors, which links both
-// executors); the scheduler and the actors see only the Executor interface (model/executor.hpp)
-// and never link the GPU library.
+// rz bench, gpu_verify and the embedding example build theirs here (library rz_executors, which
+// links both executors); the scheduler and the actors see only the Executor interface
+// (model/executor.hpp) and never link the GPU library.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,6 +33,8 @@ struct ExecutorOptions {
   int64_t kv_blocks = 0;   // > 0: exactly this many KV blocks (cuda: ignoring kv_fraction);
                            // cpu, 0: one full context per slot
   bool int8_activations = false;  // cuda: GpuExecutorOptions::int8_activations (cpu: unused)
+  bool cuda_graphs = true;        // cuda: GpuExecutorOptions::cuda_graphs (cpu: unused)
+  bool qmm = true;                // cuda: GpuExecutorOptions::qmm (cpu: unused)
 };
 
 struct BuiltExecutor {

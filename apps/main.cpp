@@ -22,6 +22,7 @@ const Sub kSubs[] = {
     {"info", rz::cmd::info, "show a model file's architecture, tensors, tokenizer, template"},
     {"serve", rz::cmd::serve, "serve the model over WebSocket and HTTP (browser page, metrics)"},
     {"synth", rz::cmd::synth, "write a GGUF model with random weights in a real model's shape"},
+    {"bench", rz::cmd::bench, "measure prefill and decode throughput (tokens/s, MBU, TFLOP/s)"},
 };
 
 void usage(FILE* out) {

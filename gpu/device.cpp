@@ -23,4 +23,16 @@ std::vector<DeviceInfo> list_devices(std::string* why_none) {
   return out;
 }
 
+bool device_memory(int index, size_t& free_bytes, size_t& total_bytes) {
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(index) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool ok = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  if (!ok) cudaGetLastError();
+  cudaSetDevice(current);
+  return ok;
+}
+
 }  // namespace rz::gpu

@@ -20,4 +20,9 @@ struct DeviceInfo {
 // insufficient", ...).
 std::vector<DeviceInfo> list_devices(std::string* why_none = nullptr);
 
+// Free and total memory of device `index` as the driver reports them (cudaMemGetInfo: every
+// process's allocations and the CUDA contexts count as used). False when the runtime cannot say
+// (no such device, no driver); the calling thread's current device is left as it was.
+bool device_memory(int index, size_t& free_bytes, size_t& total_bytes);
+
 }  // namespace rz::gpu
