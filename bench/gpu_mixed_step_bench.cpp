@@ -11,7 +11,9 @@
 // and `decode+C - decode - chunk C`: what mixing costs beyond doing both apart.
 //
 //   gpu_mixed_step_bench --model FILE [--batch 32] [--chunks 16,64,224,480] [--offset 1024]
-//                        [--reps 9] [--cpu]
+//                        [--reps 9] [--row-chunk N] [--cpu]
+// --row-chunk N: GpuExecutorOptions::row_chunk (prompt chunks of at most N tokens attend as
+// decode-attention rows; default 64).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string model;
-  int batch = 32, offset = 1024, reps = 7, context = 8192;
+  int batch = 32, offset = 1024, reps = 7, context = 8192, row_chunk = 64;
   std::vector<int> chunks = {16, 64, 224, 480};
   bool cpu = false;
 };
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
       o.offset = std::atoi(v.c_str());
     } else if (a == "--reps") {
       o.reps = std::atoi(v.c_str());
+    } else if (a == "--row-chunk") {
+      o.row_chunk = std::atoi(v.c_str());
     } else if (a == "--chunks") {
       o.chunks.clear();
       for (size_t p = 0; p < v.size();) {
@@ -138,7 +142,7 @@ int main(int argc, char** argv) {
   if (o.model.empty() || o.batch < 1 || o.reps < 1 || o.offset < 1) {
     std::fprintf(stderr,
                  "usage: gpu_mixed_step_bench --model FILE [--batch 32] [--chunks 16,64,224,480] "
-                 "[--offset 1024] [--reps 7] [--cpu]\n");
+                 "[--offset 1024] [--reps 7] [--row-chunk N] [--cpu]\n");
     return 2;
   }
   try {
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
       rz::gpu::GpuExecutorOptions g;
       g.slots = o.batch + 1;
       g.max_context = o.context;
+      g.row_chunk = o.row_chunk;
       ex = std::make_unique<rz::gpu::GpuExecutor>(mf, g);
     }
     Mixed m(*ex, o.batch);

@@ -63,6 +63,11 @@ struct GpuExecutorOptions {
   // keep fp16 activations, a request's greedy tokens alone and in a batch then differ at near-ties
   // more often than gpu_verify's batch check allows. Off by default for that reason.
   bool int8_activations = false;
+  // Prompt chunks of at most this many tokens attend as decode-attention rows, each at its own
+  // position (kernels/attention_decode.hpp: its split-context kernel keeps the device busy over a
+  // long context); longer ones go through the prefill attention (kernels/attention_prefill.hpp).
+  // 0: every prompt chunk of two or more tokens takes the prefill attention. Clamped to [0, 512].
+  int row_chunk = 64;
 };
 
 // What went where, for `rz serve` to log and tests to check.

@@ -82,7 +82,7 @@ struct GpuExecutor::Impl {
   void forward_pass(std::span<const StepSeq> seqs, const std::vector<Piece>& pieces, bool decode,
                     std::vector<int>& out_entries);
   // The shape of one pass: N tokens in P pieces. The first row_pieces pieces (decodes and
-  // prompt chunks of at most kRowChunk tokens) have their n_rows tokens attend as decode rows
+  // prompt chunks of at most opt.row_chunk tokens) have their n_rows tokens attend as decode rows
   // (paged decode attention, one row per token, longest context max_rows; `graph`: the decode
   // step's plain layout, table row = row); the other pieces are packed (prefill attention over
   // rows n_rows.., longest context max_packed).
@@ -91,10 +91,8 @@ struct GpuExecutor::Impl {
     int max_rows = 0, max_packed = 0;
     bool graph = false;
   };
-  // Prompt chunks of at most this many tokens attend as decode rows (kernels/attention_decode.hpp:
-  // the split-context kernel keeps the device busy where the packed prefill kernel has few tiles
-  // over a long context), up to kMaxAttnRows rows a pass.
-  static constexpr int kRowChunk = 64;
+  // Decode-attention rows of one pass at most (decodes and prompt chunks of at most
+  // GpuExecutorOptions::row_chunk tokens).
   static constexpr int kMaxAttnRows = 512;
   // Enqueues embedding -> layers -> final norm -> logits for a pass whose step arguments are on
   // the device already; out_rows: token index of each logits row.

@@ -102,14 +102,16 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
                                      std::vector<int>& out_entries) {
   const int P = static_cast<int>(pieces.size());
   const int bs = shape.block_size;
-  // Row pieces first (decodes and short prompt chunks, up to kMaxAttnRows tokens): each of their
+  // Row pieces first (decodes and prompt chunks of at most opt.row_chunk tokens, up to
+  // kMaxAttnRows tokens): each of their
   // tokens attends as a decode-attention row; the other pieces (longer prompt chunks) are packed
   // for the prefill attention over the rows after them.
   std::vector<Piece> order(pieces.begin(), pieces.end());
-  std::stable_partition(order.begin(), order.end(),
-                        [](const Piece& pc) { return pc.n <= kRowChunk; });
+  const int row_chunk = std::clamp(opt.row_chunk, 0, kMaxAttnRows);
+  const auto as_rows = [&](const Piece& pc) { return pc.n == 1 || pc.n <= row_chunk; };
+  std::stable_partition(order.begin(), order.end(), as_rows);
   int R = 0, D = 0;  // row pieces, their tokens
-  while (R < P && order[size_t(R)].n <= kRowChunk && D + order[size_t(R)].n <= kMaxAttnRows)
+  while (R < P && as_rows(order[size_t(R)]) && D + order[size_t(R)].n <= kMaxAttnRows)
     D += order[size_t(R++)].n;
   // The previous pass may still be reading the pinned arguments.
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -1,13 +1,11 @@
-// Tiled (flash-attention style) causal prefill attention on CUDA cores; see attention_prefill.hpp.
+// Tiled (flash-attention style) causal prefill attention: the launcher, the tile scan and the fp32
+// CUDA-core kernel; see attention_prefill.hpp. The tensor-core kernel is attention_prefill_mma.cu.
 //
-// Work split: one thread block (256 threads) per (query tile, kv head, head chunk). A tile holds
-// kRows = 64 query rows, a row being one (query token, query head of the kv head's GQA group):
-//   row r -> token tile_begin + r / hb, head kvh * group + chunk * hb + r % hb
-// with hb = min(group, kRows) heads per block (groups above 64 heads take several chunks), so a
-// tile covers kRows / hb tokens and all of a group's heads share every K/V tile it loads.
-// A scan kernel first counts each valid sequence's tiles (tile_start, in the workspace); the
-// attention kernel finds its sequence by binary search over tile_start (block x takes tile
-// total - 1 - x, so the tiles with the most keys start first).
+// Work split (attention_prefill_tile.cuh): one thread block per (query tile, kv head, head chunk),
+// a tile being kRows = 64 (query token, query head of the GQA group) rows. A scan kernel first
+// counts each valid sequence's tiles (tile_start, in the workspace); the attention kernels find
+// their sequence by binary search over tile_start (block x takes tile total - 1 - x, so the tiles
+// with the most keys start first). The CUDA-core kernel below runs 256 threads per block.
 //
 // Per block: Q (times scale * log2 e) to shared fp32 [kRows][DMAX + 4]; then for each tile of
 // kKeys = 32 key positions up to the tile's last query position:
@@ -21,7 +19,6 @@
 // Rows no tile writes (invalid sequences, tokens outside every sequence) keep the NaN that the
 // launcher's memset put there; a bad block id in a tile's key range makes the tile's rows NaN.
 #include "kernels/attention_prefill.hpp"
-#include "kernels/launch.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -30,13 +27,15 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention_prefill_tile.cuh"
 #include "kernels/cuda_common.cuh"
+#include "kernels/launch.cuh"
 
 namespace rz::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRows = 64;             // query rows per block (4 per thread, 16 row groups)
+constexpr int kRows = kPrefillRows;   // query rows per block (4 per thread, 16 row groups)
 constexpr int kKeys = 32;             // key positions per K/V tile (2 per thread)
 constexpr int kPStride = kKeys + 16;  // P row stride: the two half warps write different banks
 constexpr int kScanThreads = 1024;
@@ -102,16 +101,7 @@ __global__ void __launch_bounds__(kScanThreads)
 
 // grid (max_tiles, n_head_kv * chunks), block kThreads, dynamic shared smem_bytes<DMAX>().
 template <int DMAX>
-__global__ void __launch_bounds__(kThreads)
-    attn_prefill_tile_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
-                             const __half* __restrict__ v_cache,
-                             const int32_t* __restrict__ block_tables,
-                             const int32_t* __restrict__ cu_seqlens,
-                             const int32_t* __restrict__ seq_context_lens,
-                             const int32_t* __restrict__ tile_start, float* __restrict__ out,
-                             int n_seqs, int n_head, int group, int hb, int chunks, int n_blocks,
-                             int n_head_kv, int block_size, int head_dim, int table_stride,
-                             float scale_log2) {
+__global__ void __launch_bounds__(kThreads) attn_prefill_tile_kernel(const PrefillTileParams p) {
   grid_dependency_sync();
   constexpr int QS = q_stride<DMAX>();
   constexpr int NJ = DMAX / 64;  // float4 dim groups per thread in the P V phase
@@ -124,32 +114,16 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int bad_s;
 
   const int tid = threadIdx.x;
-  // Last tiles first: within a sequence they have the most keys (a shorter tail at the end).
-  const int tile = tile_start[n_seqs] - 1 - int(blockIdx.x);
-  if (tile < 0) return;         // grid.x is an upper bound on the tiles; uniform per block
-  int lo = 0, hi = n_seqs - 1;  // the sequence i with tile_start[i] <= tile < [i + 1]
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (tile_start[mid] <= tile)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const int seq = lo;
-  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
-  const int tpt = kRows / hb;  // tokens per tile
-  const int begin = cu_seqlens[seq], end = cu_seqlens[seq + 1], ctx = seq_context_lens[seq];
-  const int t0 = begin + (tile - tile_start[seq]) * tpt;  // first token of the tile
-  const int ntok = min(tpt, end - t0);
-  const int pos0 = ctx - (end - begin) + (t0 - begin);  // position of token t0
-  const int kv_end = pos0 + ntok;                       // keys 0..kv_end-1 are needed
-  const int32_t* __restrict__ table = block_tables + int64_t(seq) * table_stride;
-
-  // Row r's token / head (head -1: inactive row) and position.
-  auto row_head = [&](int r) {
-    const int tl = r / hb, g = chunk * hb + r % hb;
-    return (tl < ntok && g < group) ? kvh * group + g : -1;
-  };
+  const PrefillTile tl = locate_prefill_tile(p);
+  if (tl.seq < 0) return;  // uniform per block
+  const int hb = p.hb, head_dim = p.head_dim, block_size = p.block_size;
+  const int t0 = tl.t0, pos0 = tl.pos0, kv_end = tl.kv_end;
+  const int32_t* __restrict__ table = tl.table;
+  const float* __restrict__ q = p.q;
+  const float scale_log2 = p.scale_log2;
+  const __half* __restrict__ k_cache = p.k_cache;
+  const __half* __restrict__ v_cache = p.v_cache;
+  auto row_head = [&](int r) { return tl.row_head(r, p); };
 
   if (tid == 0) bad_s = 0;
   // Q tile, times scale * log2(e), zero-padded to DMAX dims and for inactive rows.
@@ -159,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
     float2 v = make_float2(0.0f, 0.0f);
     if (h >= 0 && d < head_dim) {
       const int t = t0 + r / hb;
-      v = *reinterpret_cast<const float2*>(q + (int64_t(t) * n_head + h) * head_dim + d);
+      v = *reinterpret_cast<const float2*>(q + (int64_t(t) * p.n_head + h) * head_dim + d);
       v.x *= scale_log2;
       v.y *= scale_log2;
     }
@@ -187,10 +161,10 @@ __global__ void __launch_bounds__(kThreads)
       int64_t row = -1;
       if (pos < kv_end) {
         const int32_t blk = table[pos / block_size];
-        if (blk < 0 || blk >= n_blocks)
+        if (blk < 0 || blk >= p.n_blocks)
           atomicExch(&bad_s, 1);
         else
-          row = ((int64_t(blk) * n_head_kv + kvh) * block_size + pos % block_size) * head_dim;
+          row = ((int64_t(blk) * p.n_head_kv + tl.kvh) * block_size + pos % block_size) * head_dim;
       }
       krow_s[tid] = row;
     }
@@ -323,7 +297,7 @@ __global__ void __launch_bounds__(kThreads)
     const int h = row_head(r);
     if (h < 0) continue;
     const int t = t0 + r / hb;
-    float* __restrict__ orow = out + (int64_t(t) * n_head + h) * head_dim;
+    float* __restrict__ orow = p.out + (int64_t(t) * p.n_head + h) * head_dim;
     const float inv = 1.0f / l[i];
     for (int j = 0; j < NJ; ++j) {
       const int d = 4 * (tk + 16 * j);
@@ -340,16 +314,11 @@ __global__ void __launch_bounds__(kThreads)
 size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
 
 template <int DMAX>
-void launch_tiles(dim3 grid, cudaStream_t stream, const float* q, const __half* kc,
-                  const __half* vc, const int32_t* tables, const int32_t* cu, const int32_t* ctx,
-                  const int32_t* tile_start, float* out, int n_seqs, int n_head, int group, int hb,
-                  int chunks, const KvCacheShape& c, int table_stride, float scale_log2) {
+void launch_tiles(dim3 grid, const PrefillTileParams& p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<DMAX>();
   RZ_CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_tile_kernel<DMAX>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch_kernel(attn_prefill_tile_kernel<DMAX>, grid, kThreads, smem, stream, q, kc, vc, tables, cu,
-                ctx, tile_start, out, n_seqs, n_head, group, hb, chunks, c.n_blocks, c.n_head_kv,
-                c.block_size, c.head_dim, table_stride, scale_log2);
+  launch_kernel(attn_prefill_tile_kernel<DMAX>, grid, kThreads, smem, stream, p);
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_kernel");
 }
 
@@ -408,20 +377,33 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
                 int(max_tiles));
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_scan_kernel");
   const dim3 grid(unsigned(max_tiles), unsigned(c.n_head_kv * chunks));
-  const auto* kc = reinterpret_cast<const __half*>(k_cache);
-  const auto* vc = reinterpret_cast<const __half*>(v_cache);
-  if (c.head_dim <= 64)
-    launch_tiles<64>(grid, stream, q, kc, vc, block_tables, cu_seqlens, seq_context_lens,
-                     tile_start, out, a.n_seqs, a.n_head, group, hb, chunks, c, a.table_stride,
-                     scale_log2);
+  PrefillTileParams p{q,
+                      reinterpret_cast<const __half*>(k_cache),
+                      reinterpret_cast<const __half*>(v_cache),
+                      block_tables,
+                      cu_seqlens,
+                      seq_context_lens,
+                      tile_start,
+                      out,
+                      a.n_seqs,
+                      a.n_head,
+                      group,
+                      hb,
+                      chunks,
+                      c.n_blocks,
+                      c.n_head_kv,
+                      c.block_size,
+                      c.head_dim,
+                      a.table_stride,
+                      scale_log2};
+  if (a.tensor_cores && prefill_mma_supported(c.head_dim))
+    launch_prefill_mma(grid, p, stream);
+  else if (c.head_dim <= 64)
+    launch_tiles<64>(grid, p, stream);
   else if (c.head_dim <= 128)
-    launch_tiles<128>(grid, stream, q, kc, vc, block_tables, cu_seqlens, seq_context_lens,
-                      tile_start, out, a.n_seqs, a.n_head, group, hb, chunks, c, a.table_stride,
-                      scale_log2);
+    launch_tiles<128>(grid, p, stream);
   else
-    launch_tiles<256>(grid, stream, q, kc, vc, block_tables, cu_seqlens, seq_context_lens,
-                      tile_start, out, a.n_seqs, a.n_head, group, hb, chunks, c, a.table_stride,
-                      scale_log2);
+    launch_tiles<256>(grid, p, stream);
 }
 
 }  // namespace rz::gpu

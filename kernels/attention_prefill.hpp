@@ -5,9 +5,12 @@
 // Query j of sequence i is at position ctx_i - n_i + j and attends to positions 0..that one
 // (causal), with GQA as in attention_decode.hpp.
 //
-// Tiled flash-attention kernel (kernels/attention_prefill.cu): one thread block per (tile of
-// query tokens of one sequence, kv head), so the query heads of a GQA group and the tile's tokens
-// share every K/V tile read into shared memory; online softmax, fp32 accumulation.
+// Tiled flash-attention kernels: one thread block per (tile of query tokens of one sequence, kv
+// head), so the query heads of a GQA group and the tile's tokens share every K/V tile read into
+// shared memory; online softmax, fp32 accumulation. For head_dim a multiple of 16 up to 128 the
+// products run on tensor cores with Q and the softmax weights rounded to fp16
+// (kernels/attention_prefill_mma.cu); other head dims, or tensor_cores = false, take the fp32
+// CUDA-core kernel (kernels/attention_prefill.cu).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -27,6 +30,7 @@ struct AttentionPrefillArgs {
   int table_stride =
       0;               // int32s between block table rows; max_context <= table_stride * block_size
   float scale = 0.0f;  // 0 means 1 / sqrt(head_dim)
+  bool tensor_cores = true;  // false: the fp32 CUDA-core kernel for every head_dim (comparison)
 };
 
 // Bytes of device workspace attention_prefill needs (a per-sequence tile index, n_seqs + 1

@@ -23,6 +23,7 @@
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_common.cuh"
 #include "kernels/gemv_common.cuh"  // load_words_a2, byte_to_float
+#include "kernels/mma.cuh"
 #include "kernels/quant_decode.cuh"
 
 namespace rz::gpu {
@@ -205,18 +206,6 @@ static_assert(Q4K::kChunkBytes % 16 == 0 && Q8_0::kChunkBytes % 16 == 0 &&
 
 // ---------------------------------------------------------------- staging (cp.async)
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // Shared memory of one pipeline stage: the tokens' x chunk [8 NT][kXRow] halves (rows padded
 // from 256 to 272 halves so that the 8 tokens of a B fragment load fall in different banks),
 // then the block's 64 weight rows' chunks [64][row stride], then 16 bytes of slack. A row's chunk
@@ -281,20 +270,6 @@ __device__ __forceinline__ const uint8_t* staged_row(const uint8_t* ws, const ui
   if constexpr (!T::kAligned16)
     p += reinterpret_cast<uintptr_t>(w + row * row_bytes + int64_t(k) * T::kChunkBytes) & 15u;
   return p;
-}
-
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                          uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Step t of a chunk: A from the two rows' items, B of token tile nt at xs + nt * 8 rows.

@@ -96,17 +96,17 @@ std::vector<float> randn(size_t n, float sd, std::mt19937_64& rng) {
   return v;
 }
 
-// Per slot: |got - ref| <= kRelTol * max |ref| over the slot's outputs (zeros exactly for L == 0).
+// Per slot: |got - ref| <= rel_tol * max |ref| over the slot's outputs (zeros exactly for L == 0).
 ::testing::AssertionResult check_out(const std::vector<float>& got, const std::vector<double>& ref,
                                      const std::vector<int32_t>& lens, int row,
-                                     const std::string& what) {
+                                     const std::string& what, double rel_tol = kRelTol) {
   for (size_t s = 0; s < lens.size(); ++s) {
     std::vector<float> g(got.begin() + s * row, got.begin() + (s + 1) * row);
     std::vector<double> r(ref.begin() + s * row, ref.begin() + (s + 1) * row);
     double mx = 0;
     for (double x : r) mx = std::max(mx, std::fabs(x));
     const auto res =
-        all_close(g, r, 0.0, kRelTol * mx,
+        all_close(g, r, 0.0, rel_tol * mx,
                   what + " slot " + std::to_string(s) + " (L " + std::to_string(lens[s]) +
                       ", max |out| " + std::to_string(mx) + ")");
     if (!res) return res;
@@ -507,7 +507,8 @@ TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
 
 // Packed prefill: sequence i has prior[i] tokens cached from earlier chunks and chunk[i] new
 // query tokens (all ctx_i = prior + chunk tokens appended first); query j attends causally to
-// positions 0..prior + j.
+// positions 0..prior + j. Both prefill kernels: the fp32 one at kRelTol, the tensor-core one (Q
+// and P in fp16) at 2e-3 (tests/gpu/attention_prefill_test.cpp has the error analysis).
 void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vector<int>& chunk,
                  std::mt19937_64& rng, const std::string& what) {
   const int n_seqs = int(prior.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
@@ -570,12 +571,17 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
   auto d_t = to_device(tables);
   auto d_cu = to_device(cu);
   auto d_ctx = to_device(ctx);
-  auto d_out = poisoned<float>(q.size());
   auto d_ws = poisoned<uint8_t>(attention_prefill_workspace_bytes(a));
-  attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
-                    d_out.get(), d_ws.get(), a, nullptr);
-  EXPECT_TRUE(check_out(d_out.download(), ref, qlens, n_head * hd,
-                        what + " (prefill; slot = query token)"));
+  for (bool tc : {false, true}) {
+    a.tensor_cores = tc;
+    auto d_out = poisoned<float>(q.size());
+    attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
+                      d_out.get(), d_ws.get(), a, nullptr);
+    EXPECT_TRUE(check_out(
+        d_out.download(), ref, qlens, n_head * hd,
+        what + (tc ? " (prefill, tensor cores" : " (prefill, CUDA cores") + "; slot = query token)",
+        tc ? 2e-3 : kRelTol));
+  }
 }
 
 TEST(AttentionPrefill, PackedPromptsAndChunks) {

@@ -2,7 +2,10 @@
 // fresh random data (seed printed on failure). The K/V caches are filled on the host (fp16, every
 // unused element 0xFFFF = NaN, blocks handed out from a random permutation so a read of a wrong or
 // unwritten position shows up as NaN) and uploaded; outputs are poisoned with NaN first and every
-// element is compared: |got - ref| <= 1e-4 * max |ref| over the token's row (all heads).
+// element is compared: |got - ref| <= tol * max |ref| over the token's row (all heads), tol 1e-4
+// for the fp32 CUDA-core kernel and 2e-3 for the tensor-core kernel (Q and the softmax weights
+// in fp16; each test prints the largest error it saw). Every case runs on both kernels where the
+// tensor-core one applies (head_dim a multiple of 16 up to 128).
 // Covers what a tiled kernel can get wrong: sequence lengths around the tile sizes (1, 2, 15, 16,
 // 17, 63, 64, 65, 300) packed together, chunked prefill (cached tokens before the chunk), GQA
 // ratios 1, 2, 4, 7 and groups wider than a tile (64, 65, 96 heads per kv head), head_dim 64,
@@ -35,10 +38,30 @@ namespace {
 using namespace elem_test;
 
 constexpr double kRelTol = 1e-4;  // of the row's max |out|: fp32 accumulation, exp2 softmax
+// Tensor cores: Q (scaled) and P rounded to fp16 (2^-11 relative each); with these inputs the
+// observed error is a few 1e-4 of the row's max (printed by each test).
+constexpr double kMmaRelTol = 2e-3;
 
 struct Config {
   int head_dim, n_head_kv, ratio, block_size;
-  float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  float scale = 0.0f;        // 0: 1 / sqrt(head_dim)
+  bool tensor_cores = true;  // AttentionPrefillArgs::tensor_cores
+};
+
+// Whether attention_prefill runs the tensor-core kernel for cf (attention_prefill.hpp).
+bool mma_path(const Config& cf) {
+  return cf.tensor_cores && cf.head_dim % 16 == 0 && cf.head_dim <= 128;
+}
+
+// Largest |got - ref| / max |ref of the row| seen per kernel in this test (printed at its end).
+struct ErrorLog {
+  double worst[2] = {0, 0};  // [mma_path]
+  void print(const char* test) const {
+    std::printf(
+        "[ %s: largest error / row max: CUDA cores %.2e (tol %.0e), tensor cores %.2e "
+        "(tol %.0e) ]\n",
+        test, worst[0], kRelTol, worst[1], kMmaRelTol);
+  }
 };
 
 struct Seq {
@@ -53,14 +76,15 @@ struct Faults {
 };
 
 std::string describe(const Config& cf) {
-  return "head_dim " + std::to_string(cf.head_dim) + ", " +
-         std::to_string(cf.n_head_kv * cf.ratio) + " heads / " + std::to_string(cf.n_head_kv) +
-         " kv, block_size " + std::to_string(cf.block_size) +
+  return std::string(mma_path(cf) ? "tensor cores" : "CUDA cores") + ", head_dim " +
+         std::to_string(cf.head_dim) + ", " + std::to_string(cf.n_head_kv * cf.ratio) +
+         " heads / " + std::to_string(cf.n_head_kv) + " kv, block_size " +
+         std::to_string(cf.block_size) +
          (cf.scale != 0.0f ? ", scale " + std::to_string(cf.scale) : "");
 }
 
 void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64& rng,
-                 const std::string& what, const Faults& f = {}) {
+                 const std::string& what, ErrorLog& log, const Faults& f = {}) {
   SCOPED_TRACE(what + " (" + describe(cf) + ")");
   const int n_seqs = int(seqs.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
   const int bs = cf.block_size;
@@ -162,6 +186,7 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
   a.max_context = max_context;
   a.table_stride = table_stride;
   a.scale = cf.scale;
+  a.tensor_cores = cf.tensor_cores;
   auto d_k = to_device(kc), d_v = to_device(vc);
   auto d_q = to_device(q);
   auto d_t = to_device(tables);
@@ -188,9 +213,11 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
     if (may_nan[t] && std::all_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }))
       continue;
     std::vector<double> r(ref.begin() + t * rw, ref.begin() + (t + 1) * rw);
-    double mx = 0;
+    double mx = 0, err = 0;
     for (double x : r) mx = std::max(mx, std::fabs(x));
-    ASSERT_TRUE(all_close(g, r, 0.0, kRelTol * mx,
+    for (size_t e = 0; e < rw; ++e) err = std::max(err, std::fabs(g[e] - r[e]));
+    if (mx > 0) log.worst[mma_path(cf)] = std::max(log.worst[mma_path(cf)], err / mx);
+    ASSERT_TRUE(all_close(g, r, 0.0, (mma_path(cf) ? kMmaRelTol : kRelTol) * mx,
                           where + " [head][dim], max |ref| " + std::to_string(mx)));
   }
 }
@@ -209,11 +236,15 @@ TEST(AttentionPrefillTiled, MixedLengthsGqaHeadDims) {
   std::vector<int> lens = {1, 2, 15, 16, 17, 63, 64, 65, 300};
   const int block_sizes[] = {16, 1, 32};
   int k = 0;
-  for (int hd : {64, 128, 96})
-    for (int ratio : {1, 2, 4, 7}) {
-      std::shuffle(lens.begin(), lens.end(), rng);
-      run_prefill({hd, 2, ratio, block_sizes[k++ % 3]}, fresh(lens), rng, "mixed lengths");
-    }
+  ErrorLog log;
+  for (bool tc : {true, false})
+    for (int hd : {64, 128, 96})
+      for (int ratio : {1, 2, 4, 7}) {
+        std::shuffle(lens.begin(), lens.end(), rng);
+        run_prefill({hd, 2, ratio, block_sizes[k++ % 3], 0.0f, tc}, fresh(lens), rng,
+                    "mixed lengths", log);
+      }
+  log.print("mixed lengths");
 }
 
 TEST(AttentionPrefillTiled, ChunkedPrefill) {
@@ -226,10 +257,16 @@ TEST(AttentionPrefillTiled, ChunkedPrefill) {
                                  {1, 64}, {250, 65}, {31, 33},  {0, 40}};
   const int block_sizes[] = {16, 1, 32};
   int k = 0;
-  for (int hd : {64, 128})
-    for (int ratio : {1, 2, 4, 7})
-      run_prefill({hd, 2, ratio, block_sizes[k++ % 3]}, seqs, rng, "chunked");
-  run_prefill({64, 1, 2, 16}, {{500, 700}}, rng, "one long chunk");
+  ErrorLog log;
+  for (bool tc : {true, false}) {
+    for (int hd : {64, 128})
+      for (int ratio : {1, 2, 4, 7})
+        run_prefill({hd, 2, ratio, block_sizes[k++ % 3], 0.0f, tc}, seqs, rng, "chunked", log);
+    run_prefill({64, 1, 2, 16, 0.0f, tc}, {{500, 700}}, rng, "one long chunk", log);
+    run_prefill({128, 2, 6, 16, 0.0f, tc}, {{1300, 224}, {0, 1}, {60, 3}}, rng,
+                "a 224-token chunk after 1,300 cached", log);
+  }
+  log.print("chunked");
 }
 
 TEST(AttentionPrefillTiled, GenericHeadDimsAndWideGroups) {
@@ -238,11 +275,19 @@ TEST(AttentionPrefillTiled, GenericHeadDimsAndWideGroups) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const auto lens = fresh({1, 17, 64, 65, 130});
-  for (int hd : {2, 66, 80, 200, 256}) run_prefill({hd, 2, 3, 16}, lens, rng, "generic head_dim");
-  // groups wider than a 64-row tile: one token per tile, heads split over chunks
-  for (int ratio : {64, 65, 96})
-    run_prefill({64, 1, ratio, 32}, fresh({1, 3, 40}), rng, "wide group");
-  run_prefill({64, 2, 4, 16, 0.05f}, fresh({17, 70}), rng, "explicit scale");
+  ErrorLog log;
+  // CUDA cores only (not a multiple of 16, or above 128)
+  for (int hd : {2, 66, 80, 200, 256})
+    run_prefill({hd, 2, 3, 16}, lens, rng, "generic head_dim", log);
+  for (bool tc : {true, false}) {
+    run_prefill({16, 2, 3, 16, 0.0f, tc}, lens, rng, "head_dim 16", log);
+    run_prefill({112, 2, 3, 16, 0.0f, tc}, lens, rng, "head_dim 112", log);
+    // groups wider than a 64-row tile: one token per tile, heads split over chunks
+    for (int ratio : {64, 65, 96})
+      run_prefill({64, 1, ratio, 32, 0.0f, tc}, fresh({1, 3, 40}), rng, "wide group", log);
+    run_prefill({64, 2, 4, 16, 0.05f, tc}, fresh({17, 70}), rng, "explicit scale", log);
+  }
+  log.print("generic head dims and wide groups");
 }
 
 TEST(AttentionPrefillTiled, InvalidInputsGiveNaN) {
@@ -256,10 +301,13 @@ TEST(AttentionPrefillTiled, InvalidInputsGiveNaN) {
   f.extra_tokens = 5;               // five trailing tokens nobody covers
   f.bad_seq = 4;                    // sequence 4: positions 64..79 in a bad block
   f.bad_block = 4;
-  run_prefill({64, 2, 2, 16}, seqs, rng, "faults", f);
   Faults g;
   g.ctx_delta = {0, 0, 1000, 0, 0};  // sequence 2: context above max_context
-  run_prefill({128, 1, 4, 32}, seqs, rng, "context above max_context", g);
+  ErrorLog log;
+  for (bool tc : {true, false}) {
+    run_prefill({64, 2, 2, 16, 0.0f, tc}, seqs, rng, "faults", log, f);
+    run_prefill({128, 1, 4, 32, 0.0f, tc}, seqs, rng, "context above max_context", log, g);
+  }
 }
 
 // A long prompt (no CPU reference: too slow) against the decode kernel run once per query token,
@@ -323,23 +371,33 @@ TEST(AttentionPrefillTiled, LongPromptMatchesPerTokenDecode) {
     attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tn.get(), d_lens.get(), d_dout.get(),
                      d_dws.get(), da, nullptr);
   });
-  const double ms_prefill = timed([&] {
-    attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t1.get(), d_cu.get(), d_ctx.get(),
-                      d_pout.get(), d_pws.get(), pa, nullptr);
-  });
+  const auto prefill = [&](bool tc) {
+    pa.tensor_cores = tc;
+    return timed([&] {
+      attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t1.get(), d_cu.get(), d_ctx.get(),
+                        d_pout.get(), d_pws.get(), pa, nullptr);
+    });
+  };
+  const double ms_fp32 = prefill(false);
+  const auto got_fp32 = d_pout.download();
+  const double ms_mma = prefill(true);
+  const auto got_mma = d_pout.download();
   std::printf(
-      "[ prefill attention, %d tokens, %d heads / %d kv, head_dim %d: tiled %.3f ms, "
-      "per-token decode %.3f ms ]\n",
-      n, n_head, n_kv, hd, ms_prefill, ms_decode);
-  const auto got = d_pout.download(), want = d_dout.download();
+      "[ prefill attention, %d tokens, %d heads / %d kv, head_dim %d: tensor cores %.3f ms, "
+      "CUDA cores %.3f ms, per-token decode %.3f ms ]\n",
+      n, n_head, n_kv, hd, ms_mma, ms_fp32, ms_decode);
+  const auto want = d_dout.download();
   const size_t rw = size_t(n_head) * hd;
   for (int t = 0; t < n; ++t) {
-    std::vector<float> g(got.begin() + t * rw, got.begin() + (t + 1) * rw);
     std::vector<double> r(want.begin() + t * rw, want.begin() + (t + 1) * rw);
     double mx = 0;
     for (double x : r) mx = std::max(mx, std::fabs(x));
-    ASSERT_TRUE(
-        all_close(g, r, 0.0, 2 * kRelTol * mx, "token " + std::to_string(t) + " [head][dim]"));
+    std::vector<float> g(got_fp32.begin() + t * rw, got_fp32.begin() + (t + 1) * rw);
+    ASSERT_TRUE(all_close(g, r, 0.0, 2 * kRelTol * mx,
+                          "CUDA cores, token " + std::to_string(t) + " [head][dim]"));
+    g.assign(got_mma.begin() + t * rw, got_mma.begin() + (t + 1) * rw);
+    ASSERT_TRUE(all_close(g, r, 0.0, kMmaRelTol * mx,
+                          "tensor cores, token " + std::to_string(t) + " [head][dim]"));
   }
 }
 

@@ -589,12 +589,13 @@ std::vector<float> to_vector(std::span<const float> l) { return {l.begin(), l.en
 
 // (a) A prompt computed in chunks over several steps (the scheduler's chunked prefill: chunk
 // boundaries inside blocks, a chunk small enough for the GEMV path, only the last chunk samples)
-// equals the whole prompt in one step; so do the decode steps after it.
-TEST(GpuExecutorSteps, ChunkedPromptOverStepsMatchesOneStep) {
-  RZ_REQUIRE_GPU();
+// equals the whole prompt in one step; so do the decode steps after it. Twice: the chunks attend
+// as decode-attention rows (row_chunk 64, the default), then through the prefill attention (0).
+void chunked_prompt_over_steps(int row_chunk) {
+  SCOPED_TRACE("row_chunk " + std::to_string(row_chunk));
   const SynthFormat f = SynthFormat::Q4_K_M;
   auto mf = ModelFile::open(tiny_model(f));
-  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 256});
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 2, .max_context = 256, .row_chunk = row_chunk});
   gpu.set_keep_logits(true);
   Steps st(gpu, 11);
   std::mt19937 rng(21);
@@ -620,6 +621,12 @@ TEST(GpuExecutorSteps, ChunkedPromptOverStepsMatchesOneStep) {
                  "decode " + std::to_string(step) + " after the chunked prompt");
     t = got[0];
   }
+}
+
+TEST(GpuExecutorSteps, ChunkedPromptOverStepsMatchesOneStep) {
+  RZ_REQUIRE_GPU();
+  chunked_prompt_over_steps(64);
+  chunked_prompt_over_steps(0);
 }
 
 // (b) Prefix reuse: slot 1 begins with the first two blocks of slot 0's prompt as `cached`, its
