@@ -1,6 +1,6 @@
 // Which kernel multiplies a weight matrix by n activation rows in the CUDA executor: the one
 // place that chooses between gemv (kernels/gemv.hpp), qmm (kernels/qmm.hpp) and dequantize +
-// cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and gpu_decode_bench on
+// cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and the decode bench on
 // an H200 (kernels/QMM.md): gemv wins for 1-2 tokens, and up to 8 on matrices under 4 MB, where
 // qmm's staging latency shows; qmm wins from there up to 64 tokens on every measured shape;
 // beyond that cuBLAS's fp16 GEMM amortizes the dequantization (the bench showed qmm ahead on

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # CUDA executor throughput against /work/shared/PERFORMANCE.md (bench/README-gpu.md). Runs ON the
-# GPU machine, from the repository root, with the bundled binaries (rz, gpu_decode_bench):
+# GPU machine, from the repository root, with the bundled rz binary:
 #   bash scripts/gpu_bench.sh
-# For each model of RZ_BENCH_MODELS: `rz synth` writes it to /tmp, gpu_decode_bench measures
-# pp512 / tg128 and batched decode at RZ_BENCH_BATCHES, the file is deleted. Models whose time
-# estimate no longer fits the budget (or the disk) are skipped and reported as such.
-# Output in $OUT (default /tmp/rz-gpu-bench): synth-*.log, bench-*.log and gpu_bench.md (the
+# For each model of RZ_BENCH_MODELS: `rz synth` writes it to /tmp, `rz bench --device cuda`
+# measures pp512 / tg128 and batched decode at RZ_BENCH_BATCHES, the file is deleted. Models
+# whose time estimate no longer fits the budget (or the disk) are skipped and reported as such.
+# Output in $OUT (default /tmp/rz-gpu-bench): synth-*.log, bench-*.log (rz bench's tables and
+# progress lines), bench-*.json (the same figures, rz bench --json-out) and gpu_bench.md (the
 # combined tables, in PERFORMANCE.md's layout, with llama.cpp's rows read from PERFORMANCE.md
 # when ../shared/PERFORMANCE.md or shared/PERFORMANCE.md is there, and how long each part took).
 #
@@ -17,8 +18,8 @@
 #                     when ESTIMATE_S still fits the budget
 #   RZ_BENCH_BATCHES  default batch sizes (default 1,4,16,64,256)
 #   RZ_BENCH_REPS     timed runs per figure (default 3; the median is reported)
-#   RZ_BENCH_ARGS     more gpu_decode_bench flags, e.g. "--context 4096" or "--no-graphs"
-#   RZ_BENCH_MODEL_LIMIT  seconds one gpu_decode_bench run may take (default 200; its log keeps
+#   RZ_BENCH_ARGS     more rz bench flags, e.g. "--context 4096" or "--no-graphs"
+#   RZ_BENCH_MODEL_LIMIT  seconds one rz bench run may take (default 200; its log keeps
 #                     the lines of the parts it finished)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -35,7 +36,7 @@ timing=()   # "part|seconds|status"
 
 bin=${RZ_BIN_DIR:-$root/.bundle/bin}
 lib=$(dirname "$bin")/lib
-if [ ! -x "$bin/gpu_decode_bench" ] && [ -z "${RZ_BIN_DIR:-}" ] && [ -d "$root/.bundle/xz/bin" ]; then
+if [ ! -x "$bin/rz" ] && [ -z "${RZ_BIN_DIR:-}" ] && [ -d "$root/.bundle/xz/bin" ]; then
   t0=$SECONDS
   rm -rf "$work/bundle"
   python3 - "$root/.bundle/xz" "$work/bundle" <<'EOF' || { echo "gpu_bench: cannot unpack .bundle/xz"; exit 2; }
@@ -60,7 +61,6 @@ EOF
 fi
 export LD_LIBRARY_PATH=$lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 rz=$bin/rz
-gb=$bin/gpu_decode_bench
 vocab=$root/.bundle/vocab/ggml-vocab-gpt-2.gguf
 [ -f "$vocab" ] || vocab=$root/../shared/testdata/vocab/ggml-vocab-gpt-2.gguf
 vocab_flag=()
@@ -69,9 +69,7 @@ vocab_flag=()
 echo "== gpu_bench $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root (budget ${budget} s, reps $reps${RZ_BENCH_ARGS:+, $RZ_BENCH_ARGS})"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/   device: /'
 [ -f "$root/.bundle/MANIFEST" ] && sed 's/^/   bundle: /' "$root/.bundle/MANIFEST"
-for b in "$rz" "$gb"; do
-  [ -x "$b" ] || { echo "gpu_bench: $b is missing (build and bundle rz and gpu_decode_bench)"; exit 2; }
-done
+[ -x "$rz" ] || { echo "gpu_bench: $rz is missing (build and bundle rz)"; exit 2; }
 
 failed=0
 logs=()
@@ -111,12 +109,12 @@ for m in $models; do
   left=$((budget - SECONDS))
   [ "$left" -lt 30 ] && left=30
   [ "$left" -gt "${RZ_BENCH_MODEL_LIMIT:-200}" ] && left=${RZ_BENCH_MODEL_LIMIT:-200}
-  echo "-- $name: gpu_decode_bench (batches $bsz, limit ${left} s)"
+  echo "-- $name: rz bench (batches $bsz, limit ${left} s)"
   t0=$SECONDS
   rc=0
-  timeout -k 10 "$left" "$gb" --model "$file" --label "$label" --pp 512 --tg 128 \
-    --batches "$bsz" --prompt 128 --gen 128 --reps "$reps" ${RZ_BENCH_ARGS:-} \
-    > "$out/bench-$name.log" 2>&1 || rc=$?
+  timeout -k 10 "$left" "$rz" bench --device cuda --model "$file" --label "$label" --pp 512 \
+    --tg 128 --batches "$bsz" --prompt 128 --gen 128 --reps "$reps" \
+    --json-out "$out/bench-$name.json" ${RZ_BENCH_ARGS:-} > "$out/bench-$name.log" 2>&1 || rc=$?
   timing+=("bench $name|$((SECONDS - t0))|exit $rc")
   grep -E '^(executor|pp|tg|B=)' "$out/bench-$name.log" | cut -c1-200 | sed 's/^/   /'
   echo "   exit $rc in $((SECONDS - t0)) s"

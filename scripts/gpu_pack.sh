@@ -2,7 +2,7 @@
 # Packs binaries for the GPU machine into a carry folder, xz-compressed (a call carries 64 MiB in
 # all; stripped binaries shrink about 5x):
 #
-#   scripts/gpu_pack.sh DIR TARGET...     e.g. scripts/gpu_pack.sh .bundle gpu_test rz gpu_decode_bench
+#   scripts/gpu_pack.sh DIR TARGET...     e.g. scripts/gpu_pack.sh .bundle gpu_test rz
 #
 # builds the targets through scripts/gpu_bundle.sh (RZ_GPU_BUILD_DIR, RZ_BUILD_JOBS), then leaves
 #   DIR/xz/bin/TARGET.xz, DIR/xz/lib/SONAME.xz   (unpacked there by scripts/gpu_unpack.sh DIR)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rz against llama.cpp on the same GGUF files, in one GPU-machine session (issue 10's table).
-# Runs ON the GPU machine from the repository root, with the bundled binaries (rz,
-# gpu_decode_bench) and llama.cpp's binaries from ../shared/anchors:
+# Runs ON the GPU machine from the repository root, with the bundled rz binary and llama.cpp's
+# binaries from ../shared/anchors:
 #
 #   bash scripts/gpu_side_by_side.sh ANCHOR_DIR [SHAPE:FORMAT ...]
 #
@@ -12,12 +12,14 @@
 # the binaries already there). Default models: qwen2.5-1.5b:q4_k_m qwen2.5-1.5b:f16
 # llama3.1-8b:q4_k_m. For each: `rz synth` writes the file to /tmp, llama.cpp's llama-bench
 # (pp512, tg128) and llama-batched-bench (B = 1, 4, 16, 64, 256: 128-token prompts, 128
-# generated) run on it, then gpu_decode_bench on the same workloads, and the file is deleted.
-# Prints one markdown table per model: llama.cpp, rz and rz / llama.cpp per workload. Logs in
-# $OUT (default /tmp/rz-side-by-side).
+# generated) run on it, then `rz bench --device cuda` on the same workloads, and the file is
+# deleted. Prints one markdown table per model: llama.cpp, rz and rz / llama.cpp per workload.
+# In $OUT (default /tmp/rz-side-by-side), per model TAG (SHAPE-FORMAT): llamacpp-TAG.log (the
+# llama.cpp runs), llamacpp-TAG.json (its figures per workload, for scripts/plot_decode.py),
+# rz-TAG.log (rz bench's tables and progress lines) and rz-TAG.json (rz bench --json-out).
 #
 # Environment: RZ_BIN_DIR (default .bundle/bin), SBS_BATCHES (default 1,4,16,64,256), SBS_REPS
-# (gpu_decode_bench timed runs, default 3).
+# (rz bench timed runs, default 3).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 anchors=${1:?usage: gpu_side_by_side.sh ANCHOR_DIR [SHAPE:FORMAT ...]}
@@ -33,7 +35,8 @@ export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+
 vocab=.bundle/vocab/ggml-vocab-gpt-2.gguf
 echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
 echo "rz: $(cat .bundle/MANIFEST 2>/dev/null | head -n 1)"
-echo "llama.cpp: d32676d (../shared/anchors)"
+llama_version=d32676d
+echo "llama.cpp: $llama_version (../shared/anchors)"
 status=0
 for m in "${models[@]}"; do
   shape=${m%%:*}
@@ -48,33 +51,39 @@ for m in "${models[@]}"; do
   fi
   LCB_BATCHES=$batches bash "$anchors/llamacpp_bench.sh" "$anchors" "$file" \
     > "$out/llamacpp-$tag.log" 2>&1
-  "$bin/gpu_decode_bench" --model "$file" --label "$tag" --pp 512 --tg 128 --batches "$batches" \
-    --prompt 128 --gen 128 --reps "$reps" > "$out/rz-$tag.log" 2>&1 || status=1
+  "$bin/rz" bench --device cuda --model "$file" --label "$tag" --pp 512 --tg 128 \
+    --batches "$batches" --prompt 128 --gen 128 --reps "$reps" --json-out "$out/rz-$tag.json" \
+    > "$out/rz-$tag.log" 2>&1 || status=1
   rm -f "$file"
-  python3 - "$tag" "$out/llamacpp-$tag.log" "$out/rz-$tag.log" <<'PY' || status=1
-import re, sys
-tag, lcb, rzl = sys.argv[1:4]
+  python3 - "$tag" "$out/llamacpp-$tag.log" "$out/rz-$tag.json" "$out/llamacpp-$tag.json" \
+    "$file" "$llama_version" <<'PY' || status=1
+import json, sys
+tag, lcb, rzj, lcj, path, version = sys.argv[1:7]
 num = lambda s: float(s.replace(",", "").split()[0])
-ref, ours = {}, {}
+# llama.cpp's figures from its log: llama-bench's markdown rows, llama-batched-bench's table.
+ref = {}
 for line in open(lcb):
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
     if len(cells) >= 8 and cells[-2] in ("pp512", "tg128"):  # llama-bench: ... | test | t/s |
         ref[cells[-2]] = num(cells[-1])
     elif len(cells) == 10 and cells[2].isdigit():  # batched-bench: PP TG B N_KV T_PP S_PP T_TG S_TG
         ref["B=" + cells[2]] = num(cells[7])
-lines = open(rzl).read().splitlines()
-for i, line in enumerate(lines):
-    if line.startswith("| shape, format | pp"):
-        cells = [c.strip() for c in lines[i + 2].strip().strip("|").split("|")]
-        ours["pp512"], ours["tg128"] = num(cells[1]), num(cells[2])
-    if line.startswith("| shape, format | B="):
-        heads = [c.strip() for c in line.strip().strip("|").split("|")][1:]
-        cells = [c.strip() for c in lines[i + 2].strip().strip("|").split("|")][1:]
-        for h, c in zip(heads, cells):
-            try:
-                ours[h] = num(c)
-            except ValueError:
-                pass
+def kind(name):
+    return "batched" if name.startswith("B=") else name[:2]
+workloads = [{"name": k, "kind": kind(k), "batch": int(k[2:]) if k.startswith("B=") else 1,
+              "tokens_per_s": v} for k, v in ref.items()]
+with open(lcj, "w") as f:
+    json.dump({"tool": "llama.cpp", "version": version, "source_log": lcb,
+               "model": {"label": tag, "path": path}, "workloads": workloads}, f, indent=2)
+    f.write("\n")
+# rz's from rz bench's JSON (absent when rz bench died before writing it).
+ours = {}
+try:
+    for w in json.load(open(rzj))["workloads"]:
+        if w["ok"]:
+            ours[w["name"]] = w["tokens_per_s"]
+except (OSError, ValueError, KeyError) as e:
+    print(f"{tag}: no rz figures ({e})")
 print(f"\n{tag} (tokens/s)\n\n| workload | llama.cpp | rz | rz / llama.cpp |\n| --- | ---: | ---: | ---: |")
 for k in ["pp512", "tg128"] + sorted((k for k in ref if k.startswith("B=")), key=lambda k: int(k[2:])):
     r, o = ref.get(k), ours.get(k)

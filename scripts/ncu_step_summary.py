@@ -2,8 +2,8 @@
 """Sums an Nsight Compute CSV (gpu__time_duration.sum per kernel) over one decode step.
 
     ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \\
-        --launch-skip 9000 --launch-count 1000 gpu_decode_bench --model M --pp 0 --batches "" \\
-        --tg 64 --reps 1 > ncu.csv
+        --launch-skip 9000 --launch-count 1000 rz bench --device cuda --model M --pp 0 \\
+        --batches "" --tg 64 --reps 1 > ncu.csv
     scripts/ncu_step_summary.py ncu.csv
 
 A step starts at the embedding gather kernel; the first complete step in the capture is summed:

@@ -1,4 +1,4 @@
-// rz bench's human output: markdown tables in the layout gpu_decode_bench printed, which
+// rz bench's human output: markdown tables in the layout of its predecessor gpu_decode_bench, which
 // scripts/gpu_bench.sh and docs/performance.md read (a "## rz CUDA executor: LABEL on DEVICE"
 // heading; tables whose headers start "| shape, format | pp", "| shape, format | B=" and
 // "| shape, format | weight bytes"), plus the prefill's TFLOP/s and the peak memory.

@@ -1,6 +1,6 @@
-// rz bench's measuring: the workloads of gpu_decode_bench, on either executor (built by
-// apps/executor_factory.hpp) and driven by a SlotRunner (sched/slot_runner.hpp), which prefills
-// each prompt in one step and runs each decode in one step with the block tables it keeps.
+// rz bench's measuring: the workloads of its predecessor gpu_decode_bench, on either executor
+// (built by apps/executor_factory.hpp) and driven by a SlotRunner (sched/slot_runner.hpp), which
+// prefills each prompt in one step and runs each decode in one step with the block tables it keeps.
 //
 //   pp:      one prefill of --pp random token ids into a free slot: --pp / time tokens/s;
 //   tg:      --tg greedy decode steps at B=1 after a 1-token prompt: --tg / time of the steps;
