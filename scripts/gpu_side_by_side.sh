@@ -16,7 +16,9 @@
 # deleted. Prints one markdown table per model: llama.cpp, rz and rz / llama.cpp per workload.
 # In $OUT (default /tmp/rz-side-by-side), per model TAG (SHAPE-FORMAT): llamacpp-TAG.log (the
 # llama.cpp runs), llamacpp-TAG.json (its figures per workload, for scripts/plot_decode.py),
-# rz-TAG.log (rz bench's tables and progress lines) and rz-TAG.json (rz bench --json-out).
+# rz-TAG.log (rz bench's tables and progress lines) and rz-TAG.json (rz bench --json-out); and
+# decode.png, tokens/s against B for rz and llama.cpp with rz's bandwidth ceiling, where python3
+# has matplotlib.
 #
 # Environment: RZ_BIN_DIR (default .bundle/bin), SBS_BATCHES (default 1,4,16,64,256), SBS_REPS
 # (rz bench timed runs, default 3).
@@ -38,6 +40,7 @@ echo "rz: $(cat .bundle/MANIFEST 2>/dev/null | head -n 1)"
 llama_version=d32676d
 echo "llama.cpp: $llama_version (../shared/anchors)"
 status=0
+jsons=()  # this run's rz-TAG.json and llamacpp-TAG.json, for the plot
 for m in "${models[@]}"; do
   shape=${m%%:*}
   fmt=${m#*:}
@@ -51,6 +54,7 @@ for m in "${models[@]}"; do
   fi
   LCB_BATCHES=$batches bash "$anchors/llamacpp_bench.sh" "$anchors" "$file" \
     > "$out/llamacpp-$tag.log" 2>&1
+  rm -f "$out/rz-$tag.json"
   "$bin/rz" bench --device cuda --model "$file" --label "$tag" --pp 512 --tg 128 \
     --batches "$batches" --prompt 128 --gen 128 --reps "$reps" --json-out "$out/rz-$tag.json" \
     > "$out/rz-$tag.log" 2>&1 || status=1
@@ -91,5 +95,18 @@ for k in ["pp512", "tg128"] + sorted((k for k in ref if k.startswith("B=")), key
     fmt = lambda v: f"{v:,.0f}" if v is not None else "n/a"
     print(f"| {k} | {fmt(r)} | {fmt(o)} | {ratio} |")
 PY
+  for j in "$out/rz-$tag.json" "$out/llamacpp-$tag.json"; do
+    [ -s "$j" ] && jsons+=("$j")
+  done
 done
+# tokens/s against B for each model (scripts/plot_decode.py; needs matplotlib, which the GPU machine
+# may lack: then run the same command wherever the JSON files are copied).
+if [ ${#jsons[@]} -eq 0 ]; then
+  echo "no JSON to plot"
+elif python3 -c "import matplotlib" 2>/dev/null; then
+  python3 scripts/plot_decode.py --out "$out/decode.png" "${jsons[@]}" || status=1
+else
+  echo "no matplotlib here: run python3 scripts/plot_decode.py --out decode.png ${jsons[*]##*/}" \
+    "where those files are copied"
+fi
 exit $status
