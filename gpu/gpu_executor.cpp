@@ -81,14 +81,12 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   allocate_scratch();
   plan_kv_cache();
   slots.resize(opt.slots);
-  decode_graphs.assign(size_t(opt.slots) + 1, nullptr);
   plan.slots = opt.slots;
   plan.max_context = max_ctx;
 }
 
 GpuExecutor::Impl::~Impl() {
-  for (cudaGraphExec_t g : decode_graphs)
-    if (g) cudaGraphExecDestroy(g);
+  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
   if (stream) {
     cudaStreamSynchronize(stream);
     gemm.reset();

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <span>
@@ -97,6 +99,10 @@ struct GpuExecutor::Impl {
   // Enqueues embedding -> layers -> final norm -> logits for a pass whose step arguments are on
   // the device already; out_rows: token index of each logits row.
   void enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows);
+  // enqueue_forward's two halves: embedding and layers (x holds the last hidden states), then
+  // the final norm and the output matrix for out_rows.
+  void enqueue_layers(const PassShape& ps);
+  void enqueue_logits(const std::vector<int>& out_rows);
   // same_input: `in` holds what the previous matmul call read (the second and third of Q/K/V,
   // up after gate), so prepared activations (qmm's, gemv_q8's) from that call are reused when
   // they match.
@@ -159,7 +165,25 @@ struct GpuExecutor::Impl {
   std::unique_ptr<uint8_t, CudaHostFree> args_host;
   DeviceBuffer<int32_t> out_dev;  // [S] sampled ids
   std::unique_ptr<int32_t, CudaHostFree> out_host;
-  std::vector<cudaGraphExec_t> decode_graphs;  // [slots + 1], by batch size; null until captured
+  // Captured passes, null until captured. Two kinds: the whole decode step (every token its
+  // sequence's last, rows in piece order), and the layers of a pass whose every piece attends as
+  // decode rows (decodes beside short prompt chunks; the output rows vary and go after it). Both
+  // depend only on the token count and the attention's context bound, which is graph_context():
+  // the longest context rounded up to a power of two (at least 256), so a short context does not
+  // pay for attention over max_ctx. At most kMaxGraphs live: past that all are dropped and
+  // captured again as needed (decode batch sizes and a server's budget-filling mixed steps
+  // recur, so few keys stay in use).
+  struct GraphKey {
+    bool rows = false;
+    int n_tokens = 0, context = 0;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  std::map<GraphKey, cudaGraphExec_t> graphs;
+  static constexpr size_t kMaxGraphs = 96;
+  int graph_context(int longest) const;
+  // The graph for key (captured first from what `enqueue` puts on the stream), launched.
+  void replay(const GraphKey& key, const std::function<void()>& enqueue);
+  void drop_graphs();
 };
 
 }  // namespace rz::gpu

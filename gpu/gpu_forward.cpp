@@ -167,35 +167,63 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     out_entries.push_back(pc.entry);
   }
   const bool use_decode = decode && N == P;
-  if (!(use_decode && opt.cuda_graphs)) {
+  if (opt.cuda_graphs && use_decode) {
+    // Decode: every token is its sequence's last, rows 0..P-1 in order (lengths stay out of the
+    // graph: attention spans graph_context() positions).
+    const int c = graph_context(max_rows);
+    replay({false, N, c}, [&] { enqueue_forward(PassShape{N, P, P, P, c, 0, true}, out_rows); });
+  } else if (opt.cuda_graphs && R == P) {
+    // Every piece attends as decode rows: the layers depend on the token count and the context
+    // bound only (rows find their tables through table_rows), the output rows go after them.
+    const int c = graph_context(max_rows);
+    replay({true, N, c}, [&] { enqueue_layers(PassShape{N, P, P, N, c, 0, false}); });
+    enqueue_logits(out_rows);
+  } else {
     enqueue_forward(PassShape{N, P, R, D, max_rows, max_packed, use_decode}, out_rows);
-    return;
   }
-  // Decode: every token is its sequence's last, rows 0..P-1 in order; replay this batch size's
-  // graph (attention over the full context, so lengths do not enter the graph).
-  cudaGraphExec_t& g = decode_graphs[size_t(P)];
-  if (!g) {
+}
+
+int GpuExecutor::Impl::graph_context(int longest) const {
+  int c = 256;
+  while (c < longest && c < max_ctx) c *= 2;
+  return std::min(c, max_ctx);
+}
+
+void GpuExecutor::Impl::drop_graphs() {
+  RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
+  graphs.clear();
+}
+
+void GpuExecutor::Impl::replay(const GraphKey& key, const std::function<void()>& enqueue) {
+  auto it = graphs.find(key);
+  if (it == graphs.end()) {
+    if (graphs.size() >= kMaxGraphs) drop_graphs();
     cudaGraph_t graph = nullptr;
     RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_forward(PassShape{N, P, P, P, max_ctx, 0, true}, out_rows);
+      enqueue();
     } catch (...) {
       cudaStreamEndCapture(stream, &graph);
       if (graph) cudaGraphDestroy(graph);
       throw;
     }
     RZ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t g = nullptr;
     const cudaError_t e = cudaGraphInstantiate(&g, graph, 0);
     cudaGraphDestroy(graph);
-    if (e != cudaSuccess) {
-      g = nullptr;
-      RZ_CUDA_CHECK(e);
-    }
+    RZ_CUDA_CHECK(e);
+    it = graphs.emplace(key, g).first;
   }
-  RZ_CUDA_CHECK(cudaGraphLaunch(g, stream));
+  RZ_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
 }
 
 void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows) {
+  enqueue_layers(ps);
+  enqueue_logits(out_rows);
+}
+
+void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
   const int E = cfg.n_embd, FF = cfg.n_ff, N = ps.n_tokens, P = ps.n_pieces, R = ps.row_pieces,
             D = ps.n_rows;
   uint8_t* d = args_dev.get();
@@ -284,7 +312,10 @@ void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<i
     else
       residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
   }
+}
 
+void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
+  const int E = cfg.n_embd;
   const int n_out = static_cast<int>(out_rows.size());
   if (n_out == 0) return;
   // Contiguous runs of output rows go in one copy (all of them, for decode).

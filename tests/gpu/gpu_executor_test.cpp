@@ -750,7 +750,10 @@ TEST(GpuExecutorSteps, MixedStepMatchesSeparateSteps) {
 
 // (d) Pure decode steps after mixed steps still replay their graphs right: with CUDA graphs on
 // and off, the same tokens and bit-identical logits at every step, as batch sizes come and go
-// (a graph captured before a mixed step is replayed after it, another captured after one).
+// (a graph captured before a mixed step is replayed after it, another captured after one). The
+// mixed steps here are decode rows only (chunks of at most row_chunk tokens), whose layers go
+// through a graph per token count too: captured at the first 26-token step, replayed at the
+// second with other chunk tokens and positions.
 TEST(GpuExecutorSteps, GraphReplayAfterMixedStepsIsBitIdentical) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
@@ -762,7 +765,7 @@ TEST(GpuExecutorSteps, GraphReplayAfterMixedStepsIsBitIdentical) {
   std::mt19937 rng(24);
   const int V = mf->config().n_vocab;
   const auto p0 = random_prompt(rng, 9, V), p1 = random_prompt(rng, 260, V);
-  const auto p2 = random_prompt(rng, 33, V);
+  const auto p2 = random_prompt(rng, 57, V);
   std::vector<int32_t> tok(3, -1);  // each slot's next input (the plain executor's last pick)
   // One step on both: `make` builds the entries (the slots that sample, in order) with a Steps.
   int step = 0;
@@ -805,17 +808,24 @@ TEST(GpuExecutorSteps, GraphReplayAfterMixedStepsIsBitIdentical) {
       },
       {0, 1});
   decode({0, 1});  // batch 2's graph again, after the mixed step
+  // Mixed, 26 tokens again: the two decodes and p2's second chunk (no sample).
+  both(
+      [&](Steps& st) {
+        return std::vector<StepSeq>{st.next(0, {tok[0]}, true), st.next(1, {tok[1]}, true),
+                                    st.next(2, slice(p2, 24, 48), false)};
+      },
+      {0, 1});
   // Mixed: a decode, p2's last chunk, a decode.
   both(
       [&](Steps& st) {
-        return std::vector<StepSeq>{st.next(0, {tok[0]}, true), st.next(2, slice(p2, 24, 33), true),
+        return std::vector<StepSeq>{st.next(0, {tok[0]}, true), st.next(2, slice(p2, 48, 57), true),
                                     st.next(1, {tok[1]}, true)};
       },
       {0, 2, 1});
   for (int i = 0; i < 3; ++i) decode({0, 1, 2});  // batch 3: captured after mixed steps
   decode({2, 0});                                 // batch 2 with other slots, in another order
   decode({0, 1, 2});
-  EXPECT_EQ(step, 11);
+  EXPECT_EQ(step, 12);
 }
 
 }  // namespace
