@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "apps/bench/bench_device.hpp"
@@ -267,7 +268,7 @@ BenchRun run_bench(const BenchOptions& o, const std::string& device,
   }
 
   {
-    Bench bench(run.options, device, file, run, log);
+    Bench bench(run.options, device, std::move(file), run, log);
     if (o.pp > 0) run.workloads.push_back(bench.pp());
     if (o.tg > 0) run.workloads.push_back(bench.tg());
     // Ascending B: B=1 reuses the single-stream executor; each later executor replaces the last.
