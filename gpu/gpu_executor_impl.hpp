@@ -3,7 +3,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -181,8 +180,10 @@ struct GpuExecutor::Impl {
   std::map<GraphKey, cudaGraphExec_t> graphs;
   static constexpr size_t kMaxGraphs = 96;
   int graph_context(int longest) const;
-  // The graph for key (captured first from what `enqueue` puts on the stream), launched.
-  void replay(const GraphKey& key, const std::function<void()>& enqueue);
+  // The graph for key (captured first from what `enqueue()` puts on the stream), launched.
+  // Defined in gpu_forward.cpp, its only caller (a template: no std::function on the step path).
+  template <typename Enqueue>
+  void replay(const GraphKey& key, Enqueue&& enqueue);
   void drop_graphs();
 };
 

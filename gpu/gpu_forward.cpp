@@ -97,6 +97,30 @@ std::vector<int32_t> GpuExecutor::Impl::run_passes(std::span<const StepSeq> seqs
   return result;
 }
 
+template <typename Enqueue>
+void GpuExecutor::Impl::replay(const GraphKey& key, Enqueue&& enqueue) {
+  auto it = graphs.find(key);
+  if (it == graphs.end()) {
+    if (graphs.size() >= kMaxGraphs) drop_graphs();
+    cudaGraph_t graph = nullptr;
+    RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    RZ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t g = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&g, graph, 0);
+    cudaGraphDestroy(graph);
+    RZ_CUDA_CHECK(e);
+    it = graphs.emplace(key, g).first;
+  }
+  RZ_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+}
+
 void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
                                      const std::vector<Piece>& pieces, bool decode,
                                      std::vector<int>& out_entries) {
@@ -193,29 +217,6 @@ void GpuExecutor::Impl::drop_graphs() {
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
   graphs.clear();
-}
-
-void GpuExecutor::Impl::replay(const GraphKey& key, const std::function<void()>& enqueue) {
-  auto it = graphs.find(key);
-  if (it == graphs.end()) {
-    if (graphs.size() >= kMaxGraphs) drop_graphs();
-    cudaGraph_t graph = nullptr;
-    RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue();
-    } catch (...) {
-      cudaStreamEndCapture(stream, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    RZ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    cudaGraphExec_t g = nullptr;
-    const cudaError_t e = cudaGraphInstantiate(&g, graph, 0);
-    cudaGraphDestroy(graph);
-    RZ_CUDA_CHECK(e);
-    it = graphs.emplace(key, g).first;
-  }
-  RZ_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
 }
 
 void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/apps/cli_test_util.hpp"
 #include "tests/formats/model_test_files.hpp"
 
 namespace rz {
@@ -21,14 +22,8 @@ namespace fs = std::filesystem;
 using test::CommandResult;
 using test::TempDir;
 
-std::string rz_bin() {
-  const char* e = std::getenv("RZ_BIN");
-  return e && *e ? e : RZ_BINARY_DIR "/rz";
-}
-
-CommandResult rz(const std::string& args) {
-  return test::run_command(test::shell_quote(rz_bin()) + " " + args);
-}
+using test::rz_bin;
+CommandResult rz(const std::string& args) { return test::run_rz(args); }
 
 class BenchCli : public ::testing::Test {
  protected:

@@ -8,19 +8,12 @@
 #include <vector>
 
 #include "formats/common.hpp"
+#include "tests/apps/cli_test_util.hpp"
 
 namespace rz::bench {
 namespace {
 
-struct Argv {
-  std::vector<std::string> store;
-  std::vector<char*> ptrs;
-  explicit Argv(std::vector<std::string> a) : store(std::move(a)) {
-    for (auto& s : store) ptrs.push_back(s.data());
-  }
-  int argc() { return static_cast<int>(ptrs.size()); }
-  char** argv() { return ptrs.data(); }
-};
+using rz::test::Argv;
 
 BenchOptions parse(std::vector<std::string> args) {
   cli::Flags f = bench_flags();

@@ -7,18 +7,11 @@
 #include <vector>
 
 #include "formats/common.hpp"
+#include "tests/apps/cli_test_util.hpp"
 
 namespace {
 
-struct Argv {
-  std::vector<std::string> store;
-  std::vector<char*> ptrs;
-  explicit Argv(std::vector<std::string> a) : store(std::move(a)) {
-    for (auto& s : store) ptrs.push_back(s.data());
-  }
-  int argc() { return static_cast<int>(ptrs.size()); }
-  char** argv() { return ptrs.data(); }
-};
+using rz::test::Argv;
 
 rz::cli::Flags make() {
   rz::cli::Flags f("demo", "a demo command");

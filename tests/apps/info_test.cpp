@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/apps/cli_test_util.hpp"
 #include "tests/formats/model_test_files.hpp"
 
 namespace rz {
@@ -16,10 +17,7 @@ using test::CommandResult;
 using test::TempDir;
 const std::string kModel = RZ_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-std::string rz_bin() {
-  const char* e = std::getenv("RZ_BIN");
-  return e && *e ? e : RZ_BINARY_DIR "/rz";
-}
+using test::rz_bin;
 
 CommandResult rz_info(const std::string& args) {
   return test::run_command(test::shell_quote(rz_bin()) + " info " + args);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/apps/cli_test_util.hpp"
 #include "tests/formats/model_test_files.hpp"
 #include "tests/test_data.hpp"
 
@@ -15,14 +16,8 @@ namespace fs = std::filesystem;
 using test::CommandResult;
 using test::TempDir;
 
-std::string rz_bin() {
-  const char* e = std::getenv("RZ_BIN");
-  return e && *e ? e : RZ_BINARY_DIR "/rz";
-}
-
-CommandResult rz(const std::string& args) {
-  return test::run_command(test::shell_quote(rz_bin()) + " " + args);
-}
+using test::rz_bin;
+CommandResult rz(const std::string& args) { return test::run_rz(args); }
 
 TEST(SynthCli, TinyModelLoadsAndGenerates) {
   ASSERT_TRUE(fs::exists(rz_bin())) << "missing " << rz_bin();
