@@ -18,11 +18,14 @@
 // out = O / l. head_dim is padded with zeros to DMAX (64, 128 or 256), so any even head_dim works.
 // Rows no tile writes (invalid sequences, tokens outside every sequence) keep the NaN that the
 // launcher's memset put there; a bad block id in a tile's key range makes the tile's rows NaN.
+// This kernel is never key-split (grid.z = 1); the launcher below chooses the tensor-core
+// kernel's key splits (the rule is above prefill_detail::choose_key_splits).
 #include "kernels/attention_prefill.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
@@ -322,11 +325,115 @@ void launch_tiles(dim3 grid, const PrefillTileParams& p, cudaStream_t stream) {
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_kernel");
 }
 
+// Key splits of the tensor-core kernel (attention_prefill.hpp). The automatic rule, for a grid of
+// B blocks (an upper bound on the tiles, times kv heads and head chunks) and N SMs:
+//   S = min(floor(kSplitBlocksPerSm * N / B), floor(key tiles of max_context / kMinSplitTiles),
+//           kMaxKeySplits, floor(kMaxSplitBlocks / B)),  no split when S < 2.
+// - kSplitBlocksPerSm = 2: the head_dim-128 kernel keeps 2 blocks resident per SM (87 KiB of
+//   shared memory each of the 228), so 2 N blocks are one full wave. S is rounded down so that
+//   B * S stays within that wave: a few blocks past it would wait for a whole second round
+//   (a 224-token chunk of qwen2.5-1.5b has B = 46: S = 5 gives 230 blocks on the H200's 264
+//   slots, S = 6 would give 276). Grids of at least N blocks are left alone.
+// - kMinSplitTiles = 4 (256 keys): per split the block still loads its Q tile, fills the copy
+//   pipeline, and writes 64 rows of (head_dim + 2) fp32 partials that the combine reads back,
+//   about 2 K/V tiles' worth of bytes at head_dim 128; with 4 tiles of keys per split that
+//   overhead stays a fraction of the work. The same minimum holds per tile in the kernel (a tile
+//   with fewer keys than max_context uses fewer splits, one when it has at most 4 key tiles).
+// - kMaxSplitBlocks = 512 bounds the partials (and so the workspace) on any GPU up to 256 SMs.
+constexpr int kMaxKeySplits = 64;
+constexpr int kSplitBlocksPerSm = 2;
+constexpr int kMinSplitTiles = 4;
+constexpr int64_t kMaxSplitBlocks = 512;
+
+// The launch grid of a (shapes already valid): tiles, kv heads times head chunks.
+struct Grid {
+  int group = 0, hb = 0, chunks = 0, tpt = 0;
+  int64_t max_tiles = 0;  // an upper bound on the query tiles: grid.x
+  int64_t gy = 0;         // grid.y
+  int64_t blocks() const { return max_tiles * gy; }
+};
+
+Grid grid_of(const AttentionPrefillArgs& a) {
+  Grid g;
+  g.group = a.n_head / a.cache.n_head_kv;
+  g.hb = heads_per_block(g.group);
+  g.chunks = (g.group + g.hb - 1) / g.hb;
+  g.tpt = kRows / g.hb;
+  // Tiles of non-overlapping sequences: sum ceil(n_i / tpt) <= n_tokens / tpt + n_seqs.
+  g.max_tiles = int64_t(a.n_tokens) / g.tpt + a.n_seqs;
+  g.gy = int64_t(a.cache.n_head_kv) * g.chunks;
+  return g;
+}
+
+bool mma_path(const AttentionPrefillArgs& a) {
+  return a.tensor_cores && prefill_mma_supported(a.cache.head_dim);
+}
+
+// Whether grid_of and the split rules may be applied to a (the shapes workspace_bytes sees need
+// not have been checked).
+bool sane(const AttentionPrefillArgs& a) {
+  return a.n_tokens > 0 && a.n_seqs > 0 && a.n_head > 0 && a.cache.n_head_kv > 0 &&
+         a.n_head % a.cache.n_head_kv == 0 && a.cache.head_dim > 0 && a.max_context > 0;
+}
+
+// Splits a may use whatever the GPU: min(key limit, kMaxKeySplits); the automatic S is at most
+// this and at most kMaxSplitBlocks / B.
+int64_t key_split_cap(const AttentionPrefillArgs& a) {
+  const int64_t key_tiles = (int64_t(a.max_context) + kPrefillKeyTile - 1) / kPrefillKeyTile;
+  return std::min<int64_t>(key_tiles / kMinSplitTiles, kMaxKeySplits);
+}
+
+// Bytes of the key-split partials of part_blocks blocks of the split grid (part_o, part_m, part_l
+// in attention_prefill_tile.cuh), each array 256-byte aligned.
+size_t partial_bytes(int64_t part_blocks, int head_dim) {
+  if (part_blocks <= 0) return 0;
+  const size_t rows = size_t(part_blocks) * kRows;
+  return align_up(rows * size_t(head_dim) * sizeof(float)) + 2 * align_up(rows * sizeof(float));
+}
+
 }  // namespace
 
+namespace prefill_detail {
+
+// The splits attention_prefill uses for a on a GPU of sm_count SMs (a's shapes valid).
+int choose_key_splits(const AttentionPrefillArgs& a, int sm_count) {
+  if (!mma_path(a) || !sane(a)) return 1;
+  if (a.key_splits > 0) return a.key_splits;
+  const int64_t blocks = grid_of(a).blocks();
+  const int64_t s = std::min({int64_t(kSplitBlocksPerSm) * std::max(sm_count, 0) / blocks,
+                              key_split_cap(a), kMaxSplitBlocks / blocks});
+  return s >= 2 ? int(s) : 1;
+}
+
+// Bytes of workspace a launch of a with `splits` key splits uses.
+size_t workspace_bytes_for(const AttentionPrefillArgs& a, int splits) {
+  if (a.n_tokens <= 0 || a.n_seqs <= 0) return 0;
+  const size_t index = align_up((size_t(a.n_seqs) + 1) * sizeof(int32_t));
+  if (splits <= 1 || !sane(a)) return index;
+  return index + partial_bytes(grid_of(a).blocks() * splits, a.cache.head_dim);
+}
+
+}  // namespace prefill_detail
+
+// Automatic splits: B' S' <= B' min(cap', kMaxSplitBlocks / B') <= min(B cap, kMaxSplitBlocks)
+// for B' <= B and cap' <= cap (both grow with n_seqs, n_tokens and max_context), on any GPU.
 size_t attention_prefill_workspace_bytes(const AttentionPrefillArgs& a) {
   if (a.n_tokens <= 0 || a.n_seqs <= 0) return 0;
-  return align_up((size_t(a.n_seqs) + 1) * sizeof(int32_t));
+  if (!sane(a) || !mma_path(a)) return prefill_detail::workspace_bytes_for(a, 1);
+  if (a.key_splits > 0) return prefill_detail::workspace_bytes_for(a, a.key_splits);
+  const int64_t cap = key_split_cap(a);
+  const int64_t part_blocks = cap >= 2 ? std::min(grid_of(a).blocks() * cap, kMaxSplitBlocks) : 0;
+  return prefill_detail::workspace_bytes_for(a, 1) + partial_bytes(part_blocks, a.cache.head_dim);
+}
+
+int attention_prefill_key_splits(const AttentionPrefillArgs& a) {
+  if (a.key_splits < 0 || a.key_splits > kMaxKeySplits)
+    throw Error("attention_prefill: key_splits " + std::to_string(a.key_splits) +
+                " (0: automatic, or 1.." + std::to_string(kMaxKeySplits) + ")");
+  // The SM count only where the automatic rule could split (no device query otherwise).
+  const bool may_split = a.key_splits == 0 && mma_path(a) && sane(a) && key_split_cap(a) >= 2 &&
+                         grid_of(a).blocks() * 2 <= kMaxSplitBlocks;
+  return prefill_detail::choose_key_splits(a, may_split ? device_sm_count() : 0);
 }
 
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
@@ -357,26 +464,23 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
   if (c.n_blocks < 0 || c.block_size <= 0 || a.max_context <= 0 || a.table_stride <= 0 ||
       int64_t(a.table_stride) * c.block_size < a.max_context)
     throw Error("attention_prefill: block tables cannot hold max_context tokens (" + shape() + ")");
-  const int group = a.n_head / c.n_head_kv;
-  const int hb = heads_per_block(group);
-  const int chunks = (group + hb - 1) / hb;
-  const int tpt = kRows / hb;
-  // Tiles of non-overlapping sequences: sum ceil(n_i / tpt) <= n_tokens / tpt + n_seqs.
-  const int64_t max_tiles = int64_t(a.n_tokens) / tpt + a.n_seqs;
-  if (max_tiles > INT_MAX || int64_t(c.n_head_kv) * chunks > 65535)
+  const Grid g = grid_of(a);
+  if (g.max_tiles > INT_MAX || g.gy > 65535)
     throw Error("attention_prefill: too large (" + shape() + ")");
+  const int splits = attention_prefill_key_splits(a);  // checks key_splits
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(c.head_dim));
   const float scale_log2 = scale * 1.4426950408889634f;  // exp(x) = exp2(x log2 e)
 
+  // Workspace: [tile index][part_o][part_m][part_l] (attention_prefill_tile.cuh has the shapes).
   auto* tile_start = static_cast<int32_t*>(workspace);
   // Rows that no tile writes stay NaN (0xFFFFFFFF).
   RZ_CUDA_CHECK(cudaMemsetAsync(
       out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float), stream));
   launch_kernel(attn_prefill_tile_scan_kernel, 1, kScanThreads, 0, stream, cu_seqlens,
-                seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, tpt,
-                int(max_tiles));
+                seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, g.tpt,
+                int(g.max_tiles));
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_scan_kernel");
-  const dim3 grid(unsigned(max_tiles), unsigned(c.n_head_kv * chunks));
+  const dim3 grid(unsigned(g.max_tiles), unsigned(g.gy), unsigned(splits));
   PrefillTileParams p{q,
                       reinterpret_cast<const __half*>(k_cache),
                       reinterpret_cast<const __half*>(v_cache),
@@ -387,16 +491,27 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
                       out,
                       a.n_seqs,
                       a.n_head,
-                      group,
-                      hb,
-                      chunks,
+                      g.group,
+                      g.hb,
+                      g.chunks,
                       c.n_blocks,
                       c.n_head_kv,
                       c.block_size,
                       c.head_dim,
                       a.table_stride,
                       scale_log2};
-  if (a.tensor_cores && prefill_mma_supported(c.head_dim))
+  if (splits > 1) {
+    const size_t rows = size_t(g.blocks()) * splits * kRows;
+    auto* base = static_cast<unsigned char*>(workspace) + prefill_detail::workspace_bytes_for(a, 1);
+    p.splits = splits;
+    // Forced splits split every tile that has keys for them; the automatic ones keep 4 key tiles
+    // per split (kMinSplitTiles).
+    p.min_split_tiles = a.key_splits > 0 ? 1 : kMinSplitTiles;
+    p.part_o = reinterpret_cast<float*>(base);
+    p.part_m = reinterpret_cast<float*>(base + align_up(rows * c.head_dim * sizeof(float)));
+    p.part_l = p.part_m + align_up(rows * sizeof(float)) / sizeof(float);
+  }
+  if (mma_path(a))
     launch_prefill_mma(grid, p, stream);
   else if (c.head_dim <= 64)
     launch_tiles<64>(grid, p, stream);

@@ -11,6 +11,16 @@
 // products run on tensor cores with Q and the softmax weights rounded to fp16
 // (kernels/attention_prefill_mma.cu); other head dims, or tensor_cores = false, take the fp32
 // CUDA-core kernel (kernels/attention_prefill.cu).
+//
+// Key splits (tensor-core kernel only, flash-decoding style): when the grid above has few blocks
+// for the GPU (few KV heads, a short chunk) and the context is long, each tile's keys are cut into
+// up to S ranges of whole 64-key tiles (at least 4 per range when S is chosen automatically),
+// one thread block per (tile, kv head, range); each writes its rows' running max m, sum l and
+// unnormalized output to the workspace, and a combine kernel merges the ranges of a row:
+// out = sum_j 2^(m_j - M) o_j / sum_j 2^(m_j - M) l_j, M = max m_j. S is chosen on the host from
+// the shapes (n_tokens, n_seqs, heads, max_context) and the SM count alone (never from device
+// data), so a captured graph stays valid; S = 1 is the unsplit kernel, bit for bit.
+// attention_prefill_key_splits says which S a call uses.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -31,11 +41,23 @@ struct AttentionPrefillArgs {
       0;               // int32s between block table rows; max_context <= table_stride * block_size
   float scale = 0.0f;  // 0 means 1 / sqrt(head_dim)
   bool tensor_cores = true;  // false: the fp32 CUDA-core kernel for every head_dim (comparison)
+  int key_splits = 0;        // tensor-core kernel: 0 chooses the key splits, k in [1, 64] forces k
 };
 
-// Bytes of device workspace attention_prefill needs (a per-sequence tile index, n_seqs + 1
-// int32s rounded up to 256 bytes; 0 when there is nothing to do).
+// Bytes of device workspace attention_prefill needs; 0 when there is nothing to do. A per-sequence
+// tile index (n_seqs + 1 int32s), and on the tensor-core path the key-split partials: for
+// key_splits = k > 1, k per block of the unsplit grid; for key_splits = 0, an upper bound that
+// holds on every GPU and for every call whose n_seqs, n_tokens and max_context are at most a's
+// (same heads, head_dim and tensor_cores), so a workspace sized once for the largest step serves
+// all steps (at most 512 blocks' partials: 512 * 64 rows * (head_dim + 2) floats, 16.3 MiB at
+// head_dim 128).
+// Needs no GPU.
 size_t attention_prefill_workspace_bytes(const AttentionPrefillArgs& a);
+
+// The key splits attention_prefill uses for a (1: unsplit; always 1 for the CUDA-core kernel).
+// With key_splits = 0 this may query the device's SM count (once per process, no sync).
+// Throws rz::Error for a key_splits outside [0, 64].
+int attention_prefill_key_splits(const AttentionPrefillArgs& a);
 
 // q, out: device [n_tokens, n_head, head_dim] fp32
 // block_tables: device [n_seqs, table_stride] int32; cu_seqlens: device [n_seqs + 1] int32,

@@ -16,6 +16,13 @@
 // bound the error against a float64 reference (tests/gpu/attention_prefill_test.cpp).
 // Keys past kv_end and bad block ids are zero-filled by cp.async (never read); a bad block id
 // makes the tile's rows NaN, as in the CUDA-core kernel.
+//
+// Key splits (p.splits > 1, grid.z = splits; attention_prefill.cu chooses them): block z runs the
+// same loop over its tile's key tiles [z t, min((z + 1) t, n)) only (key_range below), the causal
+// mask unchanged, and ends with its rows' m (log2 domain), l and unnormalized O in the partials
+// instead of out (m, l, O all NaN for a bad block id; blocks past the splits the tile uses
+// write nothing). attn_prefill_combine_kernel then merges each row's splits into out. A tile that
+// uses one split is finished by its block as in the unsplit kernel.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -31,8 +38,28 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kKeys = 64;  // key positions per K/V tile
+constexpr int kKeys = kPrefillKeyTile;  // key positions per K/V tile
+constexpr int kCombineThreads = 256;
 static_assert(kPrefillRows == 16 * kWarps, "one 16-row mma tile per warp");
+
+// The key tiles [begin, end) that split z of a tile with keys 0 .. kv_end - 1 takes, and how many
+// splits the tile uses (splits z >= used have no keys); see PrefillTileParams.
+struct KeyRange {
+  int begin, end, used;
+};
+
+__device__ __forceinline__ KeyRange key_range(const PrefillTileParams& p, int kv_end, int z) {
+  const int n = (kv_end + kKeys - 1) / kKeys;
+  if (p.splits <= 1) return {0, n, 1};
+  const int per = max((n + p.splits - 1) / p.splits, p.min_split_tiles);
+  return {z * per, min(n, (z + 1) * per), (n + per - 1) / per};
+}
+
+// Index of row r of split z's partials for this block's (x, y): the attention and combine
+// kernels share the x, y grid.
+__device__ __forceinline__ int64_t part_row(int z, int r) {
+  return ((int64_t(z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * kPrefillRows + r;
+}
 
 // Row stride in halves: 16 bytes of padding put the 8 rows of an ldmatrix on distinct banks.
 template <int D>
@@ -62,6 +89,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
 
   const PrefillTile tl = locate_prefill_tile(p);
   if (tl.seq < 0) return;  // uniform per block
+  const KeyRange kr = key_range(p, tl.kv_end, blockIdx.z);
+  if (kr.begin >= kr.end) return;  // a split this tile does not use (uniform)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   if (tid == 0) bad_s = 0;
   __syncthreads();
@@ -92,8 +121,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
     }
   };
 
-  const int n_tiles = (tl.kv_end + kKeys - 1) / kKeys;
-  load_kv(0, 0);
+  load_kv(kr.begin * kKeys, 0);
   cp_async_commit();
 
   // Q tile to shared as fp16, times scale * log2(e); zeros for inactive rows and padding dims.
@@ -122,9 +150,9 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // l: this thread's columns only
 
-  for (int it = 0; it < n_tiles; ++it) {
-    const int buf = it & 1;
-    if (it + 1 < n_tiles) {  // stage buf ^ 1 was freed by the previous iteration's last sync
+  for (int it = kr.begin; it < kr.end; ++it) {
+    const int buf = (it - kr.begin) & 1;
+    if (it + 1 < kr.end) {  // stage buf ^ 1 was freed by the previous iteration's last sync
       load_kv((it + 1) * kKeys, buf ^ 1);
       cp_async_commit();
       cp_async_wait<1>();
@@ -212,6 +240,29 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   const bool bad = bad_s != 0;  // set before the sync that preceded its tile's use
   const float nan = __int_as_float(0x7fc00000);
   const int h0 = tl.row_head(r0, p), h1 = tl.row_head(r1, p);
+  if (kr.used > 1) {  // partials for the combine kernel: unnormalized O, m and l
+    const int64_t pr0 = part_row(blockIdx.z, r0), pr1 = part_row(blockIdx.z, r1);
+#pragma unroll
+    for (int n = 0; n < ND; ++n) {
+      const int d = 8 * n + 2 * c;
+      if (d >= p.head_dim) continue;
+      if (h0 >= 0)
+        *reinterpret_cast<float2*>(p.part_o + pr0 * p.head_dim + d) =
+            bad ? make_float2(nan, nan) : make_float2(o[n][0], o[n][1]);
+      if (h1 >= 0)
+        *reinterpret_cast<float2*>(p.part_o + pr1 * p.head_dim + d) =
+            bad ? make_float2(nan, nan) : make_float2(o[n][2], o[n][3]);
+    }
+    if (c == 0 && h0 >= 0) {
+      p.part_m[pr0] = bad ? nan : m0;
+      p.part_l[pr0] = bad ? nan : l0;
+    }
+    if (c == 0 && h1 >= 0) {
+      p.part_m[pr1] = bad ? nan : m1;
+      p.part_l[pr1] = bad ? nan : l1;
+    }
+    return;
+  }
   const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
 #pragma unroll
   for (int n = 0; n < ND; ++n) {
@@ -228,6 +279,47 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   }
 }
 
+// grid (max_tiles, n_head_kv * chunks), block kCombineThreads: merges the partials of the tiles
+// that use more than one split. Thread item (row r, dims d .. d + 3) of the block's tile:
+//   M = max_j m_j, w_j = 2^(m_j - M), out = sum_j w_j O_j / sum_j w_j l_j
+// over the splits j the tile uses. A split whose keys all lie past the row's position has
+// m_j = -inf (weight 0); split 0 holds key 0, so M is finite unless a partial is NaN, and a NaN
+// partial (bad block id) makes w_j, and so the row, NaN (fmaxf skips it in M). (The decode
+// combine in attention_decode.cu is the same sum in the natural-log domain; what differs, and
+// stays apart, is which rows and partitions exist: slots and lengths there, tiles here.)
+__global__ void __launch_bounds__(kCombineThreads)
+    attn_prefill_combine_kernel(const PrefillTileParams p) {
+  grid_dependency_sync();
+  const PrefillTile tl = locate_prefill_tile(p);
+  if (tl.seq < 0) return;
+  const int used = key_range(p, tl.kv_end, 0).used;
+  if (used <= 1) return;  // written by the attention kernel
+  const int quads = p.head_dim / 4;
+  for (int idx = threadIdx.x; idx < kPrefillRows * quads; idx += kCombineThreads) {
+    const int r = idx / quads, d = 4 * (idx % quads);
+    const int h = tl.row_head(r, p);
+    if (h < 0) continue;
+    float mx = -INFINITY;
+    for (int j = 0; j < used; ++j) mx = fmaxf(mx, p.part_m[part_row(j, r)]);
+    if (mx == -INFINITY) mx = 0.0f;  // not reached (see above): l = 0 gives NaN
+    float l = 0.0f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int j = 0; j < used; ++j) {
+      const int64_t pr = part_row(j, r);
+      const float w = exp2f(p.part_m[pr] - mx);
+      l = fmaf(w, p.part_l[pr], l);
+      const float4 v = *reinterpret_cast<const float4*>(p.part_o + pr * p.head_dim + d);
+      acc.x = fmaf(w, v.x, acc.x);
+      acc.y = fmaf(w, v.y, acc.y);
+      acc.z = fmaf(w, v.z, acc.z);
+      acc.w = fmaf(w, v.w, acc.w);
+    }
+    const float inv = 1.0f / l;
+    *reinterpret_cast<float4*>(p.out + (int64_t(tl.t0 + r / p.hb) * p.n_head + h) * p.head_dim +
+                               d) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  }
+}
+
 template <int D>
 void launch(dim3 grid, const PrefillTileParams& p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<D>();
@@ -235,6 +327,10 @@ void launch(dim3 grid, const PrefillTileParams& p, cudaStream_t stream) {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   launch_kernel(attn_prefill_mma_kernel<D>, grid, kThreads, smem, stream, p);
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_mma_kernel");
+  if (p.splits > 1) {
+    launch_kernel(attn_prefill_combine_kernel, dim3(grid.x, grid.y), kCombineThreads, 0, stream, p);
+    RZ_CUDA_CHECK_LAUNCH("attn_prefill_combine_kernel");
+  }
 }
 
 }  // namespace

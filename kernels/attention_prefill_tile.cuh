@@ -15,7 +15,9 @@
 
 namespace rz::gpu {
 
-constexpr int kPrefillRows = 64;  // query rows per tile
+constexpr int kPrefillRows = 64;     // query rows per tile
+constexpr int kPrefillKeyTile = 64;  // keys per K/V tile of the tensor-core kernel (key splits
+                                     // cover whole tiles of these)
 
 struct PrefillTileParams {
   const float* q;
@@ -28,6 +30,15 @@ struct PrefillTileParams {
   float* out;
   int n_seqs, n_head, group, hb, chunks, n_blocks, n_head_kv, block_size, head_dim, table_stride;
   float scale_log2;  // scale * log2(e): scores in the exp2 domain
+  // Key splits (tensor-core kernel; grid.z = splits, 1: unsplit and the part_* unused). A tile of
+  // n key tiles takes t = max(ceil(n / splits), min_split_tiles) of them per split, so it uses
+  // ceil(n / t) splits; a tile that uses one is written to out directly, the others go through
+  // the partials (block (x, y, z), row r: index ((z * gridDim.y + y) * gridDim.x + x) * 64 + r)
+  // and the combine kernel (same x, y grid).
+  int splits = 1, min_split_tiles = 1;
+  float* part_o = nullptr;  // [splits][gridDim.y][gridDim.x][kPrefillRows][head_dim] fp32
+  float* part_m = nullptr;  // [splits][gridDim.y][gridDim.x][kPrefillRows] running max (log2)
+  float* part_l = nullptr;  // same shape: sum of 2^(score - m)
 };
 
 struct PrefillTile {
@@ -77,7 +88,7 @@ __device__ __forceinline__ PrefillTile locate_prefill_tile(const PrefillTilePara
 }
 
 // kernels/attention_prefill_mma.cu: the tensor-core tile kernel, for head_dim a multiple of 16
-// up to 128; grid as the CUDA-core kernel's.
+// up to 128; grid as the CUDA-core kernel's, times p.splits in z (then also the combine kernel).
 bool prefill_mma_supported(int head_dim);
 void launch_prefill_mma(dim3 grid, const PrefillTileParams& p, cudaStream_t stream);
 

@@ -11,7 +11,12 @@
 // ratios 1, 2, 4, 7 and groups wider than a tile (64, 65, 96 heads per kv head), head_dim 64,
 // 128, 96 and the generic path (2, 66, 80, 200, 256), block sizes 1, 16, 32, an explicit scale,
 // and the NaN paths (invalid sequences, uncovered tokens, a bad block id); a 2048-token prompt
-// against the decode kernel run per token, with both times printed.
+// against the decode kernel run per token, with both times printed. Key splits of the tensor-core
+// kernel: forced 1, 2, 3, 7 and automatic on long contexts (splits with keys, splits without, tiles
+// that use one split next to tiles that use several), bad block ids in the first and a later
+// split, forced 1 against automatic bit for bit where the automatic choice is 1, (no GPU needed)
+// that the workspace sized for the largest call covers the splits of every smaller one, and the
+// times of a qwen2.5-1.5b chunk by split count, printed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,11 +33,18 @@
 #include "gpu/test_support.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/kv_cache_shape.hpp"
 #include "quants/quants.hpp"
 #include "tests/gpu/elem_test_util.hpp"
 
 namespace rz::gpu {
+
+namespace prefill_detail {  // kernels/attention_prefill.cu
+int choose_key_splits(const AttentionPrefillArgs& a, int sm_count);
+size_t workspace_bytes_for(const AttentionPrefillArgs& a, int splits);
+}  // namespace prefill_detail
+
 namespace {
 
 using namespace elem_test;
@@ -46,6 +58,7 @@ struct Config {
   int head_dim, n_head_kv, ratio, block_size;
   float scale = 0.0f;        // 0: 1 / sqrt(head_dim)
   bool tensor_cores = true;  // AttentionPrefillArgs::tensor_cores
+  int key_splits = 0;        // AttentionPrefillArgs::key_splits (0: automatic)
 };
 
 // Whether attention_prefill runs the tensor-core kernel for cf (attention_prefill.hpp).
@@ -80,11 +93,15 @@ std::string describe(const Config& cf) {
          std::to_string(cf.head_dim) + ", " + std::to_string(cf.n_head_kv * cf.ratio) +
          " heads / " + std::to_string(cf.n_head_kv) + " kv, block_size " +
          std::to_string(cf.block_size) +
-         (cf.scale != 0.0f ? ", scale " + std::to_string(cf.scale) : "");
+         (cf.scale != 0.0f ? ", scale " + std::to_string(cf.scale) : "") +
+         (cf.key_splits != 0 ? ", key_splits " + std::to_string(cf.key_splits) : "");
 }
 
+// Runs attention_prefill on fresh data drawn from rng and checks every row; *got (when given)
+// receives the output.
 void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64& rng,
-                 const std::string& what, ErrorLog& log, const Faults& f = {}) {
+                 const std::string& what, ErrorLog& log, const Faults& f = {},
+                 std::vector<float>* got = nullptr) {
   SCOPED_TRACE(what + " (" + describe(cf) + ")");
   const int n_seqs = int(seqs.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
   const int bs = cf.block_size;
@@ -187,6 +204,7 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
   a.table_stride = table_stride;
   a.scale = cf.scale;
   a.tensor_cores = cf.tensor_cores;
+  a.key_splits = cf.key_splits;
   auto d_k = to_device(kc), d_v = to_device(vc);
   auto d_q = to_device(q);
   auto d_t = to_device(tables);
@@ -197,6 +215,7 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
   attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
                     d_out.get(), d_ws.get(), a, nullptr);
   const auto out = d_out.download();
+  if (got) *got = out;
 
   const size_t rw = size_t(n_head) * hd;
   for (int t = 0; t < n_tokens; ++t) {
@@ -310,6 +329,267 @@ TEST(AttentionPrefillTiled, InvalidInputsGiveNaN) {
   }
 }
 
+// The shapes run_prefill passes to attention_prefill, as far as the key splits depend on them.
+AttentionPrefillArgs split_args(const Config& cf, const std::vector<Seq>& seqs) {
+  AttentionPrefillArgs a;
+  a.n_seqs = int(seqs.size());
+  a.n_head = cf.n_head_kv * cf.ratio;
+  a.cache = {1, cf.n_head_kv, cf.block_size, cf.head_dim};
+  a.max_context = 1;
+  for (const Seq& q : seqs) {
+    a.n_tokens += q.chunk;
+    a.max_context = std::max(a.max_context, q.prior + q.chunk);
+  }
+  a.table_stride = (a.max_context + cf.block_size - 1) / cf.block_size;
+  a.tensor_cores = cf.tensor_cores;
+  a.key_splits = cf.key_splits;
+  return a;
+}
+
+// Key splits of the tensor-core kernel, forced and automatic, on contexts long enough that the
+// splits have keys: a qwen2.5-1.5b chunk (12 heads / 2 kv, head_dim 128: the automatic choice
+// splits it on any GPU of 50 SMs or more), one long chunk whose tiles end between 501 and 1,200
+// keys, mixed batches in which the short tiles use one split (written by the attention kernel)
+// or leave forced splits without keys next to long tiles that use all of them, and a group
+// wider than a tile (two head chunks).
+TEST(AttentionPrefillTiled, KeySplits) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<Seq> qwen = {{1300, 224}, {0, 1}, {60, 3}};
+  const std::vector<Seq> mixed = {{0, 300},  {900, 65},  {0, 17}, {1, 64},
+                                  {250, 65}, {1500, 16}, {7, 0}};
+  const int auto_qwen = attention_prefill_key_splits(split_args({128, 2, 6, 16}, qwen));
+  std::printf("[ automatic key splits: qwen chunk %d, mixed %d (%d SMs) ]\n", auto_qwen,
+              attention_prefill_key_splits(split_args({128, 2, 7, 16}, mixed)), device_sm_count());
+  if (device_sm_count() >= 50) {
+    EXPECT_GE(auto_qwen, 2);
+  }
+  const int block_sizes[] = {16, 1, 32};
+  int k = 0;
+  ErrorLog log;
+  for (int splits : {1, 2, 3, 7, 0}) {
+    run_prefill({128, 2, 6, 16, 0.0f, true, splits}, qwen, rng,
+                "a 224-token chunk after 1,300 cached", log);
+    run_prefill({64, 1, 2, 16, 0.0f, true, splits}, {{500, 700}}, rng, "one long chunk", log);
+    for (const auto& [hd, ratio] : {std::pair{128, 1}, std::pair{64, 4}, std::pair{128, 3}})
+      run_prefill({hd, 2, ratio, block_sizes[k++ % 3], 0.0f, true, splits}, mixed, rng, "mixed",
+                  log);
+    run_prefill({64, 1, 65, 32, 0.0f, true, splits}, {{600, 3}, {0, 40}}, rng, "wide group", log);
+  }
+  log.print("key splits");
+}
+
+// Bad block ids and impossible lengths under key splits: a bad block in the first split and in a
+// later one (only that split's partial carries the NaN to the combine), and the faults of
+// InvalidInputsGiveNaN.
+TEST(AttentionPrefillTiled, KeySplitsInvalidInputsGiveNaN) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<Seq> seqs = {{1000, 100}, {0, 50}, {40, 90}};
+  Faults late, early, mixed;
+  late.bad_seq = early.bad_seq = 0;
+  late.bad_block = 56;           // positions 896..911 (block_size 16): past the first split
+  early.bad_block = 2;           // positions 32..47: the first split
+  mixed.ctx_delta = {0, -1, 0};  // sequence 1: fewer cached tokens than query tokens
+  mixed.extra_tokens = 3;
+  mixed.bad_seq = 2;  // sequence 2: positions 64..79
+  mixed.bad_block = 4;
+  Faults above;
+  above.ctx_delta = {0, 5000, 0};  // sequence 1: context above max_context
+  ErrorLog log;
+  for (int splits : {2, 3, 7, 0}) {
+    const Config cf{128, 2, 2, 16, 0.0f, true, splits};
+    run_prefill(cf, seqs, rng, "bad block in a later split", log, late);
+    run_prefill(cf, seqs, rng, "bad block in the first split", log, early);
+    run_prefill(cf, seqs, rng, "faults", log, mixed);
+    run_prefill({64, 1, 4, 32, 0.0f, true, splits}, seqs, rng, "context above max_context", log,
+                above);
+  }
+}
+
+// Where the automatic choice is 1 (whatever the GPU: max_context 448 has fewer than 2 * 4 key
+// tiles), the automatic launch and key_splits = 1 give the same bits.
+TEST(AttentionPrefillTiled, OneKeySplitIsTheUnsplitKernel) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<Seq> seqs = {{0, 300}, {100, 348}, {5, 17}};
+  ErrorLog log;
+  for (const auto& [hd, ratio] : {std::pair{128, 6}, std::pair{64, 1}, std::pair{128, 2}}) {
+    const Config automatic{hd, 2, ratio, 16};
+    Config one = automatic;
+    one.key_splits = 1;
+    ASSERT_EQ(attention_prefill_key_splits(split_args(automatic, seqs)), 1);
+    std::vector<float> got_auto, got_one;
+    std::mt19937_64 same = rng;  // the same data for both runs
+    run_prefill(automatic, seqs, rng, "automatic", log, {}, &got_auto);
+    run_prefill(one, seqs, same, "key_splits 1", log, {}, &got_one);
+    ASSERT_EQ(got_auto.size(), got_one.size());
+    for (size_t e = 0; e < got_auto.size(); ++e)
+      ASSERT_EQ(bits_of(got_auto[e]), bits_of(got_one[e])) << "element " << e;
+  }
+}
+
+// The workspace sized for the largest call (as the executor does at start: its slots, step
+// tokens and context) covers the key splits that any smaller call chooses on any GPU; no GPU
+// needed.
+TEST(AttentionPrefillTiled, WorkspaceCoversKeySplits) {
+  struct Model {
+    int n_head, n_kv, head_dim;
+  };
+  struct Limits {
+    int slots, tokens, context;
+  };
+  const Model models[] = {{12, 2, 128}, {32, 8, 128}, {16, 16, 64}, {64, 1, 64}, {14, 2, 64}};
+  const Limits limits[] = {{1, 512, 4096}, {4, 256, 1024}, {16, 2048, 32768}, {256, 8192, 32768}};
+  const int sms[] = {1, 16, 66, 132, 264, 1000};
+  for (const Model& m : models)
+    for (const Limits& lim : limits) {
+      AttentionPrefillArgs mx;
+      mx.n_seqs = lim.slots;
+      mx.n_tokens = lim.tokens;
+      mx.n_head = m.n_head;
+      mx.cache = {1, m.n_kv, 16, m.head_dim};
+      mx.max_context = lim.context;
+      mx.table_stride = (lim.context + 15) / 16;
+      const size_t ws = attention_prefill_workspace_bytes(mx);
+      for (int n_seqs : {1, 2, 3, 7, 16, 64, 256})
+        for (int n_tokens : {1, 10, 64, 224, 512, 2048, 8192})
+          for (int ctx : {1, 255, 256, 448, 512, 1524, 4096, 32768}) {
+            if (n_seqs > lim.slots || n_tokens > lim.tokens || ctx > lim.context) continue;
+            AttentionPrefillArgs a = mx;
+            a.n_seqs = n_seqs;
+            a.n_tokens = n_tokens;
+            a.max_context = ctx;
+            for (int sm : sms) {
+              const int s = prefill_detail::choose_key_splits(a, sm);
+              ASSERT_TRUE(s >= 1 && s <= 64) << s;
+              ASSERT_LE(prefill_detail::workspace_bytes_for(a, s), ws)
+                  << m.n_head << " heads / " << m.n_kv << " kv, head_dim " << m.head_dim
+                  << ": sized for " << lim.slots << " seqs, " << lim.tokens << " tokens, context "
+                  << lim.context << "; call " << n_seqs << " seqs, " << n_tokens
+                  << " tokens, context " << ctx << ", " << sm << " SMs: " << s << " splits";
+            }
+          }
+    }
+  // qwen2.5-1.5b, a 224-token chunk at context 1,524 on the H200 (132 SMs): 46 blocks unsplit,
+  // 5 splits (230 blocks, within the 264 that are resident at once).
+  AttentionPrefillArgs q;
+  q.n_seqs = 1;
+  q.n_tokens = 224;
+  q.n_head = 12;
+  q.cache = {1, 2, 16, 128};
+  q.max_context = 1524;
+  q.table_stride = 96;
+  EXPECT_EQ(prefill_detail::choose_key_splits(q, 132), 5);
+  EXPECT_EQ(prefill_detail::choose_key_splits(q, 20), 1);  // 46 blocks fill 20 SMs
+  q.max_context = 448;                                     // too few keys to split
+  EXPECT_EQ(prefill_detail::choose_key_splits(q, 132), 1);
+  q.max_context = 1524;
+  auto fp32 = q;
+  fp32.tensor_cores = false;  // the CUDA-core kernel is never split
+  EXPECT_EQ(prefill_detail::choose_key_splits(fp32, 132), 1);
+  fp32.key_splits = 3;
+  EXPECT_EQ(prefill_detail::choose_key_splits(fp32, 132), 1);
+  EXPECT_EQ(attention_prefill_workspace_bytes(fp32), prefill_detail::workspace_bytes_for(q, 1));
+  for (int k : {1, 2, 3, 7, 64}) {  // forced splits: exactly what the launch uses
+    q.key_splits = k;
+    EXPECT_EQ(prefill_detail::choose_key_splits(q, 132), k);
+    EXPECT_EQ(attention_prefill_workspace_bytes(q), prefill_detail::workspace_bytes_for(q, k));
+  }
+}
+
+// Milliseconds per call of fn: one warm-up call, then the mean of reps calls (a rough benchmark).
+double time_ms(const std::function<void()>& fn, int reps) {
+  fn();
+  RZ_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r) fn();
+  RZ_CUDA_CHECK(cudaDeviceSynchronize());
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+         reps;
+}
+
+// The qwen2.5-1.5b chunk shape (224 query tokens, 12 heads / 2 kv, head_dim 128, one sequence)
+// at a few contexts: prints the time of each forced key split count and of the automatic choice
+// (a rough benchmark, as the test below), each output checked against the unsplit one.
+TEST(AttentionPrefillTiled, KeySplitsTimesOfAQwenChunk) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int n = 224, n_head = 12, n_kv = 2, hd = 128, bs = 16;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int ctx : {1524, 4096, 16384}) {
+    const int n_blocks = (ctx + bs - 1) / bs;
+    const KvCacheShape sh{n_blocks, n_kv, bs, hd};
+    std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
+    for (auto& x : kc) x = fp32_to_fp16(nd(rng));
+    for (auto& x : vc) x = fp32_to_fp16(nd(rng));
+    std::vector<int32_t> table(n_blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    std::vector<float> q(size_t(n) * n_head * hd);
+    for (auto& x : q) x = 2.0f * nd(rng);
+    AttentionPrefillArgs a;
+    a.n_seqs = 1;
+    a.n_tokens = n;
+    a.n_head = n_head;
+    a.cache = sh;
+    a.max_context = ctx;
+    a.table_stride = n_blocks;
+    const int splits[] = {1, 2, 3, 4, 5, 6, 8, 0};
+    size_t ws_bytes = 0;
+    for (int k : splits) {
+      a.key_splits = k;
+      ws_bytes = std::max(ws_bytes, attention_prefill_workspace_bytes(a));
+    }
+    auto d_k = to_device(kc), d_v = to_device(vc);
+    auto d_q = to_device(q);
+    auto d_t = to_device(table), d_cu = to_device(std::vector<int32_t>{0, n});
+    auto d_ctx = to_device(std::vector<int32_t>{ctx});
+    auto d_out = poisoned<float>(q.size());
+    auto d_ws = poisoned<uint8_t>(ws_bytes);
+    std::string line = "[ qwen chunk, " + std::to_string(n) + " tokens at context " +
+                       std::to_string(ctx) + ", ms by key splits:";
+    std::vector<float> unsplit;
+    for (int k : splits) {
+      a.key_splits = k;
+      const double ms = time_ms(
+          [&] {
+            attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
+                              d_out.get(), d_ws.get(), a, nullptr);
+          },
+          20);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %s%d: %.4f", k == 0 ? "auto=" : "",
+                    attention_prefill_key_splits(a), ms);
+      line += buf;
+      const auto got = d_out.download();
+      if (k == 1) {
+        unsplit = got;
+        continue;
+      }
+      const size_t rw = size_t(n_head) * hd;
+      for (int t = 0; t < n; ++t) {
+        std::vector<double> r(unsplit.begin() + t * rw, unsplit.begin() + (t + 1) * rw);
+        double mx = 0;
+        for (double x : r) mx = std::max(mx, std::fabs(x));
+        std::vector<float> g(got.begin() + t * rw, got.begin() + (t + 1) * rw);
+        ASSERT_TRUE(all_close(g, r, 0.0, kMmaRelTol * mx,
+                              "context " + std::to_string(ctx) + ", key_splits " +
+                                  std::to_string(k) + ", token " + std::to_string(t)));
+      }
+    }
+    std::printf("%s ]\n", line.c_str());
+  }
+}
+
 // A long prompt (no CPU reference: too slow) against the decode kernel run once per query token,
 // each with its own causal length, which is what prefill did before the tiled kernel; prints both
 // times (a rough benchmark: 2048 tokens, 32 heads / 8 kv, head_dim 128).
@@ -357,16 +637,7 @@ TEST(AttentionPrefillTiled, LongPromptMatchesPerTokenDecode) {
   auto d_dout = poisoned<float>(q.size()), d_pout = poisoned<float>(q.size());
   auto d_dws = poisoned<float>(attention_decode_workspace_floats(da));
   auto d_pws = poisoned<uint8_t>(attention_prefill_workspace_bytes(pa));
-  const auto timed = [](const std::function<void()>& fn) {
-    fn();  // warm-up
-    RZ_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < 5; ++r) fn();
-    RZ_CUDA_CHECK(cudaDeviceSynchronize());
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-               .count() /
-           5;
-  };
+  const auto timed = [](const std::function<void()>& fn) { return time_ms(fn, 5); };
   const double ms_decode = timed([&] {
     attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tn.get(), d_lens.get(), d_dout.get(),
                      d_dws.get(), da, nullptr);
@@ -424,6 +695,11 @@ TEST(AttentionPrefillTiled, ShapeErrorsAndWorkspace) {
   b = a;
   b.max_context = 0;
   EXPECT_TRUE(throws_shape_error(call(b, &dummy), "cannot hold"));
+  b = a;
+  b.key_splits = -1;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "key_splits"));
+  b.key_splits = 65;
+  EXPECT_TRUE(throws_shape_error(call(b, &dummy), "key_splits"));
   b = a;
   b.n_tokens = 0;  // nothing to do: no launch, no workspace needed
   EXPECT_NO_THROW(call(b, nullptr)());
