@@ -61,6 +61,7 @@ int generate(int argc, char** argv) {
       .sw("ignore-eos", "keep generating past end-of-generation tokens")
       .opt("device", "auto|cpu|cuda", "executor; auto picks the GPU when one is present", "auto")
       .opt("threads", "N", "CPU threads", "all cores")
+      .opt("weights", "stored|fp8", kWeightsHelp, "stored")
       .opt("ctx", "N", "context length (prompt + generated)", "min(training context, 4096)");
   int code = 0;
   if (!f.parse(argc, argv, code)) return code;
@@ -111,9 +112,11 @@ int generate(int argc, char** argv) {
                 " tokens, more than the context of " + std::to_string(ctx) + " tokens");
 
   const std::string device = resolve_device(f.str("device"));
-  BuiltExecutor built = make_executor(
-      device, mf,
-      {.slots = 1, .max_context = static_cast<int>(ctx), .threads = static_cast<int>(threads)});
+  BuiltExecutor built = make_executor(device, mf,
+                                      {.slots = 1,
+                                       .max_context = static_cast<int>(ctx),
+                                       .threads = static_cast<int>(threads),
+                                       .fp8_weights = fp8_weights_flag(f.str("weights"))});
   const std::string& where = built.description;
   Executor& ex = *built.executor;
   SlotRunner run(ex);

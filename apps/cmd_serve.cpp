@@ -77,6 +77,7 @@ int serve(int argc, char** argv) {
           "cuda: decode matmuls of 1-4 tokens on activations rounded to int8 (faster where "
           "4-bit matmuls bound decode, e.g. 8B models at batch 1; logits move by ~1 %, and a "
           "request's greedy tokens may then differ alone and in a batch at near-ties)")
+      .opt("weights", "stored|fp8", kWeightsHelp, "stored")
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)",
            "min(training context, 4096)")
@@ -203,7 +204,8 @@ int serve(int argc, char** argv) {
                                        .gpu = gpu_index,
                                        .kv_block_size = kv_block,
                                        .kv_fraction = kv_fraction,
-                                       .int8_activations = f.has("int8-activations")});
+                                       .int8_activations = f.has("int8-activations"),
+                                       .fp8_weights = fp8_weights_flag(f.str("weights"))});
   if (f.has("int8-activations") && device != "cuda")
     std::fprintf(stderr,
                  "rz serve: warning: --int8-activations applies to the CUDA executor only\n");

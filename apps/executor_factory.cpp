@@ -40,10 +40,18 @@ bool cuda_available(std::string* why_not) {
   return false;
 }
 
+bool fp8_weights_flag(const std::string& value) {
+  if (value == "stored") return false;
+  if (value == "fp8") return true;
+  throw Error("--weights: expected stored or fp8, got '" + value + "'");
+}
+
 BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const ModelFile> model,
                             const ExecutorOptions& opt) {
   BuiltExecutor b;
   if (device == "cpu") {
+    if (opt.fp8_weights)
+      throw Error("--weights fp8: FP8 weights run on the CUDA executor only (--device cuda)");
     auto ex = std::make_unique<CpuExecutor>(std::move(model),
                                             CpuExecutorOptions{.slots = opt.slots,
                                                                .max_context = opt.max_context,
@@ -62,6 +70,7 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
     if (opt.kv_fraction > 0) o.kv_memory_fraction = opt.kv_fraction;
     o.kv_blocks = opt.kv_blocks;
     o.int8_activations = opt.int8_activations;
+    o.fp8_weights = opt.fp8_weights;
     o.cuda_graphs = opt.cuda_graphs;
     o.qmm = opt.qmm;
     auto ex = std::make_unique<gpu::GpuExecutor>(std::move(model), o);

@@ -33,9 +33,20 @@ struct ExecutorOptions {
   int64_t kv_blocks = 0;   // > 0: exactly this many KV blocks (cuda: ignoring kv_fraction);
                            // cpu, 0: one full context per slot
   bool int8_activations = false;  // cuda: GpuExecutorOptions::int8_activations (cpu: unused)
+  bool fp8_weights = false;       // cuda: GpuExecutorOptions::fp8_weights (cpu: refused)
   bool cuda_graphs = true;        // cuda: GpuExecutorOptions::cuda_graphs (cpu: unused)
   bool qmm = true;                // cuda: GpuExecutorOptions::qmm (cpu: unused)
 };
+
+// The value of a command's `--weights` option: "stored" (false) or "fp8" (true); anything else
+// throws rz::Error naming the option.
+bool fp8_weights_flag(const std::string& value);
+
+// The help text of `--weights`, one place for every command that has it.
+inline constexpr const char* kWeightsHelp =
+    "cuda: fp8 stores the layers' F16/BF16 matrices as FP8 (E4M3, a scale per row) and multiplies "
+    "them on FP8 activations through cuBLASLt: half their memory, faster prefill; lossy "
+    "(docs/gpu.md, \"FP8 weights\")";
 
 struct BuiltExecutor {
   std::unique_ptr<Executor> executor;

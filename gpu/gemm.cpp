@@ -52,6 +52,8 @@ Gemm::Gemm(cudaStream_t stream, size_t workspace_bytes) : stream_(stream) {
 }
 
 Gemm::~Gemm() {
+  fp8_plans_.clear();
+  if (lt_) cublasLtDestroy(lt_);
   if (handle_) cublasDestroy(handle_);
 }
 

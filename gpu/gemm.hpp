@@ -1,14 +1,20 @@
 // Dense GEMM for prefill and large batches: Y = X · Wᵀ through cuBLAS, with 16-bit operands
 // (FP16 or BF16, e.g. weights dequantized by kernels/dequant.hpp) and FP32 output and
-// accumulation (CUBLAS_COMPUTE_32F). One Gemm owns a cuBLAS handle bound to one stream, its
+// accumulation (CUBLAS_COMPUTE_32F); and with FP8 (E4M3) operands through cuBLASLt
+// (gemm_fp8.cpp). One Gemm owns a cuBLAS and a cuBLASLt handle bound to one stream, their
 // workspace and a scratch buffer for converting fp32 activations; it is not thread-safe (one
 // owner, the executor's stream).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cublasLt.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
 
 #include "gpu/device_buffer.hpp"
 #include "kernels/dequant.hpp"
@@ -47,8 +53,41 @@ class Gemm {
   void matmul_x16(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
                   int64_t cols, int64_t n_tokens, int64_t ldy = 0);
 
+  // FP8 rows times FP8 activation rows (both as kernels/fp8.hpp rounds them), on stream():
+  //   y[t, r] = w_scale[r] * x_scale[t] * sum_c e4m3(W[r, c]) * e4m3(X[t, c])
+  //   w: device [rows, cols] E4M3 codes; w_scale [rows]; x: device [n_tokens, cols] E4M3 codes;
+  //   x_scale [n_tokens]; y: device [n_tokens, rows] fp32 (row stride ldy, 0: rows), overwritten.
+  // cuBLASLt's E4M3 GEMM with fp32 accumulation and output (the "TN" layout FP8 requires), the
+  // scales applied by its outer-vector scale mode (one per row of W, one per token), or, where
+  // cuBLASLt offers no such kernel for the shape, with unit scales and kernels/fp8.hpp's
+  // apply_fp8_scales after. rows and cols must be multiples of 16, ldy of 4, the pointers
+  // 16-byte aligned.
+  // Throws rz::Error for bad shapes, or when cuBLASLt has no FP8 kernel at all (before Ada/Hopper).
+  void matmul_fp8(const uint8_t* w, const float* w_scale, const uint8_t* x, const float* x_scale,
+                  float* y, int64_t rows, int64_t cols, int64_t n_tokens, int64_t ldy = 0);
+
+  // How matmul_fp8 applies the scales; `automatic` tries outer_vector first, per shape.
+  enum class Fp8Scaling : uint8_t { automatic, outer_vector, after };
+  void set_fp8_scaling(Fp8Scaling s) { fp8_scaling_ = s; }  // tests force one
+  // The way the last matmul_fp8 call applied its scales (automatic before any call).
+  Fp8Scaling last_fp8_scaling() const { return last_fp8_scaling_; }
+
  private:
+  struct Fp8Plan;  // one shape's cuBLASLt descriptors and algorithm (gemm_fp8.cpp)
+  struct Fp8PlanDelete {
+    void operator()(Fp8Plan* p) const;
+  };
+  using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;  // rows, cols, n, ldy, outer
+  // The plan for the shape (made on first use; null when cuBLASLt has no kernel for it).
+  // outer: the scale pointers go into the descriptor before the heuristic (which checks them).
+  Fp8Plan* fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy, bool outer,
+                    const float* w_scale, const float* x_scale);
+
   cublasHandle_t handle_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;  // created on the first matmul_fp8
+  std::map<Fp8Key, std::unique_ptr<Fp8Plan, Fp8PlanDelete>> fp8_plans_;
+  Fp8Scaling fp8_scaling_ = Fp8Scaling::automatic;
+  Fp8Scaling last_fp8_scaling_ = Fp8Scaling::automatic;
   cudaStream_t stream_ = nullptr;
   DeviceBuffer<uint8_t> workspace_;
   DeviceBuffer<uint16_t> x16_;  // [n_tokens, cols] scratch for matmul's converted activations

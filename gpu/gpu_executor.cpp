@@ -29,10 +29,12 @@ std::string gib(size_t bytes) {
 
 std::string GpuMemoryPlan::summary() const {
   return device_name + " (" + gib(total_bytes) + ", " + gib(free_at_start) + " free): weights " +
-         gib(weight_bytes) + ", scratch " + gib(scratch_bytes) + ", KV cache " + gib(kv_bytes) +
-         " = " + std::to_string(kv_blocks) + " blocks x " + std::to_string(kv_block_size) +
-         " tokens (" + std::to_string(kv_blocks * kv_block_size) + " tokens); " +
-         std::to_string(slots) + " slots, context " + std::to_string(max_context);
+         gib(weight_bytes) +
+         (fp8_matrices > 0 ? " (" + std::to_string(fp8_matrices) + " matrices FP8)" : "") +
+         ", scratch " + gib(scratch_bytes) + ", KV cache " + gib(kv_bytes) + " = " +
+         std::to_string(kv_blocks) + " blocks x " + std::to_string(kv_block_size) + " tokens (" +
+         std::to_string(kv_blocks * kv_block_size) + " tokens); " + std::to_string(slots) +
+         " slots, context " + std::to_string(max_context);
 }
 
 GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOptions& o)
@@ -66,8 +68,13 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   table_stride = (max_ctx + opt.kv_block_size - 1) / opt.kv_block_size;
 
   RZ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  w = GpuWeights::upload(*file);
+  if (opt.fp8_weights && prop.major * 10 + prop.minor < 89)
+    throw Error("cuda executor: FP8 weights need compute capability 8.9 or later; " +
+                plan.device_name + " has " + std::to_string(prop.major) + "." +
+                std::to_string(prop.minor));
+  w = GpuWeights::upload(*file, opt.fp8_weights);
   plan.weight_bytes = w.bytes;
+  plan.fp8_matrices = w.fp8_matrices;
   gemm = std::make_unique<Gemm>(stream);
 
   const RopeFreqs rf = RopeFreqs::make(cfg);
@@ -143,6 +150,16 @@ void GpuExecutor::Impl::allocate_scratch() {
       q8_x = DeviceBuffer<uint8_t>(q8_activation_bytes(kGemvQ8MaxBatch, q8_cols));
       bytes += q8_x.bytes();
     }
+  }
+
+  if (w.fp8_matrices > 0) {
+    int64_t cols = 0;  // the widest input an FP8 matrix reads
+    w.for_each_matrix([&](const DeviceMatrix& m) {
+      if (m.fp8) cols = std::max(cols, m.cols);
+    });
+    fp8_x = DeviceBuffer<uint8_t>(size_t(cap) * size_t(cols));
+    fp8_x_scale = DeviceBuffer<float>(size_t(cap));
+    bytes += fp8_x.bytes() + fp8_x_scale.bytes();
   }
 
   AttentionDecodeArgs da;

@@ -63,6 +63,14 @@ struct GpuExecutorOptions {
   // keep fp16 activations, a request's greedy tokens alone and in a batch then differ at near-ties
   // more often than gpu_verify's batch check allows. Off by default for that reason.
   bool int8_activations = false;
+  // Opt-in (`--weights fp8`): the layers' F16/BF16 matrices become FP8 (E4M3) rows with one
+  // scale per row at load (kernels/fp8.hpp). Up to 8 tokens they multiply fp32 activations
+  // (gemv_fp8); more tokens round the activations to FP8 per token and run cuBLASLt's FP8 GEMM.
+  // Halves those matrices' memory and doubles the tensor cores' rate; lossy, and a request's
+  // greedy tokens alone and in a batch may differ at near-ties (docs/gpu.md, "FP8 weights").
+  // Needs compute capability 8.9+. Quantized GGUF matrices, the token embedding and the output
+  // matrix keep their types.
+  bool fp8_weights = false;
   // Prompt chunks of at most this many tokens attend as decode-attention rows, each at its own
   // position (kernels/attention_decode.hpp: its split-context kernel keeps the device busy over a
   // long context); longer ones go through the prefill attention (kernels/attention_prefill.hpp).
@@ -76,6 +84,7 @@ struct GpuMemoryPlan {
   size_t total_bytes = 0;    // device memory
   size_t free_at_start = 0;  // free before the executor allocated anything
   size_t weight_bytes = 0;   // weights on the device
+  int fp8_matrices = 0;      // layer matrices stored as FP8 rows (fp8_weights)
   size_t scratch_bytes = 0;  // activations, workspaces, dequant scratch
   size_t kv_bytes = 0;       // K and V caches, all layers
   int64_t kv_blocks = 0;

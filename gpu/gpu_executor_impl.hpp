@@ -95,6 +95,8 @@ struct GpuExecutor::Impl {
   // Decode-attention rows of one pass at most (decodes and prompt chunks of at most
   // GpuExecutorOptions::row_chunk tokens).
   static constexpr int kMaxAttnRows = 512;
+  // FP8 matrices times at most this many tokens take gemv_fp8, more take cuBLASLt.
+  static constexpr int kFp8GemvMaxTokens = 8;
   // Enqueues embedding -> layers -> final norm -> logits for a pass whose step arguments are on
   // the device already; out_rows: token index of each logits row.
   void enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows);
@@ -153,6 +155,11 @@ struct GpuExecutor::Impl {
   DeviceBuffer<uint8_t> q8_x;  // activations quantized for gemv_q8 (kernels/gemv_q8.hpp)
   Prepared q8_prepared;
   DeviceBuffer<float> qmm_ws;  // qmm's K-split partial sums
+  // Activations rounded for cuBLASLt's FP8 GEMM (GpuExecutorOptions::fp8_weights): codes
+  // [cap, max cols] and per-token scales [cap].
+  DeviceBuffer<uint8_t> fp8_x;
+  DeviceBuffer<float> fp8_x_scale;
+  Prepared fp8_prepared;
   int64_t w16_elems = 0;
   DeviceBuffer<uint8_t> attn_ws;
   DeviceBuffer<uint8_t> sample_ws;

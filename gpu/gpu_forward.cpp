@@ -12,6 +12,7 @@
 #include "kernels/argmax.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/gemv.hpp"
 #include "kernels/gemv_q8.hpp"
 #include "kernels/qkv_post.hpp"
@@ -333,8 +334,25 @@ void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
 
 void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n,
                                bool same_input) {
-  if (!same_input) qmm_prepared = q8_prepared = {};  // the input may have changed since
+  if (!same_input) qmm_prepared = q8_prepared = fp8_prepared = {};  // the input may have changed
   if (n == 0) return;
+  if (m.fp8) {
+    // A few tokens: gemv_fp8 on the fp32 activations (W8A16: one byte a weight and no rounding
+    // kernel on the latency-bound decode step). More: the activations rounded to FP8 per token
+    // once per input (kernels/fp8.hpp), then cuBLASLt's FP8 GEMM.
+    if (n <= kFp8GemvMaxTokens) {
+      gemv_fp8(static_cast<const uint8_t*>(m.ptr()), m.scale.get(), in, out, m.rows, m.cols, n,
+               stream);
+      return;
+    }
+    if (!fp8_prepared.holds(in, n, m.cols)) {
+      quantize_rows_fp8(in, Fp8Source::f32, fp8_x.get(), fp8_x_scale.get(), n, m.cols, stream);
+      fp8_prepared = {in, n, m.cols};
+    }
+    gemm->matmul_fp8(static_cast<const uint8_t*>(m.ptr()), m.scale.get(), fp8_x.get(),
+                     fp8_x_scale.get(), out, m.rows, m.cols, n);
+    return;
+  }
   if (m.type == GgmlType::F32) {
     gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
     return;

@@ -8,6 +8,7 @@
 #include "formats/common.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/gemv.hpp"
 #include "model/model_weights.hpp"
 
@@ -61,6 +62,22 @@ DeviceMatrix stacked(const ModelFile& f, std::initializer_list<const TensorView*
   return m;
 }
 
+// m (F16 or BF16, cols % 16 == 0) as FP8 rows: the codes replace the data, one scale per row.
+// The 16-bit copy is freed after the conversion, so a model's peak device use stays one matrix
+// above its FP8 size.
+void to_fp8(DeviceMatrix& m, size_t& total) {
+  DeviceBuffer<uint8_t> q(size_t(m.rows) * size_t(m.cols));
+  DeviceBuffer<float> scale(size_t(m.rows));
+  quantize_rows_fp8(m.data.get(), m.type == GgmlType::BF16 ? Fp8Source::bf16 : Fp8Source::f16,
+                    q.get(), scale.get(), m.rows, m.cols, nullptr);
+  RZ_CUDA_CHECK(cudaDeviceSynchronize());
+  total = total - m.data.bytes() + q.bytes() + scale.bytes();
+  m.data = std::move(q);
+  m.scale = std::move(scale);
+  m.row_bytes = size_t(m.cols);
+  m.fp8 = true;
+}
+
 DeviceBuffer<float> vec(const std::vector<float>& v, size_t& total) {
   DeviceBuffer<float> b(v.size());
   add_bytes(total, b.bytes());
@@ -88,7 +105,7 @@ int64_t GpuWeights::max_cols() const {
   return n;
 }
 
-GpuWeights GpuWeights::upload(const ModelFile& f) {
+GpuWeights GpuWeights::upload(const ModelFile& f, bool fp8) {
   const ModelWeights cw = ModelWeights::load(f);  // lookups and shape checks
   GpuWeights w;
   if (!embedding_type_supported(cw.token_embd->type))
@@ -123,6 +140,13 @@ GpuWeights GpuWeights::upload(const ModelFile& f) {
       l.w_up = matrix(f, *cl.w_up, w.bytes);
     }
     l.w_down = matrix(f, *cl.w_down, w.bytes);
+    if (fp8)
+      for (DeviceMatrix* m :
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
+        if (m->rows > 0 && fp8_converts(m->type, m->rows, m->cols)) {
+          to_fp8(*m, w.bytes);
+          ++w.fp8_matrices;
+        }
     w.layers.push_back(std::move(l));
   }
   RZ_CUDA_CHECK(cudaDeviceSynchronize());

@@ -13,10 +13,14 @@
 namespace rz::gpu {
 
 struct DeviceMatrix {
-  GgmlType type = GgmlType::F32;
-  int64_t rows = 0, cols = 0;  // [rows][cols], GGUF row layout
+  GgmlType type = GgmlType::F32;  // the stored type (for fp8: the file's F16 / BF16)
+  int64_t rows = 0, cols = 0;     // [rows][cols], GGUF row layout
   size_t row_bytes = 0;
   DeviceBuffer<uint8_t> data;  // rows * row_bytes bytes
+  // Converted to FP8 at load (GpuWeights::upload with fp8): data holds E4M3 codes (row_bytes =
+  // cols) and scale one fp32 per row, as kernels/fp8.hpp rounds them.
+  bool fp8 = false;
+  DeviceBuffer<float> scale;
   const void* ptr() const { return data.get(); }
 };
 
@@ -55,8 +59,11 @@ struct GpuWeights {
   }
 
   // Throws rz::Error("PATH: cause") for a tensor type without GPU kernels, or a shape the kernels
-  // cannot take; CudaError when the device runs out of memory.
-  static GpuWeights upload(const ModelFile& file);
+  // cannot take; CudaError when the device runs out of memory. fp8: every layer matrix stored in
+  // F16 or BF16 (cols a multiple of 16) is converted to FP8 rows (DeviceMatrix::fp8); the token
+  // embedding and the output matrix keep their type, as do quantized and F32 matrices.
+  static GpuWeights upload(const ModelFile& file, bool fp8 = false);
+  int fp8_matrices = 0;  // layer matrices converted by upload(fp8)
 };
 
 // Whether the CUDA executor can multiply a matrix of this type and width.

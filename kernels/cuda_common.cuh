@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda_check.hpp"
@@ -48,24 +49,36 @@ __device__ __forceinline__ float warp_max_to_lane0(float v) {
   return v;
 }
 
-// Sum of v over the thread block, returned to every thread: warp_sum_to_lane0 per warp, then
-// warp 0 adds the warp sums the same way (lanes past the last warp add 0). blockDim.x a multiple
+// v combined over the thread block with warp_reduce_to_lane0 (warp_sum_to_lane0 or
+// warp_max_to_lane0) and returned to every thread: per warp, then warp 0 combines the warp
+// results the same way (lanes past the last warp contribute `identity`). blockDim.x a multiple
 // of 32, at most 1024; every thread of the block must call it, once per kernel (the shared
 // result is not guarded against a second call).
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_sums[32];
+template <float (*warp_reduce_to_lane0)(float)>
+__device__ __forceinline__ float block_combine(float v, float identity) {
+  __shared__ float warp_results[32];
   __shared__ float total;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-  v = warp_sum_to_lane0(v);
-  if (lane == 0) warp_sums[warp] = v;
+  v = warp_reduce_to_lane0(v);
+  if (lane == 0) warp_results[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float s = lane < n_warps ? warp_sums[lane] : 0.0f;
-    s = warp_sum_to_lane0(s);
+    float s = lane < n_warps ? warp_results[lane] : identity;
+    s = warp_reduce_to_lane0(s);
     if (lane == 0) total = s;
   }
   __syncthreads();
   return total;
+}
+
+// Sum of v over the thread block (block_combine's rules).
+__device__ __forceinline__ float block_sum(float v) {
+  return block_combine<warp_sum_to_lane0>(v, 0.0f);
+}
+
+// fmaxf of v over the thread block (block_combine's rules; NaNs lose to numbers, as in fmaxf).
+__device__ __forceinline__ float block_max(float v) {
+  return block_combine<warp_max_to_lane0>(v, -INFINITY);
 }
 
 // ---------------------------------------------------------------- argmax

@@ -36,4 +36,9 @@ int gemv_cols_multiple(GgmlType type);
 void gemv(GgmlType type, const void* w, const float* x, float* y, int64_t rows, int64_t cols,
           int batch, cudaStream_t stream);
 
+// The same for FP8 rows (kernels/fp8.hpp): y[b, r] = row_scale[r] * sum_c e4m3(W[r, c]) x[b, c],
+// w [rows, cols] E4M3 codes (cols a multiple of 16), row_scale [rows] fp32; the same checks.
+void gemv_fp8(const uint8_t* w, const float* row_scale, const float* x, float* y, int64_t rows,
+              int64_t cols, int batch, cudaStream_t stream);
+
 }  // namespace rz::gpu

@@ -72,7 +72,7 @@ __device__ __forceinline__ float byte_to_float(uint32_t w, int i, float bias = 0
 template <class T, int B, int R, int LPR>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
-                int64_t rows, int64_t cols) {
+                int64_t rows, int64_t cols, const float* __restrict__ row_scale) {
   grid_dependency_sync();
   static_assert(LPR == 16 || LPR == 32);
   constexpr int lpr = LPR;
@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int b = 0; b < B; ++b) {
       const float s = group_sum<LPR>(acc[r][b]);
-      if (sub == 0 && row0 + r < rows) y[static_cast<size_t>(b) * rows + row0 + r] = s;
+      if (sub == 0 && row0 + r < rows)
+        y[static_cast<size_t>(b) * rows + row0 + r] = row_scale ? s * row_scale[row0 + r] : s;
     }
 }
 
@@ -152,7 +153,8 @@ constexpr int kSplitMaxBatch = 4;
 template <class T, int B>
 __global__ void __launch_bounds__(kSplitWarps * 32)
     gemv_split_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
-                      float* __restrict__ y, int64_t rows, int64_t cols, int split) {
+                      float* __restrict__ y, int64_t rows, int64_t cols, int split,
+                      const float* __restrict__ row_scale) {
   grid_dependency_sync();
   __shared__ float partial[kSplitWarps][B];  // [warp = slot * split + slice][b]
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
@@ -206,15 +208,17 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
     if (out_row < rows) {
       float s = partial[out_slot * split][b];
       for (int k = 1; k < split; ++k) s += partial[out_slot * split + k][b];
-      y[static_cast<size_t>(b) * rows + out_row] = s;
+      y[static_cast<size_t>(b) * rows + out_row] = row_scale ? s * row_scale[out_row] : s;
     }
   }
 }
 
+// row_scale: null, or [rows] factors each row's sums are multiplied by before they are written
+// (the FP8 family's per-row scales, kernels/fp8.hpp).
 using LaunchFn = void (*)(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
-                          cudaStream_t stream);
+                          const float* row_scale, cudaStream_t stream);
 using SplitLaunchFn = void (*)(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
-                               int split, cudaStream_t stream);
+                               int split, const float* row_scale, cudaStream_t stream);
 
 // What gemv.cu needs to know about one kernel family: its block shape and a launcher per batch.
 struct Family {
@@ -227,7 +231,7 @@ struct Family {
 
 template <class T, int B>
 void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
-            cudaStream_t stream) {
+            const float* row_scale, cudaStream_t stream) {
   constexpr int R = rows_per_warp<T>(B);
   // Short rows (fewer than two items per lane of a warp, e.g. 1536 columns of Q4_K / Q6_K) go
   // to half-warps, so that a warp's lanes are not left idle; never fewer lanes than share a block.
@@ -236,23 +240,23 @@ void launch(const void* w, const float* x, float* y, int64_t rows, int64_t cols,
     const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R * 2;
     const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
     launch_kernel(gemv_kernel<T, B, R, 16>, static_cast<unsigned>(grid), kWarps * 32, 0, stream,
-                  static_cast<const uint8_t*>(w), x, y, rows, cols);
+                  static_cast<const uint8_t*>(w), x, y, rows, cols, row_scale);
   } else {
     const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
     const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
     launch_kernel(gemv_kernel<T, B, R, 32>, static_cast<unsigned>(grid), kWarps * 32, 0, stream,
-                  static_cast<const uint8_t*>(w), x, y, rows, cols);
+                  static_cast<const uint8_t*>(w), x, y, rows, cols, row_scale);
   }
 }
 
 // split in {2, 4, 8} (checked by gemv.cu); rows < 2^30, so the grid fits.
 template <class T, int B>
 void launch_split(const void* w, const float* x, float* y, int64_t rows, int64_t cols, int split,
-                  cudaStream_t stream) {
+                  const float* row_scale, cudaStream_t stream) {
   const int64_t rows_per_block = kSplitWarps / split;
   const int64_t grid = (rows + rows_per_block - 1) / rows_per_block;
   launch_kernel(gemv_split_kernel<T, B>, static_cast<unsigned>(grid), kSplitWarps * 32, 0, stream,
-                static_cast<const uint8_t*>(w), x, y, rows, cols, split);
+                static_cast<const uint8_t*>(w), x, y, rows, cols, split, row_scale);
 }
 
 template <class T, size_t... Bm1, size_t... Sm1>
@@ -279,7 +283,7 @@ int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int 
 void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows,
                      int64_t cols, int batch, int split, cudaStream_t stream);
 
-// Defined one per file: gemv_q4k.cu, gemv_q6k.cu, gemv_legacy.cu, gemv_half.cu.
+// Defined one per file: gemv_q4k.cu, gemv_q6k.cu, gemv_legacy.cu, gemv_half.cu, gemv_fp8.cu.
 const Family& family_q4_k();
 const Family& family_q6_k();
 const Family& family_q8_0();
@@ -287,5 +291,6 @@ const Family& family_q4_0();
 const Family& family_q4_1();
 const Family& family_f16();
 const Family& family_bf16();
+const Family& family_fp8();  // gemv_fp8(): rows of E4M3 codes with a per-row scale
 
 }  // namespace rz::gpu::gemv_detail

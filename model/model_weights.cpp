@@ -1,6 +1,7 @@
 // Gathering and checking the weights both executors read (see model_weights.hpp).
 #include "model/model_weights.hpp"
 
+#include <initializer_list>
 #include <string>
 
 #include "formats/common.hpp"
@@ -71,11 +72,20 @@ ModelWeights ModelWeights::load(const ModelFile& f) {
   return w;
 }
 
-size_t ModelWeights::matrix_bytes() const {
+bool fp8_converts(GgmlType type, int64_t rows, int64_t cols) {
+  return (type == GgmlType::F16 || type == GgmlType::BF16) && rows > 0 && rows % 16 == 0 &&
+         cols > 0 && cols % 16 == 0;
+}
+
+size_t ModelWeights::matrix_bytes(bool fp8) const {
+  const auto bytes = [fp8](const TensorView* t) {
+    return fp8 && fp8_converts(t->type, t->rows(), t->cols())
+               ? size_t(t->rows()) * size_t(t->cols() + 4)
+               : t->nbytes;
+  };
   size_t n = output->nbytes;
   for (const auto& l : layers)
-    n += l.wq->nbytes + l.wk->nbytes + l.wv->nbytes + l.wo->nbytes + l.w_gate->nbytes +
-         l.w_up->nbytes + l.w_down->nbytes;
+    for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down}) n += bytes(t);
   return n;
 }
 

@@ -33,8 +33,16 @@ struct ModelWeights {
 
   // Looks every tensor up and checks shapes and types. Throws rz::Error("PATH: cause").
   static ModelWeights load(const ModelFile& file);
-  // Bytes of weights one decode step reads (every matrix once, plus the embedding rows).
-  size_t matrix_bytes() const;
+  // Bytes of weights one decode step reads (every matrix once, plus the embedding rows). fp8: as
+  // the CUDA executor stores them under `--weights fp8` (fp8_converts below).
+  size_t matrix_bytes(bool fp8 = false) const;
 };
+
+// Whether `--weights fp8` (gpu::GpuExecutorOptions::fp8_weights) turns a layer matrix of this
+// type and shape into FP8 rows: F16 and BF16 matrices whose rows and columns are multiples of 16
+// (what cuBLASLt's FP8 GEMM and gemv_fp8 take). Such a matrix then holds rows * (cols + 4) bytes
+// (the codes and one fp32 scale a row). The token embedding and the output matrix are never
+// converted.
+bool fp8_converts(GgmlType type, int64_t rows, int64_t cols);
 
 }  // namespace rz

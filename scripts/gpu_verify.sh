@@ -19,7 +19,7 @@
 # for the qwen2.5-1.5b synth + compare part, default 200: formats left when it is spent are
 # reported as skipped), RZ_VERIFY_CPU=1 (no GPU: every step runs CPU against CPU, to test this
 # script on a machine without one), RZ_VERIFY_FORMATS (default "q4_k_m q8_0 q4_0 q4_1 f16 bf16"),
-# RZ_VERIFY_STEPS (default "tiny qwen hf batch smollm2": a subset re-runs part of it).
+# RZ_VERIFY_STEPS (default "tiny qwen hf batch fp8 smollm2": a subset re-runs part of it).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
@@ -77,7 +77,7 @@ work=/tmp/rz-gpu-verify-work
 cpu_mode=${RZ_VERIFY_CPU:-0}
 formats=${RZ_VERIFY_FORMATS:-"q4_k_m q8_0 q4_0 q4_1 f16 bf16"}
 results=()   # "name|status|seconds|detail"
-steps=" ${RZ_VERIFY_STEPS:-tiny qwen hf batch smollm2} "
+steps=" ${RZ_VERIFY_STEPS:-tiny qwen hf batch fp8 smollm2} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 
 record() {  # record NAME RC SECONDS DETAIL
@@ -222,6 +222,26 @@ do_run() {
   verify batch-tiny-q4_k_m 180 batch --model "$tiny" --ties-ok "${gpub[@]}"
   local tiny16=$work/models/tiny-f16.gguf
   [ -f "$tiny16" ] && verify batch-tiny-f16 180 batch --model "$tiny16" --ties-ok "${gpub[@]}"
+  fi
+
+  if want fp8 && [ "$cpu_mode" != 1 ]; then
+  echo "== --weights fp8 vs the stored weights (GPU both), and fp8 batch invariance"
+  local f
+  for f in f16 bf16; do
+    local m=$work/models/tiny-$f.gguf
+    [ -f "$m" ] || synth tiny "$f" "$m" || true
+    verify "fp8-tiny-$f" 120 fp8 --model "$m"
+  done
+  # FP8's two paths round activations differently (W8A16 up to 8 tokens, W8A8 beyond), so alone
+  # and in a batch differ by FP8's error, not the stored weights': its own tol and excuse cap.
+  verify batch-tiny-f16-fp8 180 batch --model "$work/models/tiny-f16.gguf" --ties-ok --fp8 \
+    --tol 0.15 --max-excused 0.05
+  [ -d "$work/hf/mistral" ] && verify fp8-hf-mistral-bf16 120 fp8 --model "$work/hf/mistral"
+  local q=$work/models/qwen2.5-1.5b-f16-fp8.gguf
+  if synth qwen2.5-1.5b f16 "$q"; then
+    verify fp8-qwen2.5-1.5b-f16 180 fp8 --model "$q"
+  fi
+  rm -f "$q"
   fi
 
   if ! want smollm2; then

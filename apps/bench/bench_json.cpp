@@ -75,6 +75,7 @@ std::string json_report(const BenchRun& r) {
   j.key("cuda_graphs").value(o.cuda_graphs);
   j.key("qmm").value(o.qmm);
   j.key("int8_activations").value(o.int8);
+  j.key("fp8_weights").value(o.fp8);
   j.key("programmatic_launch").value(o.pdl);
   j.end_object();
 

@@ -83,6 +83,7 @@ class Bench {
                                      .threads = o_.threads,
                                      .gpu = o_.gpu,
                                      .int8_activations = o_.int8,
+                                     .fp8_weights = o_.fp8,
                                      .cuda_graphs = o_.cuda_graphs,
                                      .qmm = o_.qmm});
     ex_ = std::move(b.executor);
@@ -259,7 +260,8 @@ BenchRun run_bench(const BenchOptions& o, const std::string& device,
   run.commit = build_commit();
   run.config = file->config();
   const ModelWeights weights = ModelWeights::load(*file);
-  run.cost = model_cost(file->config(), double(weights.matrix_bytes()), kv_element_bytes(device));
+  run.cost =
+      model_cost(file->config(), double(weights.matrix_bytes(o.fp8)), kv_element_bytes(device));
   if (device == "cuda") {
     run.limits = gpu_limits(run.device_name, o.bandwidth, o.peak_flops);
     set_programmatic_launch(o.pdl);

@@ -51,8 +51,10 @@ using namespace elem_test;
 
 constexpr double kRelTol = 1e-4;  // of the row's max |out|: fp32 accumulation, exp2 softmax
 // Tensor cores: Q (scaled) and P rounded to fp16 (2^-11 relative each); with these inputs the
-// observed error is a few 1e-4 of the row's max (printed by each test).
-constexpr double kMmaRelTol = 2e-3;
+// observed error is a few 1e-4 of the row's max (printed by each test), over random seeds up to
+// 2.07e-3 (H100, 2026-11-24: one element of a head_dim 16 case, and 2.07e-3 at head_dim 64), so
+// 4e-3: a wrong key or weight is an error of the order of the row's max.
+constexpr double kMmaRelTol = 4e-3;
 
 struct Config {
   int head_dim, n_head_kv, ratio, block_size;

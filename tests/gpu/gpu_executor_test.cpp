@@ -231,6 +231,49 @@ INSTANTIATE_TEST_SUITE_P(Formats, GpuVsCpuInt8,
                            return std::string(synth_format_name(info.param));
                          });
 
+// Opt-in FP8 weights (GpuExecutorOptions::fp8_weights, kernels/fp8.hpp) on F16 and BF16 models:
+// the layers' matrices as E4M3 rows (gemv_fp8 on fp32 activations for the decode steps and the
+// 1- and 7-token prompts, cuBLASLt on activations rounded to E4M3 for the 33- and 70-token
+// ones). Tolerance 3 x the max |gpu - cpu| logit measured on an H100 (2026-11-24,
+// bench/gpu-runs/2026-11-24-h100-fp8-gpu-test.log: f16 0.0708, bf16 0.0693), every divergence
+// excused by its row's margin, at most 25 % of the picks (that run: 11 % on f16; FP8's 3
+// mantissa bits move these random models' near-uniform logits by ~5 % of their range). Also
+// checks that the layer matrices were converted.
+double fp8_measured_abs(SynthFormat f) { return f == SynthFormat::BF16 ? 0.0693 : 0.0708; }
+
+class GpuVsCpuFp8 : public ::testing::TestWithParam<SynthFormat> {};
+
+TEST_P(GpuVsCpuFp8, LogitsAndGreedyPicks) {
+  RZ_REQUIRE_GPU();
+  const std::string path = tiny_model(GetParam());
+  {
+    GpuExecutor g(ModelFile::open(path),
+                  GpuExecutorOptions{.slots = 1, .max_context = 64, .fp8_weights = true});
+    const int layers = g.config().n_layer;
+    // [q; k; v], o, [gate; up] and down: 4 matrices a layer (Q/K/V and gate/up fused).
+    EXPECT_EQ(g.memory_plan().fp8_matrices, 4 * layers);
+    EXPECT_NE(g.memory_plan().summary().find("matrices FP8"), std::string::npos);
+  }
+  const double worst =
+      run_against_cpu(path, GpuExecutorOptions{.slots = 4, .max_context = 256, .fp8_weights = true},
+                      3 * fp8_measured_abs(GetParam()), 25, 0.25);
+  std::printf("[ %s fp8 ] max |gpu - cpu| logit: %.3g (measured before: %.3g)\n",
+              synth_format_name(GetParam()), worst, fp8_measured_abs(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, GpuVsCpuFp8,
+                         ::testing::Values(SynthFormat::F16, SynthFormat::BF16),
+                         [](const auto& info) {
+                           return std::string(synth_format_name(info.param));
+                         });
+
+TEST(GpuExecutor, Fp8WeightsLeaveQuantizedMatricesAlone) {
+  RZ_REQUIRE_GPU();
+  GpuExecutor g(ModelFile::open(tiny_model(SynthFormat::Q4_K_M)),
+                GpuExecutorOptions{.slots = 1, .max_context = 64, .fp8_weights = true});
+  EXPECT_EQ(g.memory_plan().fp8_matrices, 0);
+}
+
 TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
   RZ_REQUIRE_GPU();
   // 16 tokens per pass: the 70-token prompt runs in five passes that attend to earlier chunks,

@@ -86,7 +86,7 @@ int cmd_batch(int argc, char** argv) {
   Args a(argc, argv,
          {"model", "n", "tokens", "slots", "seed", "tol", "min-margin", "pool", "max-excused",
           "step-tokens"},
-         {"cpu", "ties-ok", "text"});
+         {"cpu", "ties-ok", "text", "fp8"});
   const std::string path = a.require("model");
   const int n = static_cast<int>(a.integer("n", 16));
   const int tokens = static_cast<int>(a.integer("tokens", 32));
@@ -126,7 +126,9 @@ int cmd_batch(int argc, char** argv) {
       ties_ok ? ", excused divergences allowed up to the cap" : "");
   std::fflush(stdout);
 
-  auto ex = cpu ? make_cpu_executor(file, slots, ctx) : make_gpu_executor(file, slots, ctx);
+  if (cpu && a.has("fp8")) throw Error("--fp8 (FP8 weights) runs on the GPU only");
+  auto ex =
+      cpu ? make_cpu_executor(file, slots, ctx) : make_gpu_executor(file, slots, ctx, a.has("fp8"));
   std::string note;
   const auto prompts = select_by_margin(*ex, pool, n, tokens, min_margin, &note);
   if (!note.empty()) std::printf("%s\n", note.c_str());

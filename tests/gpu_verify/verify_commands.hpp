@@ -7,5 +7,6 @@ namespace rz::verify {
 int cmd_compare(int argc, char** argv);  // cmd_compare.cpp
 int cmd_hf(int argc, char** argv);       // cmd_hf.cpp
 int cmd_batch(int argc, char** argv);    // cmd_batch.cpp
+int cmd_fp8(int argc, char** argv);      // cmd_fp8.cpp
 
 }  // namespace rz::verify

@@ -92,14 +92,17 @@ std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, 
 }
 
 std::unique_ptr<Executor> make_gpu_executor(std::shared_ptr<const ModelFile> f, int slots,
-                                            int max_context) {
+                                            int max_context, bool fp8) {
   // Exactly enough KV blocks for every slot at full context: start-up stays small and no step
   // can run out of blocks.
   const int block = kDefaultKvBlockSize;  // rz serve's default --kv-block
   const int64_t blocks = int64_t{slots} * ((max_context + block - 1) / block);
-  BuiltExecutor b = make_executor(
-      "cuda", std::move(f),
-      {.slots = slots, .max_context = max_context, .kv_block_size = block, .kv_blocks = blocks});
+  BuiltExecutor b = make_executor("cuda", std::move(f),
+                                  {.slots = slots,
+                                   .max_context = max_context,
+                                   .kv_block_size = block,
+                                   .kv_blocks = blocks,
+                                   .fp8_weights = fp8});
   std::printf("gpu executor: %s\n", b.memory_plan.c_str());
   return std::move(b.executor);
 }

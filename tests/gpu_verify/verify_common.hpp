@@ -34,12 +34,13 @@ class Args {
 // Whether a CUDA device is usable here; `why` gets the runtime's reason when not.
 bool gpu_available(std::string* why);
 
-// Executors. The GPU one keeps GpuExecutor's defaults except slots, max_context and an exact
-// kv_blocks (slots * ceil(max_context / block)), so start-up allocates no more than it needs.
+// Executors. The GPU one keeps GpuExecutor's defaults except slots, max_context, an exact
+// kv_blocks (slots * ceil(max_context / block)), so start-up allocates no more than it needs, and
+// fp8 (GpuExecutorOptions::fp8_weights).
 std::unique_ptr<Executor> make_cpu_executor(std::shared_ptr<const ModelFile> f, int slots,
                                             int max_context);
 std::unique_ptr<Executor> make_gpu_executor(std::shared_ptr<const ModelFile> f, int slots,
-                                            int max_context);
+                                            int max_context, bool fp8 = false);
 
 // The default tolerance on max |dlogit| / max |reference logit| of a row: kToleranceMargin x the
 // error measured on the H200 for this model's shape and format (verify_tolerances.hpp).

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine: does serving follow the engine? For each stream count B, the engine's
+# batched decode (`rz bench --batches B`: B sequences decoding together, no network) against
+# `rz serve` driven over WebSocket by rz-wsbench with B connections, each sending a request after
+# the last one finished (closed loop, steady state for a fixed duration). docs/performance.md
+# keeps the table.
+#
+#   scripts/gpu_serve_vs_engine.sh BIN_DIR MODEL [STREAMS]      STREAMS default "1 16 64 256"
+#
+# Both sides: 64-token prompts (rz-wsbench's words are single tokens of the synth vocabulary for
+# the engine's random ids: close, not equal), 256 generated tokens, greedy, ignore EOS.
+# Per B: engine tok/s and step time (ms per decode step), served output tok/s, the ratio, ITL
+# p50 / p99 and the ratio of ITL p50 to the engine's step time. The served figure includes what
+# serving adds to a step: each new request's prompt joins a running step (chunked prefill), the
+# per-token frames, the actors. JSON of both sides under $OUT (or /tmp).
+set -u
+bin=${1:?usage: gpu_serve_vs_engine.sh BIN_DIR MODEL [STREAMS]}
+model=${2:?model file}
+streams=${3:-"1 16 64 256"}
+out=${OUT:-/tmp}
+port=${RZ_SERVE_PORT:-8095}
+dur=${RZ_SERVE_SECONDS:-20}
+gen=256
+prompt=64
+max_b=1
+for b in $streams; do [ "$b" -gt "$max_b" ] && max_b=$b; done
+
+engine_batches=$(echo $streams | tr ' ' ',')
+echo "== engine: rz bench --batches $engine_batches --prompt $prompt --gen $gen"
+"$bin/rz" bench --device cuda --model "$model" --pp 0 --tg 0 --batches "$engine_batches" \
+  --prompt "$prompt" --gen "$gen" --reps 2 --json-out "$out/engine.json" > "$out/engine.log" 2>&1 ||
+  { echo "rz bench failed"; tail -n 20 "$out/engine.log"; exit 1; }
+
+log=$out/serve.log
+"$bin/rz" serve --model "$model" --device cuda --port "$port" --max-slots "$max_b" \
+  --ctx $(((prompt + gen + 64 + 63) / 64 * 64)) --max-step-tokens $((max_b > 512 ? max_b : 512)) \
+  --max-connections-per-ip $((max_b + 8)) --max-connections $((max_b + 16)) > "$log" 2>&1 &
+pid=$!
+for _ in $(seq 1 240); do
+  grep -q "listening" "$log" && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.5
+done
+grep -q "listening" "$log" || { echo "the server did not start"; cat "$log"; kill $pid; exit 1; }
+url="ws://127.0.0.1:$port/v1/ws"
+# Warm-up: graphs for the batch sizes, cuBLAS plans.
+"$bin/rz-wsbench" --url "$url" --connections "$max_b" --requests "$max_b" --prompt-tokens $prompt \
+  --max-tokens 32 --seed 5 --json > /dev/null 2>&1
+for b in $streams; do
+  "$bin/rz-wsbench" --url "$url" --connections "$b" --duration "$dur" --prompt-tokens $prompt \
+    --max-tokens $gen --seed 9 --timeout 600 --json > "$out/serve-$b.json" 2> "$out/serve-$b.err"
+done
+kill -TERM $pid
+wait $pid 2>/dev/null
+
+python3 - "$out" $streams <<'PY'
+import json, os, sys
+out, streams = sys.argv[1], [int(s) for s in sys.argv[2:]]
+eng = json.load(open(os.path.join(out, "engine.json")))
+by_b = {w["batch"]: w for w in eng["workloads"] if w["kind"] == "batched"}
+print(f"serving vs engine: {eng['device']['name']}, {eng['model']['label']}, commit {eng.get('commit', '?')}")
+print("| streams | engine tok/s | engine step ms | served tok/s | served / engine | ITL p50 / p99 ms | ITL p50 / step |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for b in streams:
+    w = by_b.get(b)
+    try:
+        s = json.load(open(os.path.join(out, f"serve-{b}.json")))
+    except Exception as e:
+        print(f"| {b} | | | rz-wsbench failed ({e}) | | | |")
+        continue
+    e_tps = w["tokens_per_s"] if w and w.get("ok") else float("nan")
+    step = w["step_ms"] if w and w.get("ok") else float("nan")
+    tps = s["output_throughput"]
+    i = s["itl_ms"]
+    print(f"| {b} | {e_tps:,.0f} | {step:.2f} | {tps:,.0f} | {tps / e_tps:.2f} | "
+          f"{i['p50']:.2f} / {i['p99']:.2f} | {i['p50'] / step:.2f} |")
+PY
