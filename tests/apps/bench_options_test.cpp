@@ -51,6 +51,7 @@ TEST(BenchOptions, Defaults) {
   EXPECT_TRUE(o.cuda_graphs);
   EXPECT_TRUE(o.qmm);
   EXPECT_FALSE(o.int8);
+  EXPECT_FALSE(o.fp8);
   EXPECT_TRUE(o.pdl);
   EXPECT_EQ(o.bandwidth, 0);
   EXPECT_EQ(o.peak_flops, 0);
@@ -59,14 +60,16 @@ TEST(BenchOptions, Defaults) {
 }
 
 TEST(BenchOptions, EveryFlag) {
-  const BenchOptions o =
-      parse({"--model",     "m.gguf", "--label",       "qwen Q4_K_M", "--device", "cuda",
-             "--gpu",       "1",      "--threads",     "4",           "--pp",     "0",
-             "--tg",        "64",     "--batches",     "1,4,16",      "--prompt", "32",
-             "--gen",       "16",     "--reps",        "5",           "--seed",   "42",
-             "--context",   "4096",   "--no-graphs",   "--no-qmm",    "--int8",   "--no-pdl",
-             "--bandwidth", "4300",   "--peak-tflops", "989",         "--json",   "--json-out",
-             "/tmp/x.json"});
+  const BenchOptions o = parse({"--model",       "m.gguf",    "--label",     "qwen Q4_K_M",
+                                "--device",      "cuda",      "--gpu",       "1",
+                                "--threads",     "4",         "--pp",        "0",
+                                "--tg",          "64",        "--batches",   "1,4,16",
+                                "--prompt",      "32",        "--gen",       "16",
+                                "--reps",        "5",         "--seed",      "42",
+                                "--context",     "4096",      "--no-graphs", "--no-qmm",
+                                "--int8",        "--no-pdl",  "--bandwidth", "4300",
+                                "--peak-tflops", "989",       "--json",      "--json-out",
+                                "/tmp/x.json",   "--weights", "fp8"});
   EXPECT_EQ(o.label, "qwen Q4_K_M");
   EXPECT_EQ(o.device, "cuda");
   EXPECT_EQ(o.gpu, 1);
@@ -83,6 +86,7 @@ TEST(BenchOptions, EveryFlag) {
   EXPECT_FALSE(o.cuda_graphs);
   EXPECT_FALSE(o.qmm);
   EXPECT_TRUE(o.int8);
+  EXPECT_TRUE(o.fp8);
   EXPECT_FALSE(o.pdl);
   EXPECT_DOUBLE_EQ(o.bandwidth, 4.3e12);  // GB/s in, bytes/s out
   EXPECT_DOUBLE_EQ(o.peak_flops, 989e12);
@@ -146,6 +150,7 @@ TEST(BenchOptions, BadValuesNameTheFlag) {
       {{"--model", "m", "--bandwidth", "fast"}, "--bandwidth"},
       {{"--model", "m", "--peak-tflops", "-989"}, "--peak-tflops"},
       {{"--model", "m", "--json-out", ""}, "--json-out"},
+      {{"--model", "m", "--weights", "int4"}, "--weights"},
       {{"--model", "m", "--pp", "0", "--tg", "0", "--batches", ""}, "nothing to measure"},
   };
   for (const Case& c : cases) {

@@ -46,6 +46,28 @@ TEST(ResolveDevice, NamesTheExecutor) {
   }
 }
 
+TEST(Fp8WeightsFlag, StoredOrFp8) {
+  EXPECT_FALSE(fp8_weights_flag("stored"));
+  EXPECT_TRUE(fp8_weights_flag("fp8"));
+  for (const char* bad : {"", "FP8", "fp16", "int8"}) {
+    try {
+      fp8_weights_flag(bad);
+      FAIL() << "no throw for '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--weights"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(ExecutorFactoryTest, CpuRefusesFp8Weights) {
+  try {
+    make_executor("cpu", model_, {.slots = 1, .threads = 1, .fp8_weights = true});
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA executor only"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ExecutorFactoryTest, CpuTakesTheOptionsAndTheDefaultContext) {
   ASSERT_EQ(model_->config().n_ctx_train, 256);
   BuiltExecutor b = make_executor("cpu", model_, {.slots = 3, .threads = 1});

@@ -20,6 +20,7 @@
 #include "formats/gguf.hpp"
 #include "formats/gguf_writer.hpp"
 #include "formats/model_file.hpp"
+#include "model/model_weights.hpp"
 #include "quants/quants.hpp"
 #include "sched/slot_runner.hpp"
 #include "tests/tokenizer/tokenizer_test_util.hpp"
@@ -320,6 +321,39 @@ TEST(GgufWriterStreamed, SameBytesAsInMemoryAndChecksTheCount) {
   EXPECT_THROW(shortw.bytes(), Error);
   EXPECT_THROW(longw.bytes(), Error);
   EXPECT_THROW(longw.write((tmp_dir() / "bad.gguf").string()), Error);
+}
+
+}  // namespace
+}  // namespace rz
+
+namespace rz {
+namespace {
+
+// What `--weights fp8` converts (model/model_weights.hpp's fp8_converts) and the bytes a step then
+// reads (ModelWeights::matrix_bytes(true), rz bench's MBU): on the tiny shape every layer matrix
+// of an F16 or BF16 file becomes rows * (cols + 4) bytes, the output matrix keeps its bytes, and
+// a Q4_K_M file is unchanged.
+TEST(Fp8Bytes, LayerMatricesOfF16AndBf16Files) {
+  EXPECT_TRUE(fp8_converts(GgmlType::F16, 256, 512));
+  EXPECT_TRUE(fp8_converts(GgmlType::BF16, 16, 16));
+  EXPECT_FALSE(fp8_converts(GgmlType::F16, 250, 512));  // rows not a multiple of 16
+  EXPECT_FALSE(fp8_converts(GgmlType::F16, 256, 40));   // cols not a multiple of 16
+  EXPECT_FALSE(fp8_converts(GgmlType::F32, 256, 512));
+  EXPECT_FALSE(fp8_converts(GgmlType::Q4_K, 256, 512));
+  for (const SynthFormat f : {SynthFormat::F16, SynthFormat::BF16}) {
+    const auto mf =
+        ModelFile::open(synth_tiny(f, 3, std::string("fp8_") + synth_format_name(f) + ".gguf"));
+    const ModelWeights w = ModelWeights::load(*mf);
+    size_t want = w.output->nbytes;
+    for (const auto& l : w.layers)
+      for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down})
+        want += size_t(t->rows()) * size_t(t->cols() + 4);
+    EXPECT_EQ(w.matrix_bytes(true), want) << synth_format_name(f);
+    EXPECT_LT(w.matrix_bytes(true), w.matrix_bytes(false));
+  }
+  const auto q = ModelFile::open(synth_tiny(SynthFormat::Q4_K_M, 3, "fp8_q4km.gguf"));
+  const ModelWeights wq = ModelWeights::load(*q);
+  EXPECT_EQ(wq.matrix_bytes(true), wq.matrix_bytes(false));
 }
 
 }  // namespace
