@@ -13,6 +13,7 @@
 # Prints one table row per budget and phase: ITL p50/p90/p99, TPOT p50/p90, output tok/s of the
 # 32 streams, and how many long prompts were served meanwhile. JSON under $OUT (or /tmp).
 set -u
+. "$(dirname "$0")/serve_lib.sh"
 bin=${1:?usage: gpu_join_bench.sh BIN_DIR MODEL [BUDGETS]}
 model=${2:?model file}
 budgets=${3:-"256 512 1024 2048"}
@@ -32,17 +33,11 @@ PY
 }
 for b in $budgets; do
   log=$out/join-serve-$b.log
-  "$bin/rz" serve --model "$model" --device cuda --port "$port" --max-slots 40 \
-    --max-step-tokens "$b" --max-connections-per-ip 64 > "$log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 240); do
-    grep -q "listening" "$log" && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.5
-  done
-  if ! grep -q "listening" "$log"; then
-    echo "gpu_join_bench: the server did not start (budget $b)"; cat "$log"; kill $pid; exit 1
+  if ! start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" --max-slots 40 \
+      --max-step-tokens "$b" --max-connections-per-ip 64; then
+    echo "gpu_join_bench: the server did not start (budget $b)"; exit 1
   fi
+  pid=$server_pid
   url="ws://127.0.0.1:$port/v1/ws"
   streams=(--url "$url" --connections 32 --requests 96 --prompt-tokens 64 --max-tokens 256
            --seed 11 --timeout 600 --json)

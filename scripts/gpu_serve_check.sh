@@ -8,23 +8,19 @@
 # BIN_DIR holds rz and rz-wsbench (LD_LIBRARY_PATH must reach their libraries). Exit status 0
 # only when the server started on the GPU, every request completed and the server drained.
 set -u
+. "$(dirname "$0")/serve_lib.sh"
 bin=${1:?usage: gpu_serve_check.sh BIN_DIR MODEL [CONNECTIONS] [REQUESTS]}
 model=${2:?model file}
 conns=${3:-16}
 reqs=${4:-256}
 port=${RZ_SERVE_PORT:-8093}
 log=$(mktemp /tmp/rz-serve-XXXX.log)
-"$bin/rz" serve --model "$model" --device "${RZ_SERVE_DEVICE:-cuda}" --port "$port" --max-slots 16 --max-connections-per-ip $((conns + 8)) > "$log" 2>&1 &
-pid=$!
-for _ in $(seq 1 120); do
-  grep -q "listening" "$log" && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.5
-done
-rc=0
-if ! grep -q "listening" "$log"; then
-  echo "gpu_serve_check: the server did not start"; cat "$log"; kill $pid 2>/dev/null; exit 1
+if ! start_server "$log" "$bin/rz" --model "$model" --device "${RZ_SERVE_DEVICE:-cuda}" \
+    --port "$port" --max-slots 16 --max-connections-per-ip $((conns + 8)); then
+  echo "gpu_serve_check: the server did not start"; exit 1
 fi
+pid=$server_pid
+rc=0
 grep -q "device ${RZ_SERVE_DEVICE:-cuda}" "$log" || { echo "gpu_serve_check: the server is not on the GPU"; rc=1; }
 "$bin/rz-wsbench" --url "ws://127.0.0.1:$port/v1/ws" --connections "$conns" --requests "$reqs" \
   --prompt-tokens 64 --max-tokens 128 --json > /tmp/rz-wsbench.json 2>/tmp/rz-wsbench.err

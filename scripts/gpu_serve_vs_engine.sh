@@ -14,6 +14,7 @@
 # serving adds to a step: each new request's prompt joins a running step (chunked prefill), the
 # per-token frames, the actors. JSON of both sides under $OUT (or /tmp).
 set -u
+. "$(dirname "$0")/serve_lib.sh"
 bin=${1:?usage: gpu_serve_vs_engine.sh BIN_DIR MODEL [STREAMS]}
 model=${2:?model file}
 streams=${3:-"1 16 64 256"}
@@ -32,16 +33,11 @@ echo "== engine: rz bench --batches $engine_batches --prompt $prompt --gen $gen"
   { echo "rz bench failed"; tail -n 20 "$out/engine.log"; exit 1; }
 
 log=$out/serve.log
-"$bin/rz" serve --model "$model" --device cuda --port "$port" --max-slots "$max_b" \
-  --ctx $(((prompt + gen + 64 + 63) / 64 * 64)) --max-step-tokens $((max_b > 512 ? max_b : 512)) \
-  --max-connections-per-ip $((max_b + 8)) --max-connections $((max_b + 16)) > "$log" 2>&1 &
-pid=$!
-for _ in $(seq 1 240); do
-  grep -q "listening" "$log" && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.5
-done
-grep -q "listening" "$log" || { echo "the server did not start"; cat "$log"; kill $pid; exit 1; }
+start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" \
+  --max-slots "$max_b" --ctx $(((prompt + gen + 64 + 63) / 64 * 64)) \
+  --max-step-tokens $((max_b > 512 ? max_b : 512)) --max-connections-per-ip $((max_b + 8)) \
+  --max-connections $((max_b + 16)) || { echo "the server did not start"; exit 1; }
+pid=$server_pid
 url="ws://127.0.0.1:$port/v1/ws"
 # Warm-up: graphs for the batch sizes, cuBLAS plans.
 "$bin/rz-wsbench" --url "$url" --connections "$max_b" --requests "$max_b" --prompt-tokens $prompt \
