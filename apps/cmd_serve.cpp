@@ -69,7 +69,7 @@ int serve(int argc, char** argv) {
       .opt("max-step-tokens", "N",
            "tokens one step computes: every running request's next token, then "
            "chunks of waiting prompts (chunked prefill); at least --max-slots",
-           "512 (or --max-slots when more)")
+           "256 (or --max-slots when more)")
       .sw("no-prefix-cache",
           "compute every prompt in full (no reuse of the KV cache of earlier "
           "requests' identical prefixes)")
@@ -78,6 +78,7 @@ int serve(int argc, char** argv) {
           "4-bit matmuls bound decode, e.g. 8B models at batch 1; logits move by ~1 %, and a "
           "request's greedy tokens may then differ alone and in a batch at near-ties)")
       .opt("weights", "stored|fp8", kWeightsHelp, "stored")
+      .sw("no-fp16-copies", kNoFp16CopiesHelp)
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)",
            "min(training context, 4096)")
@@ -205,7 +206,8 @@ int serve(int argc, char** argv) {
                                        .kv_block_size = kv_block,
                                        .kv_fraction = kv_fraction,
                                        .int8_activations = f.has("int8-activations"),
-                                       .fp8_weights = fp8_weights_flag(f.str("weights"))});
+                                       .fp8_weights = fp8_weights_flag(f.str("weights")),
+                                       .fp16_copies = !f.has("no-fp16-copies")});
   if (f.has("int8-activations") && device != "cuda")
     std::fprintf(stderr,
                  "rz serve: warning: --int8-activations applies to the CUDA executor only\n");

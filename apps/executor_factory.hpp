@@ -36,6 +36,7 @@ struct ExecutorOptions {
   bool fp8_weights = false;       // cuda: GpuExecutorOptions::fp8_weights (cpu: refused)
   bool cuda_graphs = true;        // cuda: GpuExecutorOptions::cuda_graphs (cpu: unused)
   bool qmm = true;                // cuda: GpuExecutorOptions::qmm (cpu: unused)
+  bool fp16_copies = true;        // cuda: GpuExecutorOptions::fp16_copies (cpu: unused)
 };
 
 // The value of a command's `--weights` option: "stored" (false) or "fp8" (true); anything else
@@ -47,6 +48,11 @@ inline constexpr const char* kWeightsHelp =
     "cuda: fp8 stores the layers' F16/BF16 matrices as FP8 (E4M3, a scale per row) and multiplies "
     "them on FP8 activations through cuBLASLt: half their memory, faster prefill; lossy "
     "(docs/gpu.md, \"FP8 weights\")";
+
+inline constexpr const char* kNoFp16CopiesHelp =
+    "cuda: do not keep fp16 copies of the quantized matrices for prompt chunks and large batches "
+    "(kept by default when they take at most a quarter of the device memory; without them each "
+    "such matmul dequantizes its matrix again; same results, less memory, slower prefill)";
 
 struct BuiltExecutor {
   std::unique_ptr<Executor> executor;

@@ -31,8 +31,9 @@ std::string GpuMemoryPlan::summary() const {
   return device_name + " (" + gib(total_bytes) + ", " + gib(free_at_start) + " free): weights " +
          gib(weight_bytes) +
          (fp8_matrices > 0 ? " (" + std::to_string(fp8_matrices) + " matrices FP8)" : "") +
-         ", scratch " + gib(scratch_bytes) + ", KV cache " + gib(kv_bytes) + " = " +
-         std::to_string(kv_blocks) + " blocks x " + std::to_string(kv_block_size) + " tokens (" +
+         (fp16_copy_bytes > 0 ? " + fp16 copies " + gib(fp16_copy_bytes) : "") + ", scratch " +
+         gib(scratch_bytes) + ", KV cache " + gib(kv_bytes) + " = " + std::to_string(kv_blocks) +
+         " blocks x " + std::to_string(kv_block_size) + " tokens (" +
          std::to_string(kv_blocks * kv_block_size) + " tokens); " + std::to_string(slots) +
          " slots, context " + std::to_string(max_context);
 }
@@ -75,6 +76,9 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   w = GpuWeights::upload(*file, opt.fp8_weights);
   plan.weight_bytes = w.bytes;
   plan.fp8_matrices = w.fp8_matrices;
+  if (opt.fp16_copies &&
+      double(w.f16_copy_bytes()) <= opt.fp16_copies_max_share * double(plan.total_bytes))
+    plan.fp16_copy_bytes = w.keep_f16_copies();
   gemm = std::make_unique<Gemm>(stream);
 
   const RopeFreqs rf = RopeFreqs::make(cfg);
@@ -126,8 +130,12 @@ void GpuExecutor::Impl::allocate_scratch() {
   bytes += x16.bytes();
   // Dequantized weights for the GEMM path, a slice of rows at a time (64 Mi elements at most).
   // At least 256 rows of the widest matrix, so that a slice can start on a 256-byte boundary.
-  w16_elems = std::min<int64_t>(w.max_matrix_elems(),
-                                std::max<int64_t>(opt.gemm_scratch_elems, 256 * w.max_cols()));
+  // None when every quantized matrix has its fp16 copy.
+  w16_elems =
+      plan.fp16_copy_bytes > 0
+          ? 0
+          : std::min<int64_t>(w.max_matrix_elems(),
+                              std::max<int64_t>(opt.gemm_scratch_elems, 256 * w.max_cols()));
   w16 = DeviceBuffer<uint16_t>(size_t(w16_elems));
   bytes += w16.bytes();
   const int64_t qmm_n = std::min<int64_t>(cap, kQmmMaxTokens);

@@ -18,8 +18,9 @@
 // or decode tokens mixed with chunks) runs in passes of at most max_step_tokens tokens through
 // the packed prefill attention, each piece attending to its sequence's earlier tokens in the
 // cache (a decode token is a piece of one token).
-// Matmuls with at most kGemvMaxBatch tokens use the quantized GEMV kernels; larger ones dequantize
-// the weight to fp16/bf16 scratch and run a cuBLAS GEMM.
+// Matmuls pick gemv, qmm or cuBLAS per shape (gpu/matmul_path.hpp); cuBLAS multiplies fp16
+// weights: F16 matrices as stored, quantized ones from their fp16 copies (fp16_copies) or
+// dequantized into scratch per call.
 //
 // Memory plan: weights + step scratch first, then the KV cache takes `kv_memory_fraction` of the
 // free device memory left, at most slots x context blocks (or exactly `kv_blocks` blocks when
@@ -71,6 +72,13 @@ struct GpuExecutorOptions {
   // Needs compute capability 8.9+. Quantized GGUF matrices, the token embedding and the output
   // matrix keep their types.
   bool fp8_weights = false;
+  // The GEMM path (past 64 tokens: prompt chunks, large batches) multiplies fp16 weights with
+  // cuBLAS. With fp16_copies the quantized matrices are dequantized once at load and kept
+  // (when all the copies together take at most fp16_copies_max_share of the device's memory);
+  // without, every such matmul dequantizes its matrix again into scratch first. The results are
+  // bit-identical; the copies trade memory (taken before the KV cache is sized) for that work.
+  bool fp16_copies = true;
+  double fp16_copies_max_share = 0.25;
   // Prompt chunks of at most this many tokens attend as decode-attention rows, each at its own
   // position (kernels/attention_decode.hpp: its split-context kernel keeps the device busy over a
   // long context); longer ones go through the prefill attention (kernels/attention_prefill.hpp).
@@ -81,12 +89,13 @@ struct GpuExecutorOptions {
 // What went where, for `rz serve` to log and tests to check.
 struct GpuMemoryPlan {
   std::string device_name;
-  size_t total_bytes = 0;    // device memory
-  size_t free_at_start = 0;  // free before the executor allocated anything
-  size_t weight_bytes = 0;   // weights on the device
-  int fp8_matrices = 0;      // layer matrices stored as FP8 rows (fp8_weights)
-  size_t scratch_bytes = 0;  // activations, workspaces, dequant scratch
-  size_t kv_bytes = 0;       // K and V caches, all layers
+  size_t total_bytes = 0;      // device memory
+  size_t free_at_start = 0;    // free before the executor allocated anything
+  size_t weight_bytes = 0;     // weights on the device
+  int fp8_matrices = 0;        // layer matrices stored as FP8 rows (fp8_weights)
+  size_t fp16_copy_bytes = 0;  // fp16 copies of the quantized matrices (fp16_copies)
+  size_t scratch_bytes = 0;    // activations, workspaces, dequant scratch
+  size_t kv_bytes = 0;         // K and V caches, all layers
   int64_t kv_blocks = 0;
   int kv_block_size = 0;
   int slots = 0;

@@ -383,8 +383,9 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
   // Larger batches: fp16 activations times fp16 weights (dequantized a slice of rows at a time)
   // through cuBLAS, fp32 accumulation and output.
   convert_to_half(in, x16.get(), HalfType::f16, int64_t(n) * m.cols, stream);
-  if (m.type == GgmlType::F16) {
-    gemm->matmul_x16(HalfType::f16, m.ptr(), x16.get(), out, m.rows, m.cols, n);
+  if (m.type == GgmlType::F16 || m.f16_copy.size() != 0) {
+    const void* w16_all = m.type == GgmlType::F16 ? m.ptr() : m.f16_copy.get();
+    gemm->matmul_x16(HalfType::f16, w16_all, x16.get(), out, m.rows, m.cols, n);
     return;
   }
   // Slices start at multiples of `align` rows, 256-byte boundaries of the quantized data.

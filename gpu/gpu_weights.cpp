@@ -105,6 +105,35 @@ int64_t GpuWeights::max_cols() const {
   return n;
 }
 
+namespace {
+
+bool copy_wanted(const DeviceMatrix& m) {
+  return m.rows > 0 && !m.fp8 && m.type != GgmlType::F16 && m.type != GgmlType::F32 &&
+         dequant_supported(m.type);
+}
+
+}  // namespace
+
+size_t GpuWeights::f16_copy_bytes() const {
+  size_t n = 0;
+  for_each_matrix([&](const DeviceMatrix& m) {
+    if (copy_wanted(m)) n += size_t(m.rows) * size_t(m.cols) * sizeof(uint16_t);
+  });
+  return n;
+}
+
+size_t GpuWeights::keep_f16_copies() {
+  size_t n = 0;
+  for_each_matrix([&](DeviceMatrix& m) {
+    if (!copy_wanted(m) || m.f16_copy.size() != 0) return;
+    m.f16_copy = DeviceBuffer<uint16_t>(size_t(m.rows) * size_t(m.cols));
+    dequantize_matrix(m.type, m.ptr(), m.f16_copy.get(), HalfType::f16, m.rows, m.cols, nullptr);
+    n += m.f16_copy.bytes();
+  });
+  RZ_CUDA_CHECK(cudaDeviceSynchronize());
+  return n;
+}
+
 GpuWeights GpuWeights::upload(const ModelFile& f, bool fp8) {
   const ModelWeights cw = ModelWeights::load(f);  // lookups and shape checks
   GpuWeights w;

@@ -21,6 +21,10 @@ struct DeviceMatrix {
   // cols) and scale one fp32 per row, as kernels/fp8.hpp rounds them.
   bool fp8 = false;
   DeviceBuffer<float> scale;
+  // The matrix dequantized to fp16 once at load (GpuExecutorOptions::fp16_copies), which the
+  // GEMM path multiplies instead of dequantizing the stored blocks on every call; empty when not
+  // kept.
+  DeviceBuffer<uint16_t> f16_copy;
   const void* ptr() const { return data.get(); }
 };
 
@@ -57,6 +61,21 @@ struct GpuWeights {
            {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
         f(*m);
   }
+
+  template <class F>
+  void for_each_matrix(F&& f) {
+    f(tied ? token_embd : output_own);
+    for (auto& l : layers)
+      for (DeviceMatrix* m :
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
+        f(*m);
+  }
+
+  // Bytes fp16 copies of every quantized matrix would take (what keep_f16_copies allocates).
+  size_t f16_copy_bytes() const;
+  // Dequantizes every quantized matrix (GGUF blocks that kernels/dequant.hpp decodes; not F16,
+  // F32 or FP8 rows) into its f16_copy; returns the bytes allocated.
+  size_t keep_f16_copies();
 
   // Throws rz::Error("PATH: cause") for a tensor type without GPU kernels, or a shape the kernels
   // cannot take; CudaError when the device runs out of memory. fp8: every layer matrix stored in

@@ -72,7 +72,7 @@ namespace rz {
 
 // The token budget of a step when none is asked for: kDefaultStepTokens, or max_slots when more
 // (every running request decodes in each step). See docs/engine.md for how it was chosen.
-inline constexpr int kDefaultStepTokens = 512;
+inline constexpr int kDefaultStepTokens = 256;
 inline int default_max_step_tokens(int max_slots) {
   return max_slots > kDefaultStepTokens ? max_slots : kDefaultStepTokens;
 }

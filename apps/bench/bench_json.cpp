@@ -76,6 +76,7 @@ std::string json_report(const BenchRun& r) {
   j.key("qmm").value(o.qmm);
   j.key("int8_activations").value(o.int8);
   j.key("fp8_weights").value(o.fp8);
+  j.key("fp16_copies").value(o.fp16_copies);
   j.key("programmatic_launch").value(o.pdl);
   j.end_object();
 

@@ -10,7 +10,8 @@
 //               "layer_params", "output_params"},
 //     "options": {"pp", "tg", "batches": [...], "prompt", "gen", "reps", "seed", "context"
 //                 (null: the smallest that fits), "threads", "gpu", "cuda_graphs", "qmm",
-//                 "int8_activations", "fp8_weights", "programmatic_launch"},
+//                 "int8_activations", "fp8_weights", "fp16_copies",
+//                 "programmatic_launch"},
 //     "limits": {"bandwidth_bytes_per_s", "bandwidth_source", "peak_flops", "peak_flops_source"},
 //     "flops_formula": "...",
 //     "memory_kind": "device memory in use" | "peak RSS", "peak_mem_bytes",

@@ -58,6 +58,7 @@ cli::Flags bench_flags() {
       .sw("no-qmm", "cuda: gemv and dequantize + cuBLAS only, never the qmm kernels")
       .sw("int8", "cuda: 1-4 token matmuls on int8 activations (opt-in, lossy)")
       .opt("weights", "stored|fp8", kWeightsHelp, "stored")
+      .sw("no-fp16-copies", kNoFp16CopiesHelp)
       .sw("no-pdl", "cuda: plain stream order, without programmatic dependent launch")
       .opt("bandwidth", "GBs",
            "memory bandwidth limit in GB/s for MBU and the ceilings, instead of the device "
@@ -126,6 +127,7 @@ BenchOptions bench_options(const cli::Flags& f) {
   o.qmm = !f.has("no-qmm");
   o.int8 = f.has("int8");
   o.fp8 = fp8_weights_flag(f.str("weights"));
+  o.fp16_copies = !f.has("no-fp16-copies");
   o.pdl = !f.has("no-pdl");
   if (f.has("bandwidth")) o.bandwidth = positive(f, "bandwidth") * 1e9;
   if (f.has("peak-tflops")) o.peak_flops = positive(f, "peak-tflops") * 1e12;

@@ -29,6 +29,7 @@ struct BenchOptions {
   bool qmm = true;          // cuda: --no-qmm
   bool int8 = false;        // cuda: --int8
   bool fp8 = false;         // cuda: --weights fp8
+  bool fp16_copies = true;  // cuda: --no-fp16-copies
   bool pdl = true;          // cuda: --no-pdl
   double bandwidth = 0;     // bytes/s from --bandwidth (given in GB/s); 0: table or measured
   double peak_flops = 0;    // FLOP/s from --peak-tflops; 0: table (cuda) or none

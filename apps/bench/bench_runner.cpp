@@ -85,7 +85,8 @@ class Bench {
                                      .int8_activations = o_.int8,
                                      .fp8_weights = o_.fp8,
                                      .cuda_graphs = o_.cuda_graphs,
-                                     .qmm = o_.qmm});
+                                     .qmm = o_.qmm,
+                                     .fp16_copies = o_.fp16_copies});
     ex_ = std::move(b.executor);
     runner_ = std::make_unique<SlotRunner>(*ex_);
     run_.executor = b.description;

@@ -52,6 +52,7 @@ TEST(BenchOptions, Defaults) {
   EXPECT_TRUE(o.qmm);
   EXPECT_FALSE(o.int8);
   EXPECT_FALSE(o.fp8);
+  EXPECT_TRUE(o.fp16_copies);
   EXPECT_TRUE(o.pdl);
   EXPECT_EQ(o.bandwidth, 0);
   EXPECT_EQ(o.peak_flops, 0);
@@ -69,7 +70,7 @@ TEST(BenchOptions, EveryFlag) {
                                 "--context",     "4096",      "--no-graphs", "--no-qmm",
                                 "--int8",        "--no-pdl",  "--bandwidth", "4300",
                                 "--peak-tflops", "989",       "--json",      "--json-out",
-                                "/tmp/x.json",   "--weights", "fp8"});
+                                "/tmp/x.json",   "--weights", "fp8",         "--no-fp16-copies"});
   EXPECT_EQ(o.label, "qwen Q4_K_M");
   EXPECT_EQ(o.device, "cuda");
   EXPECT_EQ(o.gpu, 1);
@@ -87,6 +88,7 @@ TEST(BenchOptions, EveryFlag) {
   EXPECT_FALSE(o.qmm);
   EXPECT_TRUE(o.int8);
   EXPECT_TRUE(o.fp8);
+  EXPECT_FALSE(o.fp16_copies);
   EXPECT_FALSE(o.pdl);
   EXPECT_DOUBLE_EQ(o.bandwidth, 4.3e12);  // GB/s in, bytes/s out
   EXPECT_DOUBLE_EQ(o.peak_flops, 989e12);

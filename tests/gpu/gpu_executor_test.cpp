@@ -287,9 +287,11 @@ TEST(GpuExecutor, SlicedGemmMatchesCpu) {
   RZ_REQUIRE_GPU();
   // Dequantized weights in slices of a few hundred rows: the Q6_K output matrix (210-byte rows)
   // must be cut on 256-byte boundaries (an H200 run caught slices that were not).
-  run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
-                  GpuExecutorOptions{.slots = 4, .max_context = 256, .gemm_scratch_elems = 1},
-                  tol_for(SynthFormat::Q4_K_M), 2);
+  run_against_cpu(
+      tiny_model(SynthFormat::Q4_K_M),
+      GpuExecutorOptions{
+          .slots = 4, .max_context = 256, .gemm_scratch_elems = 1, .fp16_copies = false},
+      tol_for(SynthFormat::Q4_K_M), 2);
 }
 
 TEST(GpuExecutor, SmallBlocksMatchCpu) {
@@ -869,6 +871,46 @@ TEST(GpuExecutorSteps, GraphReplayAfterMixedStepsIsBitIdentical) {
   decode({2, 0});                                 // batch 2 with other slots, in another order
   decode({0, 1, 2});
   EXPECT_EQ(step, 12);
+}
+
+// fp16 copies of the quantized matrices (GpuExecutorOptions::fp16_copies) are what the GEMM path
+// dequantizes per call without them: a prefill of 250 and 120 tokens (GEMM path past 64 tokens)
+// and decode steps give bit-identical logits either way, and only the copies' executor holds them
+// (the tiny Q4_K_M model's: every layer matrix and the Q6_K output, 2 bytes an element).
+TEST(GpuExecutor, Fp16CopiesAreBitIdentical) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
+  GpuExecutor without(mf, GpuExecutorOptions{.slots = 2, .max_context = 512, .fp16_copies = false});
+  GpuExecutor with(mf, GpuExecutorOptions{.slots = 2, .max_context = 512, .fp16_copies = true});
+  EXPECT_EQ(without.memory_plan().fp16_copy_bytes, 0u);
+  const ModelConfig& c = mf->config();
+  const size_t layer_elems = size_t(c.n_head + 2 * c.n_head_kv) * c.head_dim * c.n_embd +
+                             size_t(c.n_head) * c.head_dim * c.n_embd +
+                             3 * size_t(c.n_ff) * c.n_embd;
+  EXPECT_EQ(with.memory_plan().fp16_copy_bytes,
+            2 * (size_t(c.n_layer) * layer_elems + size_t(c.n_vocab) * c.n_embd));
+  EXPECT_NE(with.memory_plan().summary().find("fp16 copies"), std::string::npos);
+  SlotRunner a_run(without), b_run(with);
+  without.set_keep_logits(true);
+  with.set_keep_logits(true);
+  std::mt19937 rng(7);
+  std::vector<PrefillRequest> reqs = {{0, random_prompt(rng, 250, c.n_vocab), {}},
+                                      {1, random_prompt(rng, 120, c.n_vocab), {}}};
+  auto ta = a_run.prefill(reqs);
+  auto tb = b_run.prefill(reqs);
+  ASSERT_EQ(ta, tb);
+  for (int step = 0; step < 4; ++step) {
+    for (int s = 0; s < 2; ++s) {
+      const auto a = without.last_logits(s), b = with.last_logits(s);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t j = 0; j < a.size(); ++j)
+        ASSERT_EQ(a[j], b[j]) << "step " << step << " slot " << s << " logit " << j;
+    }
+    std::vector<DecodeRequest> dec = {{0, ta[0]}, {1, ta[1]}};
+    ta = a_run.decode(dec);
+    tb = b_run.decode(dec);
+    ASSERT_EQ(ta, tb) << "step " << step;
+  }
 }
 
 }  // namespace
