@@ -357,8 +357,9 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
     gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
     return;
   }
-  const MatmulPath path =
-      choose_matmul_path(m.type, m.rows, m.cols, n, {.qmm = opt.qmm, .int8 = opt.int8_activations});
+  const MatmulPath path = choose_matmul_path(
+      m.type, m.rows, m.cols, n,
+      {.qmm = opt.qmm, .int8 = opt.int8_activations, .f16_copy = m.f16_copy.size() != 0});
   if (path == MatmulPath::qmm) {
     if (!qmm_prepared.holds(in, n, m.cols)) {
       qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);

@@ -29,6 +29,7 @@ MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, 
   // tokens: 1.2 TB/s vs 2.7 at 8, kernels/GEMV.md) and qwen's F16 decode at B = 16 ran at 0.84x
   // llama.cpp through it.
   if (type == GgmlType::F16 && n > 8) return MatmulPath::gemm;
+  if (use.f16_copy && n >= kCopyGemmFromTokens) return MatmulPath::gemm;
   if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens &&
       qmm_wins(type, bytes, n))
     return MatmulPath::qmm;

@@ -10,7 +10,8 @@
 // (77 us vs gemv's 94 at n = 1) and from the third for Q6_K. F16 matrices go to cuBLAS as they
 // are from 9 tokens. With int8 activations on (opt-in), gemv_q8 (kernels/gemv_q8.hpp)
 // takes every matrix of its types at 1-2 tokens, and matrices under 4 MB to 4 tokens, where the
-// fp32-activation gemv or qmm would run.
+// fp32-activation gemv or qmm would run. A quantized matrix with an fp16 copy (the default where
+// the copies fit, GpuExecutorOptions::fp16_copies) goes to cuBLAS on the copy from 17 tokens.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +28,16 @@ constexpr int kQmmMaxTokens = 128;
 struct MatmulChoices {
   bool qmm = true;    // false leaves qmm out (GpuExecutorOptions::qmm)
   bool int8 = false;  // true lets gemv_q8 in (GpuExecutorOptions::int8_activations)
+  // The matrix has an fp16 copy (GpuExecutorOptions::fp16_copies): from kCopyGemmFromTokens
+  // tokens cuBLAS on the copy takes the place of qmm, there being no dequantization to pay for.
+  bool f16_copy = false;
 };
+
+// Measured on the H200 (bench/gpu-runs/2026-11-24-h200-copy-gemm-threshold.log, rz bench, Q4_K_M):
+// with the copies from 17 tokens, qwen2.5-1.5b B = 32 / 64 9,481 / 13,049 -> 12,527 / 21,957
+// tokens/s and llama3.1-8b 4,269 / 5,262 -> 4,692 / 7,504; from 9, qwen B = 9-16 gained 12 % but
+// llama3.1-8b lost 3 % (qmm reads a quarter of the bytes), so 17 for all.
+constexpr int kCopyGemmFromTokens = 17;
 
 // The path for a [rows, cols] matrix of `type` times n tokens. F32 matrices always take gemm
 // (the executor's fp32 GEMM).

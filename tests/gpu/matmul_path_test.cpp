@@ -44,6 +44,20 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   EXPECT_EQ(choose_matmul_path(GgmlType::F32, 8960, 1536, 1, kFp32), P::gemm);
 }
 
+TEST(MatmulPath, Fp16CopiesTakeCublasFromSeventeenTokens) {
+  EXPECT_EQ(MatmulChoices{}.f16_copy, false);
+  const MatmulChoices copy{.qmm = true, .f16_copy = true};
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+    EXPECT_EQ(choose_matmul_path(t, 1536, 1536, kCopyGemmFromTokens, copy), P::gemm);
+    EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 64, copy), P::gemm);
+    EXPECT_EQ(choose_matmul_path(t, 8960, 1536, 1, copy), P::gemv);  // decode: unchanged
+    EXPECT_EQ(choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, copy),
+              choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, kFp32));
+  }
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 16, copy), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 32, kFp32), P::qmm);  // no copy
+}
+
 TEST(MatmulPath, Int8ActivationsTakeOneAndTwoTokensAndSmallMatricesToFour) {
   EXPECT_EQ(MatmulChoices{}.int8, false);  // opt-in, as GpuExecutorOptions::int8_activations
   const MatmulChoices all{.qmm = true, .int8 = true};
