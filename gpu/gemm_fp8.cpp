@@ -95,21 +95,22 @@ Gemm::Fp8Plan* Gemm::fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy
 void Gemm::matmul_fp8(const uint8_t* w, const float* w_scale, const uint8_t* x,
                       const float* x_scale, float* y, int64_t rows, int64_t cols, int64_t n_tokens,
                       int64_t ldy) {
-  const std::string what = "gemm fp8 [" + std::to_string(n_tokens) + ", " + std::to_string(cols) +
-                           "] x [" + std::to_string(rows) + ", " + std::to_string(cols) + "]ᵀ";
+  // The message's prefix, built only when a check fails (this runs for every FP8 matmul).
+  const auto fail = [&](const char* why) {
+    return Error("gemm fp8 [" + std::to_string(n_tokens) + ", " + std::to_string(cols) + "] x [" +
+                 std::to_string(rows) + ", " + std::to_string(cols) + "]ᵀ: " + why);
+  };
   if (rows < 1 || cols < 1 || n_tokens < 0 || rows > INT_MAX || cols > INT_MAX || n_tokens > 65535)
-    throw Error(what + ": rows and cols must be in 1..INT_MAX, n_tokens in 0..65535");
-  if (cols % 16 != 0 || rows % 16 != 0)
-    throw Error(what + ": rows and cols must be multiples of 16");
+    throw fail("rows and cols must be in 1..INT_MAX, n_tokens in 0..65535");
+  if (cols % 16 != 0 || rows % 16 != 0) throw fail("rows and cols must be multiples of 16");
   if (ldy == 0) ldy = rows;
   if (ldy < rows || ldy > INT_MAX || ldy % 4 != 0)
-    throw Error(what + ": ldy must be a multiple of 4 in rows..INT_MAX");
+    throw fail("ldy must be a multiple of 4 in rows..INT_MAX");
   if (n_tokens == 0) return;
-  if (!w || !w_scale || !x || !x_scale || !y) throw Error(what + ": null pointer");
+  if (!w || !w_scale || !x || !x_scale || !y) throw fail("null pointer");
   for (const void* p :
        {static_cast<const void*>(w), static_cast<const void*>(x), static_cast<const void*>(y)})
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
-      throw Error(what + ": pointers must be 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) throw fail("pointers must be 16-byte aligned");
   if (!lt_) RZ_CUBLAS_CHECK(cublasLtCreate(&lt_));
 
   Fp8Plan* plan = nullptr;
@@ -118,14 +119,14 @@ void Gemm::matmul_fp8(const uint8_t* w, const float* w_scale, const uint8_t* x,
     plan = fp8_plan(rows, cols, n_tokens, ldy, true, w_scale, x_scale);
     outer = plan->ok;
     if (!outer && fp8_scaling_ == Fp8Scaling::outer_vector)
-      throw Error(what + ": cuBLASLt has no FP8 kernel with per-row scales for this shape");
+      throw fail("cuBLASLt has no FP8 kernel with per-row scales for this shape");
   }
   if (!outer) {
     plan = fp8_plan(rows, cols, n_tokens, ldy, false, nullptr, nullptr);
     if (!plan->ok)
-      throw Error(what +
-                  ": cuBLASLt has no E4M3 GEMM on this device (FP8 needs compute "
-                  "capability 8.9 or later)");
+      throw fail(
+          "cuBLASLt has no E4M3 GEMM for this shape on this device (FP8 needs compute "
+          "capability 8.9 or later)");
   }
   if (outer) {
     set_attr(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scale));

@@ -359,7 +359,7 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
   }
   const MatmulPath path = choose_matmul_path(
       m.type, m.rows, m.cols, n,
-      {.qmm = opt.qmm, .int8 = opt.int8_activations, .f16_copy = m.f16_copy.size() != 0});
+      {.qmm = opt.qmm, .int8 = opt.int8_activations, .f16_copy = m.has_f16_copy()});
   if (path == MatmulPath::qmm) {
     if (!qmm_prepared.holds(in, n, m.cols)) {
       qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
@@ -384,7 +384,7 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
   // Larger batches: fp16 activations times fp16 weights (dequantized a slice of rows at a time)
   // through cuBLAS, fp32 accumulation and output.
   convert_to_half(in, x16.get(), HalfType::f16, int64_t(n) * m.cols, stream);
-  if (m.type == GgmlType::F16 || m.f16_copy.size() != 0) {
+  if (m.type == GgmlType::F16 || m.has_f16_copy()) {
     const void* w16_all = m.type == GgmlType::F16 ? m.ptr() : m.f16_copy.get();
     gemm->matmul_x16(HalfType::f16, w16_all, x16.get(), out, m.rows, m.cols, n);
     return;

@@ -125,7 +125,7 @@ size_t GpuWeights::f16_copy_bytes() const {
 size_t GpuWeights::keep_f16_copies() {
   size_t n = 0;
   for_each_matrix([&](DeviceMatrix& m) {
-    if (!copy_wanted(m) || m.f16_copy.size() != 0) return;
+    if (!copy_wanted(m) || m.has_f16_copy()) return;
     m.f16_copy = DeviceBuffer<uint16_t>(size_t(m.rows) * size_t(m.cols));
     dequantize_matrix(m.type, m.ptr(), m.f16_copy.get(), HalfType::f16, m.rows, m.cols, nullptr);
     n += m.f16_copy.bytes();

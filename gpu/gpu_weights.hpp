@@ -25,6 +25,7 @@ struct DeviceMatrix {
   // GEMM path multiplies instead of dequantizing the stored blocks on every call; empty when not
   // kept.
   DeviceBuffer<uint16_t> f16_copy;
+  bool has_f16_copy() const { return f16_copy.size() != 0; }
   const void* ptr() const { return data.get(); }
 };
 
@@ -55,20 +56,11 @@ struct GpuWeights {
   // f(const DeviceMatrix&) for the output matrix and every layer's matrices (empty ones too).
   template <class F>
   void for_each_matrix(F&& f) const {
-    f(output());
-    for (const auto& l : layers)
-      for (const DeviceMatrix* m :
-           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
-        f(*m);
+    each_matrix(*this, f);
   }
-
   template <class F>
   void for_each_matrix(F&& f) {
-    f(tied ? token_embd : output_own);
-    for (auto& l : layers)
-      for (DeviceMatrix* m :
-           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
-        f(*m);
+    each_matrix(*this, f);
   }
 
   // Bytes fp16 copies of every quantized matrix would take (what keep_f16_copies allocates).
@@ -83,6 +75,17 @@ struct GpuWeights {
   // embedding and the output matrix keep their type, as do quantized and F32 matrices.
   static GpuWeights upload(const ModelFile& file, bool fp8 = false);
   int fp8_matrices = 0;  // layer matrices converted by upload(fp8)
+
+ private:
+  // for_each_matrix's one body, for const and mutable weights alike.
+  template <class Self, class F>
+  static void each_matrix(Self& self, F& f) {
+    f(self.tied ? self.token_embd : self.output_own);
+    for (auto& l : self.layers)
+      for (auto* m :
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
+        f(*m);
+  }
 };
 
 // Whether the CUDA executor can multiply a matrix of this type and width.
