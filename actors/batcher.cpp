@@ -14,6 +14,7 @@
 
 #include "actors/messages.hpp"
 #include "sched/step.hpp"
+#include "sched/step_log.hpp"
 
 namespace rz::engine {
 
@@ -27,6 +28,7 @@ struct BatcherState {
   std::optional<StepPlan> in_flight;
   bool stopping = false;
   std::optional<caf::response_promise> stop_promise;
+  std::unique_ptr<StepLog> step_log;  // --step-log, or null
   static inline const char* name = "rz.batcher";
 };
 
@@ -87,6 +89,7 @@ void kick(Self* self) {
     return;
   }
   ExecutorStep step = p;  // the executor's part of the plan
+  if (st.step_log) st.step_log->started(step);
   st.in_flight = std::move(p);
   update_gauges(self);
   self->request(st.gpu, caf::infinite, step_atom::value, std::move(step))
@@ -106,13 +109,15 @@ void on_step_result(Self* self, const StepResult& r) {
   StepPlan p = std::move(*st.in_flight);
   st.in_flight.reset();
   if (r.ok()) st.metrics->step(r.seconds);
+  if (st.step_log) st.step_log->finished(r.step, r.seconds);
   route_events(self, apply_step_result(*st.sched, p, r));
   kick(self);
 }
 
 caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
-                            std::shared_ptr<MetricsRegistry> metrics) {
+                            std::shared_ptr<MetricsRegistry> metrics, std::string step_log) {
   auto& st = self->state;
+  if (!step_log.empty()) st.step_log = std::make_unique<StepLog>(step_log);
   st.sched = std::make_unique<BatchedDecodeState>(std::move(cfg));
   st.gpu = std::move(gpu);
   st.metrics = std::move(metrics);
@@ -148,8 +153,9 @@ caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
 }  // namespace
 
 caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
-                         std::shared_ptr<MetricsRegistry> metrics) {
-  return sys.spawn(batcher_actor, std::move(cfg), std::move(gpu), std::move(metrics));
+                         std::shared_ptr<MetricsRegistry> metrics, std::string step_log) {
+  return sys.spawn(batcher_actor, std::move(cfg), std::move(gpu), std::move(metrics),
+                   std::move(step_log));
 }
 
 }  // namespace rz::engine

@@ -15,6 +15,7 @@
 // released, stops the gpu actor, answers with unit and quits.
 #pragma once
 #include <memory>
+#include <string>
 
 #include <caf/fwd.hpp>
 
@@ -23,7 +24,8 @@
 
 namespace rz::engine {
 
+// step_log: a file for one line per step (sched/step_log.hpp); empty for none.
 caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
-                         std::shared_ptr<MetricsRegistry> metrics);
+                         std::shared_ptr<MetricsRegistry> metrics, std::string step_log = {});
 
 }  // namespace rz::engine

@@ -21,6 +21,7 @@
 #include "actors/session_context.hpp"
 #include "formats/common.hpp"
 #include "sched/driver.hpp"
+#include "sched/step_log.hpp"
 
 namespace rz::engine {
 
@@ -109,7 +110,8 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
 
   auto impl = std::make_unique<Impl>(sys);
   impl->gpu = spawn_gpu_actor(sys, std::move(executor));
-  ctx->batcher = spawn_batcher(sys, std::move(bc), impl->gpu, ctx->metrics);
+  if (!config.step_log.empty()) StepLog probe(config.step_log);  // fail here, not in the actor
+  ctx->batcher = spawn_batcher(sys, std::move(bc), impl->gpu, ctx->metrics, config.step_log);
   impl->ctx = std::move(ctx);
   return std::shared_ptr<Engine>(new Engine(std::move(impl)));
 }

@@ -47,6 +47,7 @@ struct EngineConfig {
   bool prefix_cache = true;           // reuse the KV of prompts' cached prefixes
   int max_inflight_per_session = 16;  // live requests of one session; more get `overloaded`
   proto::ProtocolLimits limits;       // max_tokens is also capped by the context
+  std::string step_log;               // a CSV line per step to this file (sched/step_log.hpp)
 };
 
 // Histogram with fixed upper bounds (Prometheus style: cumulative on export).

@@ -70,6 +70,10 @@ int serve(int argc, char** argv) {
            "tokens one step computes: every running request's next token, then "
            "chunks of waiting prompts (chunked prefill); at least --max-slots",
            "256 (or --max-slots when more)")
+      .opt("step-log", "FILE",
+           "write a CSV line per executor step (start, executor and round-trip time, host gap "
+           "before it, decodes, prompt chunks and their tokens) to FILE",
+           "")
       .sw("no-prefix-cache",
           "compute every prompt in full (no reuse of the KV cache of earlier "
           "requests' identical prefixes)")
@@ -148,6 +152,7 @@ int serve(int argc, char** argv) {
   ecfg.max_queue = static_cast<int>(ranged(f, "max-queue", 0, 1 << 20));
   ecfg.max_inflight_per_session = static_cast<int>(ranged(f, "max-inflight", 1, 1 << 16));
   ecfg.prefix_cache = !f.has("no-prefix-cache");
+  if (f.has("step-log")) ecfg.step_log = f.str("step-log");
   ecfg.limits.max_frame_bytes =
       static_cast<std::size_t>(ranged(f, "max-frame-bytes", 256, 1 << 28));
   const int slots = f.has("max-slots") ? static_cast<int>(ranged(f, "max-slots", 1, 256))

@@ -11,7 +11,8 @@
 #           (4 tokens each) until the first one ends: back to back (the GPU never idles from
 #           prefill), or with RZ_JOIN_RATE=R at R prompts/s (Poisson arrivals).
 # Prints one table row per budget and phase: ITL p50/p90/p99, TPOT p50/p90, output tok/s of the
-# 32 streams, and how many long prompts were served meanwhile. JSON under $OUT (or /tmp).
+# 32 streams, and how many long prompts were served meanwhile. JSON under $OUT (or /tmp), and the
+# server's step log (`--step-log`) with its summary (scripts/step_log_summary.py) per budget.
 set -u
 . "$(dirname "$0")/serve_lib.sh"
 bin=${1:?usage: gpu_join_bench.sh BIN_DIR MODEL [BUDGETS]}
@@ -34,7 +35,7 @@ PY
 for b in $budgets; do
   log=$out/join-serve-$b.log
   if ! start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" --max-slots 40 \
-      --max-step-tokens "$b" --max-connections-per-ip 64; then
+      --max-step-tokens "$b" --max-connections-per-ip 64 --step-log "$out/join-steps-$b.csv"; then
     echo "gpu_join_bench: the server did not start (budget $b)"; exit 1
   fi
   pid=$server_pid
@@ -60,6 +61,7 @@ for b in $budgets; do
   rows+=("$b joins $(summary "$out/join-$b-joins.json") $long_done")
   kill -TERM $pid
   wait $pid
+  python3 "$(dirname "$0")/step_log_summary.py" "$out/join-steps-$b.csv" > "$out/join-steps-$b.txt" 2>&1
 done
 echo
 echo "| budget | phase | ITL p50 ms | ITL p90 ms | ITL p99 ms | TPOT p50 ms | TPOT p90 ms | streams tok/s | streams done | long prompts done |"

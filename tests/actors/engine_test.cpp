@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -629,4 +631,54 @@ TEST(Engine, CloseCancelsAndStopsTheSession) {
   EXPECT_FALSE(sink->final_of("a")) << "no frames after close";
   ASSERT_TRUE(h.wait_idle());
   EXPECT_EQ(h.engine->metrics().requests_cancelled, 1u);
+}
+
+TEST(Engine, StepLogHasALinePerStep) {
+  REQUIRE_MODEL();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "rz_engine_step_log.csv").string();
+  EngineConfig ec;
+  ec.max_slots = 2;
+  ec.step_log = path;
+  uint64_t steps = 0;
+  {
+    Harness h(std::make_unique<FakeExecutor>(2, 256, kVocab), ec, false);
+    auto sink = std::make_shared<RecordingSink>();
+    Session s = h.engine->open_session(sink);
+    s.generate(gen("a", "Once upon a time", 6));
+    s.generate(gen("b", "The capital of France is", 4));
+    ASSERT_TRUE(sink->wait_final("a"));
+    ASSERT_TRUE(sink->wait_final("b"));
+    ASSERT_TRUE(h.wait_idle());
+    steps = h.engine->metrics().step_seconds.count;
+  }
+  std::ifstream in(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line.rfind("step,start_ms,", 0), 0u);
+  uint64_t lines = 0;
+  int decodes = 0, chunks = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    std::vector<std::string> f;
+    std::istringstream r(line);
+    for (std::string x; std::getline(r, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 9u) << line;
+    decodes += std::stoi(f[5]);
+    chunks += std::stoi(f[6]);
+  }
+  EXPECT_EQ(lines, steps);
+  EXPECT_EQ(chunks, 2);                   // each prompt in one chunk
+  EXPECT_EQ(decodes, (6 - 1) + (4 - 1));  // every token after the first is a decode
+  std::filesystem::remove(path);
+}
+
+TEST(Engine, StepLogThatCannotBeOpenedFailsStart) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig ec;
+  ec.step_log = "/nonexistent-dir/rz/steps.csv";
+  EXPECT_THROW(Engine::start(sys, std::make_unique<FakeExecutor>(2, 64, kVocab),
+                             rz_test::default_tokenizer(), std::nullopt, ec),
+               rz::Error);
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Summarises an `rz serve --step-log` CSV (sched/step_log.hpp).
+
+    scripts/step_log_summary.py STEPS.csv [--from-ms T0] [--to-ms T1] [--top N]
+
+Prints, per kind of step (decodes only; decodes with prompt chunks, by chunk-token range), the
+count and the executor time, round trip and host gap before the step at p50/p90/p99, then the
+N slowest steps (round trip) with their shape. Where the time between two tokens of a stream goes
+is round trip + gap.
+"""
+import argparse
+import csv
+import sys
+
+
+def pct(v, p):
+    if not v:
+        return float("nan")
+    s = sorted(v)
+    return s[min(len(s) - 1, int(p / 100.0 * len(s)))]
+
+
+def kind(r):
+    if r["chunks"] == 0:
+        return "decode only"
+    t = r["chunk_tokens"]
+    for hi in (16, 64, 128, 256, 512, 1024):
+        if t <= hi:
+            return f"chunks <= {hi} tokens"
+    return "chunks > 1024 tokens"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--from-ms", type=float, default=None)
+    ap.add_argument("--to-ms", type=float, default=None)
+    ap.add_argument("--top", type=int, default=15)
+    a = ap.parse_args()
+    rows = []
+    with open(a.csv) as f:
+        for r in csv.DictReader(f):
+            r = {k: (float(v) if "." in v else int(v)) for k, v in r.items()}
+            if a.from_ms is not None and r["start_ms"] < a.from_ms:
+                continue
+            if a.to_ms is not None and r["start_ms"] > a.to_ms:
+                continue
+            rows.append(r)
+    if not rows:
+        print("no steps")
+        return 0
+    groups = {}
+    for r in rows:
+        groups.setdefault(kind(r), []).append(r)
+    print(f"{len(rows)} steps over {(rows[-1]['start_ms'] - rows[0]['start_ms']) / 1e3:.1f} s")
+    print("| kind | steps | decodes mean | exec p50/p90/p99 ms | round p50/p90/p99 ms | gap p50/p90/p99 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    order = ["decode only"] + [k for k in sorted(groups) if k != "decode only"]
+    for k in order:
+        g = groups.get(k)
+        if not g:
+            continue
+        cells = []
+        for col in ("exec_ms", "round_ms", "gap_ms"):
+            v = [r[col] for r in g]
+            cells.append(" / ".join(f"{pct(v, p):.2f}" for p in (50, 90, 99)))
+        dec = sum(r["decodes"] for r in g) / len(g)
+        print(f"| {k} | {len(g)} | {dec:.1f} | " + " | ".join(cells) + " |")
+    print()
+    print(f"slowest {a.top} steps (round trip):")
+    print("step,start_ms,exec_ms,round_ms,gap_ms,decodes,chunks,chunk_tokens,max_context")
+    for r in sorted(rows, key=lambda r: -r["round_ms"])[: a.top]:
+        print(",".join(str(r[k]) for k in ("step", "start_ms", "exec_ms", "round_ms", "gap_ms",
+                                           "decodes", "chunks", "chunk_tokens", "max_context")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
