@@ -11,9 +11,15 @@
 // and `decode+C - decode - chunk C`: what mixing costs beyond doing both apart.
 //
 //   gpu_mixed_step_bench --model FILE [--batch 32] [--chunks 16,64,224,480] [--offset 1024]
-//                        [--reps 9] [--row-chunk N] [--cpu]
+//                        [--reps 9] [--row-chunk N] [--profile C] [--cpu]
 // --row-chunk N: GpuExecutorOptions::row_chunk (prompt chunks of at most N tokens attend as
-// decode-attention rows; default 64).
+// decode-attention rows; default 16, the executor's).
+// --profile C: at the end, one decode + C step between cudaProfilerStart and Stop, so that
+// `ncu --profile-from-start off --metrics gpu__time_duration.sum --csv gpu_mixed_step_bench ...`
+// lists that step's kernels and their times (their sum against the step's wall time says how
+// much of the step is launch and host time).
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string model;
-  int batch = 32, offset = 1024, reps = 7, context = 8192, row_chunk = 64;
+  int batch = 32, offset = 1024, reps = 7, context = 8192, row_chunk = rz::gpu::GpuExecutorOptions{}.row_chunk, profile = 0;
   std::vector<int> chunks = {16, 64, 224, 480};
   bool cpu = false;
 };
@@ -125,6 +131,8 @@ int main(int argc, char** argv) {
       o.offset = std::atoi(v.c_str());
     } else if (a == "--reps") {
       o.reps = std::atoi(v.c_str());
+    } else if (a == "--profile") {
+      o.profile = std::atoi(v.c_str());
     } else if (a == "--row-chunk") {
       o.row_chunk = std::atoi(v.c_str());
     } else if (a == "--chunks") {
@@ -142,7 +150,7 @@ int main(int argc, char** argv) {
   if (o.model.empty() || o.batch < 1 || o.reps < 1 || o.offset < 1) {
     std::fprintf(stderr,
                  "usage: gpu_mixed_step_bench --model FILE [--batch 32] [--chunks 16,64,224,480] "
-                 "[--offset 1024] [--reps 7] [--row-chunk N] [--cpu]\n");
+                 "[--offset 1024] [--reps 7] [--row-chunk N] [--profile C] [--cpu]\n");
     return 2;
   }
   try {
@@ -185,6 +193,16 @@ int main(int argc, char** argv) {
       }
       const double a = median(alone), x = median(mixed);
       std::printf("| %d | %.2f | %.2f | %+.2f |\n", c, a, x, x - median(dec) - a);
+    }
+    if (o.profile > 0 && !o.cpu) {
+      // One decode + C step between cudaProfilerStart/Stop, for
+      // `ncu --profile-from-start off` (per-kernel times of exactly that step).
+      m.reset_long(o.offset);
+      m.step(true, o.profile);  // anything captured or planned for this shape, done
+      cudaProfilerStart();
+      const double ms = m.step(true, o.profile);
+      cudaProfilerStop();
+      std::printf("\nprofiled: decode + %d, %.2f ms\n", o.profile, ms);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_mixed_step_bench: %s\n", e.what());

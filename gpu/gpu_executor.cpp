@@ -97,7 +97,7 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
 }
 
 GpuExecutor::Impl::~Impl() {
-  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
+  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g.exec);
   if (stream) {
     cudaStreamSynchronize(stream);
     gemm.reset();
@@ -195,7 +195,9 @@ void GpuExecutor::Impl::allocate_scratch() {
   bytes += sample_ws.bytes();
 
   // Per-step arguments: one pinned host buffer, copied up in one transfer.
-  args_layout = StepArgsLayout::make(cap, opt.slots, table_stride, int64_t(opt.slots) * max_ctx);
+  // Tables: one row per slot, and one for the pad rows of a pass (gpu_forward.cpp).
+  args_layout =
+      StepArgsLayout::make(cap, opt.slots + 1, table_stride, int64_t(opt.slots) * max_ctx);
   args_dev = DeviceBuffer<uint8_t>(args_layout.total);
   bytes += args_dev.bytes();
   void* h = nullptr;
@@ -229,7 +231,9 @@ void GpuExecutor::Impl::plan_kv_cache() {
                 std::to_string(bs) + " tokens, fewer than one context of " +
                 std::to_string(max_ctx) + " tokens needs (" + std::to_string(per_slot) +
                 "); lower --context or raise the memory fraction");
-  shape = KvCacheShape{int(blocks), cfg.n_head_kv, bs, cfg.head_dim};
+  // One block more than the scheduler gets: the pad rows of a padded pass write there.
+  pad_block = int(blocks);
+  shape = KvCacheShape{int(blocks) + 1, cfg.n_head_kv, bs, cfg.head_dim};
   k_cache = DeviceBuffer<uint16_t>(size_t(cfg.n_layer) * size_t(shape.layer_elems()));
   v_cache = DeviceBuffer<uint16_t>(size_t(cfg.n_layer) * size_t(shape.layer_elems()));
   plan.kv_blocks = blocks;
@@ -243,7 +247,7 @@ SlotView GpuExecutor::Impl::slot_view() const {
   v.max_context = max_ctx;
   v.n_vocab = cfg.n_vocab;
   v.kv_block_size = shape.block_size;
-  v.kv_blocks = shape.n_blocks;
+  v.kv_blocks = pad_block;
   v.active = [this](int s) { return slots[s].active; };
   v.length = [this](int s) { return static_cast<int>(slots[s].history.size()); };
   return v;
@@ -294,7 +298,7 @@ const ModelConfig& GpuExecutor::config() const { return impl_->cfg; }
 int GpuExecutor::max_slots() const { return static_cast<int>(impl_->slots.size()); }
 int GpuExecutor::max_context() const { return impl_->max_ctx; }
 int GpuExecutor::kv_block_size() const { return impl_->shape.block_size; }
-int64_t GpuExecutor::kv_blocks() const { return impl_->shape.n_blocks; }
+int64_t GpuExecutor::kv_blocks() const { return impl_->pad_block; }
 std::vector<int32_t> GpuExecutor::step(std::span<const StepSeq> seqs) { return impl_->step(seqs); }
 void GpuExecutor::release(int slot) { impl_->release(slot); }
 bool GpuExecutor::slot_active(int slot) const {

@@ -12,12 +12,14 @@
 //   output matmul -> sampling on the GPU (argmax, or penalty/top-k/top-p/min-p/temperature with
 //   the slot's seeded stream drawn on the host) -> the sampled ids copied back.
 // A step whose entries are all one token that samples is a decode step: paged decode attention,
-// and a CUDA graph of the whole forward pass per batch size B, captured the first time B occurs
-// (the step's arguments are copied to fixed device addresses first; attention is launched for
-// the full context so the graph does not depend on the lengths). Any other step (prompt chunks,
-// or decode tokens mixed with chunks) runs in passes of at most max_step_tokens tokens through
-// the packed prefill attention, each piece attending to its sequence's earlier tokens in the
-// cache (a decode token is a piece of one token).
+// and a CUDA graph of the whole forward pass per (token count, context bound), captured the first
+// time it occurs (the step's arguments are copied to fixed device addresses first; attention is
+// launched for the longest context rounded up to a power of two, so the graph does not depend on
+// the lengths; the token count is padded to a few sizes, gpu_executor_impl.hpp graph_tokens).
+// Steps whose prompt chunks are short (at most row_chunk tokens) attend as decode rows and replay
+// a graph of their layers the same way. Any other step runs in passes of at most max_step_tokens
+// tokens, the longer chunks through the packed prefill attention, each piece attending to its
+// sequence's earlier tokens in the cache.
 // Matmuls pick gemv, qmm or cuBLAS per shape (gpu/matmul_path.hpp); cuBLAS multiplies fp16
 // weights: F16 matrices as stored, quantized ones from their fp16 copies (fp16_copies) or
 // dequantized into scratch per call.
@@ -83,7 +85,10 @@ struct GpuExecutorOptions {
   // position (kernels/attention_decode.hpp: its split-context kernel keeps the device busy over a
   // long context); longer ones go through the prefill attention (kernels/attention_prefill.hpp).
   // 0: every prompt chunk of two or more tokens takes the prefill attention. Clamped to [0, 512].
-  int row_chunk = 64;
+  // 16 from measurement (H200, qwen2.5-1.5b, 32 decodes beside a chunk at context 1,024,
+  // gpu_mixed_step_bench): as rows 16 / 32 / 64 tokens cost 3.11 / 3.95 / 5.82 ms, packed
+  // 4.34 / 3.74 / 3.91 ms, since the prefill attention splits long contexts over the keys.
+  int row_chunk = 16;
 };
 
 // What went where, for `rz serve` to log and tests to check.

@@ -130,7 +130,7 @@ struct GpuExecutor::Impl {
   DeviceBuffer<float> rope_cs;  // [max_ctx, n_rot] cos/sin of every position (kernels/rope.hpp)
   float attn_factor = 1.0f;
 
-  KvCacheShape shape;                       // one layer's cache; n_blocks = kv_blocks()
+  KvCacheShape shape;  // one layer's cache; n_blocks = kv_blocks() + 1 (pad_block)
   DeviceBuffer<uint16_t> k_cache, v_cache;  // [n_layer][n_blocks][n_head_kv][block][head_dim]
 
   // Scratch (cap = tokens per pass, S = slots).
@@ -150,6 +150,7 @@ struct GpuExecutor::Impl {
     int64_t cols = 0;
     bool holds(const float* i, int n_, int64_t c) const { return in == i && n == n_ && cols == c; }
   };
+  Prepared x16_prepared;         // what x16 holds
   DeviceBuffer<uint16_t> qmm_x;  // activations prepared for qmm (kernels/qmm.hpp)
   Prepared qmm_prepared;
   DeviceBuffer<uint8_t> q8_x;  // activations quantized for gemv_q8 (kernels/gemv_q8.hpp)
@@ -171,22 +172,33 @@ struct GpuExecutor::Impl {
   std::unique_ptr<uint8_t, CudaHostFree> args_host;
   DeviceBuffer<int32_t> out_dev;  // [S] sampled ids
   std::unique_ptr<int32_t, CudaHostFree> out_host;
-  // Captured passes, null until captured. Two kinds: the whole decode step (every token its
-  // sequence's last, rows in piece order), and the layers of a pass whose every piece attends as
-  // decode rows (decodes beside short prompt chunks; the output rows vary and go after it). Both
-  // depend only on the token count and the attention's context bound, which is graph_context():
+  // Captured passes. Two kinds: the whole decode step (every token its sequence's last, rows in
+  // piece order), and the layers of a pass whose every piece attends as decode rows (decodes
+  // beside short prompt chunks; the output rows vary and go after it). Both depend only on the
+  // token count, padded to graph_tokens(), and the attention's context bound, graph_context():
   // the longest context rounded up to a power of two (at least 256), so a short context does not
-  // pay for attention over max_ctx. At most kMaxGraphs live: past that all are dropped and
-  // captured again as needed (decode batch sizes and a server's budget-filling mixed steps
-  // recur, so few keys stay in use).
+  // pay for attention over max_ctx. At most kMaxGraphs live; past that the least recently
+  // launched one is destroyed. A capture costs ~15 ms (instantiating ~300 nodes): the padding
+  // keeps the keys few, so a server captures each once.
   struct GraphKey {
     bool rows = false;
     int n_tokens = 0, context = 0;
     auto operator<=>(const GraphKey&) const = default;
   };
-  std::map<GraphKey, cudaGraphExec_t> graphs;
-  static constexpr size_t kMaxGraphs = 96;
+  struct CapturedGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_use = 0;
+  };
+  std::map<GraphKey, CapturedGraph> graphs;
+  uint64_t graph_launches = 0;
+  static constexpr size_t kMaxGraphs = 160;
   int graph_context(int longest) const;
+  // Tokens a pass of n decode-attention rows runs as: n up to 8, then rounded up to a multiple
+  // of 8 (to 64), 16 (to 128), 32 (to 256), 64; at most the slots (decode: one table and logits
+  // row per slot) or the scratch rows.
+  int graph_tokens(int n, bool decode) const;
+  // The KV block pad rows write to and read: one past the blocks the scheduler hands out.
+  int pad_block = 0;
   // The graph for key (captured first from what `enqueue()` puts on the stream), launched.
   // Defined in gpu_forward.cpp, its only caller (a template: no std::function on the step path).
   template <typename Enqueue>

@@ -102,7 +102,14 @@ template <typename Enqueue>
 void GpuExecutor::Impl::replay(const GraphKey& key, Enqueue&& enqueue) {
   auto it = graphs.find(key);
   if (it == graphs.end()) {
-    if (graphs.size() >= kMaxGraphs) drop_graphs();
+    if (graphs.size() >= kMaxGraphs) {  // the least recently launched one goes
+      auto lru = std::min_element(graphs.begin(), graphs.end(), [](const auto& a, const auto& b) {
+        return a.second.last_use < b.second.last_use;
+      });
+      RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaGraphExecDestroy(lru->second.exec);
+      graphs.erase(lru);
+    }
     cudaGraph_t graph = nullptr;
     RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
@@ -117,9 +124,10 @@ void GpuExecutor::Impl::replay(const GraphKey& key, Enqueue&& enqueue) {
     const cudaError_t e = cudaGraphInstantiate(&g, graph, 0);
     cudaGraphDestroy(graph);
     RZ_CUDA_CHECK(e);
-    it = graphs.emplace(key, g).first;
+    it = graphs.emplace(key, CapturedGraph{g, 0}).first;
   }
-  RZ_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+  it->second.last_use = ++graph_launches;
+  RZ_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream));
 }
 
 void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
@@ -178,6 +186,27 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     }
   }
   const int N = n;
+  // A pass whose every piece attends as decode rows runs padded to graph_tokens(N) tokens, so
+  // that few token counts (and so few CUDA graphs) recur: pad token i (ids 0, position 0) writes
+  // its K/V into the spare block pad_block and attends to that one row. Its outputs are never
+  // read. The decode layout reads table row r for row r (pad rows: rows N..Np-1 of the tables),
+  // the other row layout table_rows (pad rows: table row P).
+  const bool use_decode = decode && N == P;
+  const int Np = R == P ? graph_tokens(N, use_decode) : N;
+  if (Np > N) {
+    for (int r = N; r < Np; ++r) {
+      ids[r] = 0;
+      pos[r] = 0;
+      rows[r] = int64_t(pad_block) * bs;
+      ctx_lens[r] = 1;
+      table_rows[r] = use_decode ? r : P;
+    }
+    for (int t = P; t < (use_decode ? Np : P + 1); ++t) {
+      int32_t* row = tables + size_t(t) * table_stride;
+      row[0] = pad_block;
+      std::fill(row + 1, row + table_stride, -1);
+    }
+  }
   RZ_CUDA_CHECK(
       cudaMemcpyAsync(args_dev.get(), h, args_layout.sample, cudaMemcpyHostToDevice, stream));
 
@@ -191,21 +220,37 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     out_rows.push_back(row + pc.n - 1);
     out_entries.push_back(pc.entry);
   }
-  const bool use_decode = decode && N == P;
-  if (opt.cuda_graphs && use_decode) {
-    // Decode: every token is its sequence's last, rows 0..P-1 in order (lengths stay out of the
-    // graph: attention spans graph_context() positions).
+  if (use_decode) {
+    // Decode: every token is its sequence's last, rows 0..Np-1 in order, the pad rows' logits
+    // too (lengths stay out of the graph: attention spans graph_context() positions).
     const int c = graph_context(max_rows);
-    replay({false, N, c}, [&] { enqueue_forward(PassShape{N, P, P, P, c, 0, true}, out_rows); });
-  } else if (opt.cuda_graphs && R == P) {
+    for (int r = N; r < Np; ++r) out_rows.push_back(r);
+    const PassShape ps{Np, Np, Np, Np, c, 0, true};
+    if (opt.cuda_graphs)
+      replay({false, Np, c}, [&] { enqueue_forward(ps, out_rows); });
+    else
+      enqueue_forward(ps, out_rows);
+  } else if (R == P) {
     // Every piece attends as decode rows: the layers depend on the token count and the context
     // bound only (rows find their tables through table_rows), the output rows go after them.
     const int c = graph_context(max_rows);
-    replay({true, N, c}, [&] { enqueue_layers(PassShape{N, P, P, N, c, 0, false}); });
+    const PassShape ps{Np, P, P, Np, c, 0, false};
+    if (opt.cuda_graphs)
+      replay({true, Np, c}, [&] { enqueue_layers(ps); });
+    else
+      enqueue_layers(ps);
     enqueue_logits(out_rows);
   } else {
-    enqueue_forward(PassShape{N, P, R, D, max_rows, max_packed, use_decode}, out_rows);
+    enqueue_forward(PassShape{N, P, R, D, max_rows, max_packed, false}, out_rows);
   }
+}
+
+int GpuExecutor::Impl::graph_tokens(int n, bool decode) const {
+  int step = n <= 8 ? 1 : n <= 64 ? 8 : n <= 128 ? 16 : n <= 256 ? 32 : 64;
+  const int padded = (n + step - 1) / step * step;
+  // Decode rows own table rows and logits rows (one per slot); other row passes, scratch rows.
+  const int limit = decode ? int(slots.size()) : std::min(cap, kMaxAttnRows);
+  return std::max(n, std::min(padded, limit));
 }
 
 int GpuExecutor::Impl::graph_context(int longest) const {
@@ -216,7 +261,7 @@ int GpuExecutor::Impl::graph_context(int longest) const {
 
 void GpuExecutor::Impl::drop_graphs() {
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
+  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g.exec);
   graphs.clear();
 }
 
@@ -334,7 +379,7 @@ void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
 
 void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n,
                                bool same_input) {
-  if (!same_input) qmm_prepared = q8_prepared = fp8_prepared = {};  // the input may have changed
+  if (!same_input) qmm_prepared = q8_prepared = fp8_prepared = x16_prepared = {};  // it may differ
   if (n == 0) return;
   if (m.fp8) {
     // A few tokens: gemv_fp8 on the fp32 activations (W8A16: one byte a weight and no rounding
@@ -383,7 +428,10 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
   }
   // Larger batches: fp16 activations times fp16 weights (dequantized a slice of rows at a time)
   // through cuBLAS, fp32 accumulation and output.
-  convert_to_half(in, x16.get(), HalfType::f16, int64_t(n) * m.cols, stream);
+  if (!x16_prepared.holds(in, n, m.cols)) {
+    convert_to_half(in, x16.get(), HalfType::f16, int64_t(n) * m.cols, stream);
+    x16_prepared = {in, n, m.cols};
+  }
   if (m.type == GgmlType::F16 || m.has_f16_copy()) {
     const void* w16_all = m.type == GgmlType::F16 ? m.ptr() : m.f16_copy.get();
     gemm->matmul_x16(HalfType::f16, w16_all, x16.get(), out, m.rows, m.cols, n);

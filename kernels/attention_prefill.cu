@@ -334,15 +334,18 @@ void launch_tiles(dim3 grid, const PrefillTileParams& p, cudaStream_t stream) {
 //   B * S stays within that wave: a few blocks past it would wait for a whole second round
 //   (a 224-token chunk of qwen2.5-1.5b has B = 46: S = 5 gives 230 blocks on the H200's 264
 //   slots, S = 6 would give 276). Grids of at least N blocks are left alone.
-// - kMinSplitTiles = 4 (256 keys): per split the block still loads its Q tile, fills the copy
+// - kMinSplitTiles = 2 (128 keys): per split the block still loads its Q tile, fills the copy
 //   pipeline, and writes 64 rows of (head_dim + 2) fp32 partials that the combine reads back,
-//   about 2 K/V tiles' worth of bytes at head_dim 128; with 4 tiles of keys per split that
-//   overhead stays a fraction of the work. The same minimum holds per tile in the kernel (a tile
-//   with fewer keys than max_context uses fewer splits, one when it has at most 4 key tiles).
+//   about 2 K/V tiles' worth of bytes at head_dim 128. Splitting only ever happens for grids
+//   smaller than one wave, where the kernel is bound by the latency of each block's serial walk
+//   over its key tiles rather than by bytes, so halving the walk outweighs that overhead (a
+//   96-token chunk at context 1,100 of qwen2.5-1.5b: 20 blocks, 4 splits of ~5 tiles at a
+//   minimum of 4 tiles, 9 of ~2 at 2). The same minimum holds per tile in the kernel (a tile
+//   with fewer keys than max_context uses fewer splits, one when it has at most 2 key tiles).
 // - kMaxSplitBlocks = 512 bounds the partials (and so the workspace) on any GPU up to 256 SMs.
 constexpr int kMaxKeySplits = 64;
 constexpr int kSplitBlocksPerSm = 2;
-constexpr int kMinSplitTiles = 4;
+constexpr int kMinSplitTiles = 2;
 constexpr int64_t kMaxSplitBlocks = 512;
 
 // The launch grid of a (shapes already valid): tiles, kv heads times head chunks.

@@ -40,6 +40,7 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kKeys = kPrefillKeyTile;  // key positions per K/V tile
 constexpr int kCombineThreads = 256;
+constexpr int kCombineParts = 8;  // blocks per tile in the combine: one item a thread at D = 128
 static_assert(kPrefillRows == 16 * kWarps, "one 16-row mma tile per warp");
 
 // The key tiles [begin, end) that split z of a tile with keys 0 .. kv_end - 1 takes, and how many
@@ -279,8 +280,10 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   }
 }
 
-// grid (max_tiles, n_head_kv * chunks), block kCombineThreads: merges the partials of the tiles
-// that use more than one split. Thread item (row r, dims d .. d + 3) of the block's tile:
+// grid (max_tiles, n_head_kv * chunks, kCombineParts), block kCombineThreads: merges the
+// partials of the tiles that use more than one split; the z blocks of a tile share its items
+// (few tiles leave the machine mostly idle, so each thread takes as few items as it can: the
+// kernel is bound by the latency of its loads). Thread item (row r, dims d .. d + 3):
 //   M = max_j m_j, w_j = 2^(m_j - M), out = sum_j w_j O_j / sum_j w_j l_j
 // over the splits j the tile uses. A split whose keys all lie past the row's position has
 // m_j = -inf (weight 0); split 0 holds key 0, so M is finite unless a partial is NaN, and a NaN
@@ -290,12 +293,14 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
 __global__ void __launch_bounds__(kCombineThreads)
     attn_prefill_combine_kernel(const PrefillTileParams p) {
   grid_dependency_sync();
+  const int quads = p.head_dim / 4;
+  if (int(blockIdx.z) * kCombineThreads >= kPrefillRows * quads) return;  // no items here
   const PrefillTile tl = locate_prefill_tile(p);
   if (tl.seq < 0) return;
   const int used = key_range(p, tl.kv_end, 0).used;
   if (used <= 1) return;  // written by the attention kernel
-  const int quads = p.head_dim / 4;
-  for (int idx = threadIdx.x; idx < kPrefillRows * quads; idx += kCombineThreads) {
+  for (int idx = blockIdx.z * kCombineThreads + threadIdx.x; idx < kPrefillRows * quads;
+       idx += kCombineThreads * gridDim.z) {
     const int r = idx / quads, d = 4 * (idx % quads);
     const int h = tl.row_head(r, p);
     if (h < 0) continue;
@@ -328,7 +333,8 @@ void launch(dim3 grid, const PrefillTileParams& p, cudaStream_t stream) {
   launch_kernel(attn_prefill_mma_kernel<D>, grid, kThreads, smem, stream, p);
   RZ_CUDA_CHECK_LAUNCH("attn_prefill_mma_kernel");
   if (p.splits > 1) {
-    launch_kernel(attn_prefill_combine_kernel, dim3(grid.x, grid.y), kCombineThreads, 0, stream, p);
+    launch_kernel(attn_prefill_combine_kernel, dim3(grid.x, grid.y, kCombineParts), kCombineThreads,
+                  0, stream, p);
     RZ_CUDA_CHECK_LAUNCH("attn_prefill_combine_kernel");
   }
 }

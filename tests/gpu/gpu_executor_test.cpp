@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <span>
 #include <string>
@@ -911,6 +912,86 @@ TEST(GpuExecutor, Fp16CopiesAreBitIdentical) {
     tb = b_run.decode(dec);
     ASSERT_EQ(ta, tb) << "step " << step;
   }
+}
+
+}  // namespace
+}  // namespace rz::gpu
+
+namespace rz::gpu {
+namespace {
+
+// Padded passes (gpu_executor_impl.hpp graph_tokens): 9 decodes run as 16 rows, the 7 pad rows
+// writing into the spare KV block. Against an executor where 7 real sequences fill those rows
+// (16 rows, no padding), the 9 sequences' logits are bit for bit the same, step after step: a pad
+// row touches no real sequence's KV and no real row's result. Then the same for a row pass (5
+// decodes beside a 6-token chunk = 11 rows, padded to 16, against 5 more real decodes). Both
+// with and without CUDA graphs.
+void pad_rows_change_nothing(bool cuda_graphs) {
+  SCOPED_TRACE(cuda_graphs ? "graphs" : "plain");
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
+  const GpuExecutorOptions o{.slots = 16, .max_context = 256, .cuda_graphs = cuda_graphs};
+  GpuExecutor padded(mf, o), full(mf, o);
+  padded.set_keep_logits(true);
+  full.set_keep_logits(true);
+  Steps sp(padded, 7), sf(full, 7);
+  std::mt19937 rng(31);
+  const int V = mf->config().n_vocab;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int s = 0; s < 16; ++s) prompts.push_back(random_prompt(rng, 5 + 7 * s, V));
+  std::vector<int32_t> tok(16, -1);
+  // One prompt a step, so each sequence's KV is computed the same way in both executors.
+  for (int s = 0; s < 16; ++s) {
+    const auto b = sf.run({sf.begin(s, prompts[size_t(s)], true)});
+    if (s < 9) {
+      ASSERT_EQ(sp.run({sp.begin(s, prompts[size_t(s)], true)}), b);
+    }
+    tok[size_t(s)] = b[0];
+  }
+  auto expect_same = [&](const std::vector<int>& real, const std::string& what) {
+    for (int s : real) {
+      const auto a = padded.last_logits(s), b = full.last_logits(s);
+      ASSERT_EQ(a.size(), b.size()) << what;
+      for (size_t j = 0; j < a.size(); ++j)
+        ASSERT_EQ(a[j], b[j]) << what << " slot " << s << " logit " << j;
+    }
+  };
+  std::vector<int> nine(9), sixteen(16);
+  std::iota(nine.begin(), nine.end(), 0);
+  std::iota(sixteen.begin(), sixteen.end(), 0);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<StepSeq> ep, ef;
+    for (int s : nine) ep.push_back(sp.next(s, {tok[size_t(s)]}, true));
+    for (int s : sixteen) ef.push_back(sf.next(s, {tok[size_t(s)]}, true));
+    const auto a = sp.run(ep), b = sf.run(ef);
+    ASSERT_EQ(a.size(), 9u);
+    ASSERT_EQ(std::vector<int32_t>(b.begin(), b.begin() + 9), a) << "decode " << step;
+    expect_same(nine, "decode " + std::to_string(step));
+    for (int s = 0; s < 16; ++s) tok[size_t(s)] = b[size_t(s)];
+  }
+  // A row pass: slots 0..4 decode beside slot 9's new 6-token prompt (11 rows -> 16); the full
+  // executor adds a token to slots 10..14 that does not sample (16 rows; the same 6 logits rows,
+  // so the output matmul has the same shape). Slot 9 is fresh in `padded`, so it begins there;
+  // in `full` it ends its old sequence first.
+  full.release(9);
+  const auto p9 = random_prompt(rng, 6, V);
+  std::vector<StepSeq> ep, ef;
+  for (int s = 0; s < 5; ++s) {
+    ep.push_back(sp.next(s, {tok[size_t(s)]}, true));
+    ef.push_back(sf.next(s, {tok[size_t(s)]}, true));
+  }
+  ep.push_back(sp.begin(9, p9, true));
+  ef.push_back(sf.begin(9, p9, true));
+  for (int s = 10; s < 15; ++s) ef.push_back(sf.next(s, {tok[size_t(s)]}, false));
+  const auto a = sp.run(ep), b = sf.run(ef);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(std::vector<int32_t>(b.begin(), b.begin() + 6), a);
+  expect_same({0, 1, 2, 3, 4, 9}, "row pass");
+}
+
+TEST(GpuExecutorSteps, PadRowsChangeNothing) {
+  RZ_REQUIRE_GPU();
+  pad_rows_change_nothing(true);
+  pad_rows_change_nothing(false);
 }
 
 }  // namespace
