@@ -28,7 +28,7 @@ struct BatcherState {
   std::optional<StepPlan> in_flight;
   bool stopping = false;
   std::optional<caf::response_promise> stop_promise;
-  std::unique_ptr<StepLog> step_log;  // --step-log, or null
+  std::shared_ptr<StepLog> step_log;  // --step-log, or null
   static inline const char* name = "rz.batcher";
 };
 
@@ -115,9 +115,10 @@ void on_step_result(Self* self, const StepResult& r) {
 }
 
 caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
-                            std::shared_ptr<MetricsRegistry> metrics, std::string step_log) {
+                            std::shared_ptr<MetricsRegistry> metrics,
+                            std::shared_ptr<StepLog> step_log) {
   auto& st = self->state;
-  if (!step_log.empty()) st.step_log = std::make_unique<StepLog>(step_log);
+  st.step_log = std::move(step_log);
   st.sched = std::make_unique<BatchedDecodeState>(std::move(cfg));
   st.gpu = std::move(gpu);
   st.metrics = std::move(metrics);
@@ -153,7 +154,8 @@ caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
 }  // namespace
 
 caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
-                         std::shared_ptr<MetricsRegistry> metrics, std::string step_log) {
+                         std::shared_ptr<MetricsRegistry> metrics,
+                         std::shared_ptr<StepLog> step_log) {
   return sys.spawn(batcher_actor, std::move(cfg), std::move(gpu), std::move(metrics),
                    std::move(step_log));
 }

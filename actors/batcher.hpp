@@ -15,17 +15,18 @@
 // released, stops the gpu actor, answers with unit and quits.
 #pragma once
 #include <memory>
-#include <string>
 
 #include <caf/fwd.hpp>
 
 #include "actors/metrics.hpp"
 #include "sched/batch_state.hpp"
+#include "sched/step_log.hpp"
 
 namespace rz::engine {
 
-// step_log: a file for one line per step (sched/step_log.hpp); empty for none.
+// step_log: where a line per step goes (sched/step_log.hpp), or null for none.
 caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
-                         std::shared_ptr<MetricsRegistry> metrics, std::string step_log = {});
+                         std::shared_ptr<MetricsRegistry> metrics,
+                         std::shared_ptr<StepLog> step_log = nullptr);
 
 }  // namespace rz::engine

@@ -40,7 +40,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string model;
-  int batch = 32, offset = 1024, reps = 7, context = 8192, row_chunk = rz::gpu::GpuExecutorOptions{}.row_chunk, profile = 0;
+  int batch = 32, offset = 1024, reps = 7, context = 8192,
+      row_chunk = rz::gpu::GpuExecutorOptions{}.row_chunk, profile = 0;
   std::vector<int> chunks = {16, 64, 224, 480};
   bool cpu = false;
 };

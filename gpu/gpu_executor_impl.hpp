@@ -203,7 +203,6 @@ struct GpuExecutor::Impl {
   // Defined in gpu_forward.cpp, its only caller (a template: no std::function on the step path).
   template <typename Enqueue>
   void replay(const GraphKey& key, Enqueue&& enqueue);
-  void drop_graphs();
 };
 
 }  // namespace rz::gpu

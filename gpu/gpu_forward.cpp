@@ -259,12 +259,6 @@ int GpuExecutor::Impl::graph_context(int longest) const {
   return std::min(c, max_ctx);
 }
 
-void GpuExecutor::Impl::drop_graphs() {
-  RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g.exec);
-  graphs.clear();
-}
-
 void GpuExecutor::Impl::enqueue_forward(const PassShape& ps, const std::vector<int>& out_rows) {
   enqueue_layers(ps);
   enqueue_logits(out_rows);
