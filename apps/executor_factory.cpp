@@ -74,6 +74,7 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
     o.cuda_graphs = opt.cuda_graphs;
     o.qmm = opt.qmm;
     o.fp16_copies = opt.fp16_copies;
+    o.fused_input_forms = opt.fused_input_forms;
     auto ex = std::make_unique<gpu::GpuExecutor>(std::move(model), o);
     b.description = "cuda: " + ex->memory_plan().device_name;
     b.memory_plan = ex->memory_plan().summary();

@@ -37,6 +37,7 @@ struct ExecutorOptions {
   bool cuda_graphs = true;        // cuda: GpuExecutorOptions::cuda_graphs (cpu: unused)
   bool qmm = true;                // cuda: GpuExecutorOptions::qmm (cpu: unused)
   bool fp16_copies = true;        // cuda: GpuExecutorOptions::fp16_copies (cpu: unused)
+  bool fused_input_forms = true;  // cuda: GpuExecutorOptions::fused_input_forms (cpu: unused)
 };
 
 // The value of a command's `--weights` option: "stored" (false) or "fp8" (true); anything else

@@ -41,9 +41,11 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string model;
   int batch = 32, offset = 1024, reps = 7, context = 8192,
-      row_chunk = rz::gpu::GpuExecutorOptions{}.row_chunk, profile = 0;
+      row_chunk = rz::gpu::GpuExecutorOptions{}.row_chunk,
+      row_chunk_keys = rz::gpu::GpuExecutorOptions{}.row_chunk_keys, profile = 0;
   std::vector<int> chunks = {16, 64, 224, 480};
   bool cpu = false;
+  bool fused_forms = true;  // --no-fused-forms: GpuExecutorOptions::fused_input_forms off
 };
 
 // Drives slots 0..B-1 (decoding) and slot B (the long prompt) with fixed block tables: slot s
@@ -119,6 +121,10 @@ int main(int argc, char** argv) {
       o.cpu = true;
       continue;
     }
+    if (a == "--no-fused-forms") {
+      o.fused_forms = false;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "gpu_mixed_step_bench: %s needs a value\n", a.c_str());
       return 2;
@@ -136,6 +142,8 @@ int main(int argc, char** argv) {
       o.profile = std::atoi(v.c_str());
     } else if (a == "--row-chunk") {
       o.row_chunk = std::atoi(v.c_str());
+    } else if (a == "--row-chunk-keys") {
+      o.row_chunk_keys = std::atoi(v.c_str());
     } else if (a == "--chunks") {
       o.chunks.clear();
       for (size_t p = 0; p < v.size();) {
@@ -151,7 +159,8 @@ int main(int argc, char** argv) {
   if (o.model.empty() || o.batch < 1 || o.reps < 1 || o.offset < 1) {
     std::fprintf(stderr,
                  "usage: gpu_mixed_step_bench --model FILE [--batch 32] [--chunks 16,64,224,480] "
-                 "[--offset 1024] [--reps 7] [--row-chunk N] [--profile C] [--cpu]\n");
+                 "[--offset 1024] [--reps 7] [--row-chunk N] [--row-chunk-keys K] [--profile C] "
+                 "[--no-fused-forms] [--cpu]\n");
     return 2;
   }
   try {
@@ -165,6 +174,8 @@ int main(int argc, char** argv) {
       g.slots = o.batch + 1;
       g.max_context = o.context;
       g.row_chunk = o.row_chunk;
+      g.row_chunk_keys = o.row_chunk_keys;
+      g.fused_input_forms = o.fused_forms;
       ex = std::make_unique<rz::gpu::GpuExecutor>(mf, g);
     }
     Mixed m(*ex, o.batch);

@@ -81,6 +81,12 @@ struct GpuExecutorOptions {
   // bit-identical; the copies trade memory (taken before the KV cache is sized) for that work.
   bool fp16_copies = true;
   double fp16_copies_max_share = 0.25;
+  // The kernels that produce a matmul's input (the RMSNorms, SwiGLU over fused rows) write the
+  // forms its path reads (fp16 for cuBLAS, qmm's fp16 order, gemv_q8's int8 blocks) beside their
+  // fp32 output, instead of a conversion kernel per input (kernels/act_forms.hpp). The results
+  // are bit-identical; false runs the conversion kernels, for comparison (rz bench
+  // --no-fused-forms).
+  bool fused_input_forms = true;
   // Prompt chunks of at most this many tokens attend as decode-attention rows, each at its own
   // position (kernels/attention_decode.hpp: its split-context kernel keeps the device busy over a
   // long context); longer ones go through the prefill attention (kernels/attention_prefill.hpp).
@@ -89,6 +95,13 @@ struct GpuExecutorOptions {
   // gpu_mixed_step_bench): as rows 16 / 32 / 64 tokens cost 3.11 / 3.95 / 5.82 ms, packed
   // 4.34 / 3.74 / 3.91 ms, since the prefill attention splits long contexts over the keys.
   int row_chunk = 16;
+  // ... and whose tokens times context (the keys its rows read) are at most this: each row reads
+  // its whole context, so a short chunk deep into a long prompt goes to the prefill attention,
+  // which reads each key once for all of them. From measurement (H200, qwen2.5-1.5b, 32 decodes
+  // beside a chunk, gpu_mixed_step_bench --row-chunk-keys): 16 tokens as rows / packed 3.02 /
+  // 3.55 ms at context 1,040, 3.45 / 3.67 at 1,552, 3.73 / 3.67 at 2,064, 4.44 / 3.76 at 3,088;
+  // 8 tokens 3.15 / 3.61 at 2,056, 3.61 / 3.66 at 3,080: the two cross near 25,000.
+  int row_chunk_keys = 16 * 1536;
 };
 
 // What went where, for `rz serve` to log and tests to check.

@@ -1,6 +1,7 @@
 // Internals of the CUDA executor (gpu_executor.hpp), shared by gpu_executor.cpp (set-up, slots,
 // checks) and gpu_forward.cpp (the step). Not part of the public interface.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -13,6 +14,8 @@
 #include "gpu/gemm.hpp"
 #include "gpu/gpu_executor.hpp"
 #include "gpu/gpu_weights.hpp"
+#include "gpu/matmul_path.hpp"
+#include "kernels/act_forms.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
 #include "kernels/kv_cache_shape.hpp"
@@ -109,6 +112,15 @@ struct GpuExecutor::Impl {
   // they match.
   void matmul(const DeviceMatrix& w, const float* in, float* out, int n_tokens,
               bool same_input = false);
+  // The path matmul() takes for a quantized, F16 or BF16 matrix at n tokens.
+  MatmulPath path_of(const DeviceMatrix& m, int n) const;
+  // The input forms that `consumers` (null entries skipped) read of the n x cols activation `in`,
+  // as buffers of this executor, for the kernel that produces `in` to write beside it
+  // (kernels/act_forms.hpp; none without GpuExecutorOptions::fused_input_forms). Marks them
+  // prepared for `in` and every other form not: the first consumer's matmul then passes
+  // same_input = true.
+  using Consumers = std::array<const DeviceMatrix*, 3>;
+  ActForms forms_for(const float* in, int n, int64_t cols, const Consumers& consumers);
   // Samples logits row r for slot out_slots[r].
   void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens);
 

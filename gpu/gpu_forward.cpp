@@ -27,6 +27,12 @@ namespace {
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
+// The matrices that read a layer's attention-norm output.
+std::array<const DeviceMatrix*, 3> qkv_inputs(const GpuLayerWeights& L) {
+  if (L.fused_qkv) return {&L.wqkv, nullptr, nullptr};
+  return {&L.wq, &L.wk, &L.wv};
+}
+
 template <typename T>
 T* at(uint8_t* base, size_t offset) {
   return reinterpret_cast<T*>(base + offset);
@@ -141,7 +147,10 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   // for the prefill attention over the rows after them.
   std::vector<Piece> order(pieces.begin(), pieces.end());
   const int row_chunk = std::clamp(opt.row_chunk, 0, kMaxAttnRows);
-  const auto as_rows = [&](const Piece& pc) { return pc.n == 1 || pc.n <= row_chunk; };
+  const auto as_rows = [&](const Piece& pc) {
+    return pc.n == 1 ||
+           (pc.n <= row_chunk && int64_t(pc.n) * (pc.start + pc.n) <= int64_t(opt.row_chunk_keys));
+  };
   std::stable_partition(order.begin(), order.end(), as_rows);
   int R = 0, D = 0;  // row pieces, their tokens
   while (R < P && as_rows(order[size_t(R)]) && D + order[size_t(R)].n <= kMaxAttnRows)
@@ -294,16 +303,18 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     uint16_t* kc = k_cache.get() + size_t(l) * size_t(shape.layer_elems());
     uint16_t* vc = v_cache.get() + size_t(l) * size_t(shape.layer_elems());
     // The first layer's attention norm; later layers' comes fused with the previous residual add.
-    if (l == 0) rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
+    if (l == 0)
+      rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,
+               forms_for(xn.get(), N, E, qkv_inputs(L)));
     if (L.fused_qkv) {
       // One matmul writes [q | k | v] rows; one kernel adds the biases, rotates q and k, writes
       // q out dense for attention and k, v into the cache.
-      matmul(L.wqkv, xn.get(), qkv.get(), N);
+      matmul(L.wqkv, xn.get(), qkv.get(), N, true);
       qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
                cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
                qp_args, stream);
     } else {
-      matmul(L.wq, xn.get(), qkv.get(), N);  // dense q rows [N, q_dim]
+      matmul(L.wq, xn.get(), qkv.get(), N, true);  // dense q rows [N, q_dim]
       matmul(L.wk, xn.get(), k.get(), N, true);
       matmul(L.wv, xn.get(), v.get(), N, true);
       qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
@@ -337,19 +348,24 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
                         att.get() + size_t(D) * size_t(q_dim), attn_ws.get(), a, stream);
     }
     matmul(L.wo, att.get(), tmp.get(), N);
-    add_rms_norm(x.get(), tmp.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream);
+    add_rms_norm(x.get(), tmp.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,
+                 forms_for(xn.get(), N, E,
+                           {L.fused_gate_up ? &L.w_gate_up : &L.w_gate,
+                            L.fused_gate_up ? nullptr : &L.w_up, nullptr}));
     if (L.fused_gate_up) {
-      matmul(L.w_gate_up, xn.get(), gu.get(), N);
-      swiglu_rows(gu.get(), gate.get(), N, FF, stream);
+      matmul(L.w_gate_up, xn.get(), gu.get(), N, true);
+      swiglu_rows(gu.get(), gate.get(), N, FF, stream,
+                  forms_for(gate.get(), N, FF, {&L.w_down, nullptr, nullptr}));
+      matmul(L.w_down, gate.get(), tmp.get(), N, true);
     } else {
-      matmul(L.w_gate, xn.get(), gate.get(), N);
+      matmul(L.w_gate, xn.get(), gate.get(), N, true);
       matmul(L.w_up, xn.get(), up.get(), N, true);
       swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
+      matmul(L.w_down, gate.get(), tmp.get(), N);
     }
-    matmul(L.w_down, gate.get(), tmp.get(), N);
     if (l + 1 < cfg.n_layer)
       add_rms_norm(x.get(), tmp.get(), w.layers[l + 1].attn_norm.get(), xn.get(), N, E,
-                   cfg.norm_eps, stream);
+                   cfg.norm_eps, stream, forms_for(xn.get(), N, E, qkv_inputs(w.layers[l + 1])));
     else
       residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
   }
@@ -367,8 +383,9 @@ void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
                                   sizeof(float) * E * (e - r), cudaMemcpyDeviceToDevice, stream));
     r = e;
   }
-  rms_norm(last.get(), w.output_norm.get(), last_norm.get(), n_out, E, cfg.norm_eps, stream);
-  matmul(w.output(), last_norm.get(), logits.get(), n_out);
+  rms_norm(last.get(), w.output_norm.get(), last_norm.get(), n_out, E, cfg.norm_eps, stream,
+           forms_for(last_norm.get(), n_out, E, {&w.output(), nullptr, nullptr}));
+  matmul(w.output(), last_norm.get(), logits.get(), n_out, true);
 }
 
 void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n,
@@ -396,9 +413,7 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
     gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
     return;
   }
-  const MatmulPath path = choose_matmul_path(
-      m.type, m.rows, m.cols, n,
-      {.qmm = opt.qmm, .int8 = opt.int8_activations, .f16_copy = m.has_f16_copy()});
+  const MatmulPath path = path_of(m, n);
   if (path == MatmulPath::qmm) {
     if (!qmm_prepared.holds(in, n, m.cols)) {
       qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
@@ -442,6 +457,38 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
                       w16.get(), HalfType::f16, nr, m.cols, stream);
     gemm->matmul_x16(HalfType::f16, w16.get(), x16.get(), out + r0, nr, m.cols, n, m.rows);
   }
+}
+
+MatmulPath GpuExecutor::Impl::path_of(const DeviceMatrix& m, int n) const {
+  return choose_matmul_path(
+      m.type, m.rows, m.cols, n,
+      {.qmm = opt.qmm, .int8 = opt.int8_activations, .f16_copy = m.has_f16_copy()});
+}
+
+ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,
+                                      const Consumers& consumers) {
+  qmm_prepared = q8_prepared = fp8_prepared = x16_prepared = {};
+  ActForms f;
+  if (!opt.fused_input_forms || n == 0) return f;
+  for (const DeviceMatrix* m : consumers) {
+    if (!m || m->fp8 || m->type == GgmlType::F32) continue;  // their own input paths
+    switch (path_of(*m, n)) {
+      case MatmulPath::qmm:
+        f.qmm = qmm_x.get();
+        qmm_prepared = {in, n, cols};
+        break;
+      case MatmulPath::gemv_q8:
+        f.q8 = q8_x.get();
+        q8_prepared = {in, n, cols};
+        break;
+      case MatmulPath::gemm:
+        f.f16 = x16.get();
+        x16_prepared = {in, n, cols};
+        break;
+      case MatmulPath::gemv: break;
+    }
+  }
+  return f;
 }
 
 void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens) {

@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "kernels/act_forms.hpp"
+
 namespace rz::gpu {
 
 // For each row r < n_rows:
@@ -17,7 +19,9 @@ namespace rz::gpu {
 // squares and every output are bit-identical to the two unfused kernels.
 // Throws rz::Error for n <= 0, n_rows < 0, eps < 0 or NaN, or a null x / w / out; n_rows == 0
 // launches nothing.
+// forms: the matmul input forms of out to write beside it (kernels/act_forms.hpp; rz::Error when
+// n or the pointers do not allow them).
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n,
-                  float eps, cudaStream_t stream);
+                  float eps, cudaStream_t stream, const ActForms& forms = {});
 
 }  // namespace rz::gpu

@@ -21,6 +21,7 @@
 #include "kernels/gemv_common.cuh"
 #include "kernels/gemv_q8.hpp"
 #include "kernels/launch.cuh"
+#include "kernels/q8_activation.cuh"
 #include "kernels/quant_decode.cuh"
 
 namespace rz::gpu {
@@ -35,8 +36,8 @@ __device__ __forceinline__ int dot4(uint32_t a, uint32_t b, int c) {
 
 // ---------------------------------------------------------------- the activation quantizer
 
-// 8 lanes per group of 32, 4 elements (one float4) each. Threads past the last group take part
-// in the shuffles with zeros and write nothing.
+// 8 lanes per group of 32, 4 elements (one float4) each (q8_quantize_quad, the format's one
+// definition). Threads past the last group take part in the shuffles with zeros and write nothing.
 __global__ void __launch_bounds__(256)
     quantize_x_q8_kernel(const float* __restrict__ x, uint32_t* __restrict__ q,
                          float2* __restrict__ ds, int64_t groups) {
@@ -44,22 +45,11 @@ __global__ void __launch_bounds__(256)
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t g = t >> 3;
   const bool active = g < groups;
-  const float4 v = active ? __ldg(reinterpret_cast<const float4*>(x) + t) : float4{0, 0, 0, 0};
-  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-  amax = group_max<8>(amax);
-  const float d = __fdiv_rn(amax, 127.0f);
-  int qi[4] = {0, 0, 0, 0};
-  if (d > 0.0f) {
-    qi[0] = __float2int_rn(__fdiv_rn(v.x, d));
-    qi[1] = __float2int_rn(__fdiv_rn(v.y, d));
-    qi[2] = __float2int_rn(__fdiv_rn(v.z, d));
-    qi[3] = __float2int_rn(__fdiv_rn(v.w, d));
-  }
-  const float sum = group_sum<8>(static_cast<float>(qi[0] + qi[1] + qi[2] + qi[3]));  // exact
+  const Q8Quad qq =
+      q8_quantize_quad(active ? __ldg(reinterpret_cast<const float4*>(x) + t) : float4{0, 0, 0, 0});
   if (!active) return;
-  q[t] = (qi[0] & 0xff) | ((qi[1] & 0xff) << 8) | ((qi[2] & 0xff) << 16) |
-         (static_cast<uint32_t>(qi[3] & 0xff) << 24);
-  if ((t & 7) == 0) ds[g] = make_float2(d, __fmul_rn(d, sum));
+  q[t] = qq.q;
+  if ((t & 7) == 0) ds[g] = qq.ds;
 }
 
 // ---------------------------------------------------------------- weight types
@@ -416,7 +406,7 @@ void quantize_x_q8(const float* x, void* xq, int64_t n, int64_t cols, cudaStream
     throw Error("quantize_x_q8: x and xq must be 16-byte aligned");
   const int64_t groups = n * cols / kQ8Group;
   auto* q = static_cast<int8_t*>(xq);
-  auto* ds = reinterpret_cast<float2*>(q + n * cols);
+  float2* ds = q8_pairs(xq, n, cols);
   const int64_t threads = groups * 8;
   launch_kernel(gemv_q8_detail::quantize_x_q8_kernel, static_cast<unsigned>((threads + 255) / 256),
                 256, 0, stream, x, reinterpret_cast<uint32_t*>(q), ds, groups);

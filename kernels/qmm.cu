@@ -24,6 +24,7 @@
 #include "kernels/cuda_common.cuh"
 #include "kernels/gemv_common.cuh"  // load_words_a2, byte_to_float
 #include "kernels/mma.cuh"
+#include "kernels/qmm_layout.cuh"
 #include "kernels/quant_decode.cuh"
 
 namespace rz::gpu {
@@ -35,10 +36,9 @@ using gemv_detail::load_words_a2;
 constexpr int kWarps = 4;  // warps per thread block, 16 rows each
 constexpr int kRowsPerBlock = 16 * kWarps;
 
-// Column of the chunk that k-slot element e of thread c holds in step t (see the top comment).
-__host__ __device__ constexpr int chunk_col(int t, int c, int e) {
-  return 64 * c + 32 * (t & 1) + 4 * (t >> 1) + e;
-}
+// Column of the chunk that k-slot element e of thread c holds in step t (see the top comment;
+// kernels/qmm_layout.cuh has the one definition, for the kernels that write prepared x).
+__host__ __device__ constexpr int chunk_col(int t, int c, int e) { return qmm_chunk_col(t, c, e); }
 
 // N bytes at a 2-byte aligned address of a staged row, as N / 4 little-endian words.
 template <int N>

@@ -4,25 +4,34 @@
 // i = threadIdx.x + k * blockDim.x: pass 1 adds y into x when there is a y (writing the sum back)
 // and accumulates the squares with an fma chain; block_sum (kernels/cuda_common.cuh) reduces them;
 // pass 2 re-reads the thread's own elements and scales them. A thread reads and writes only its
-// own elements, so in place (out == x) is safe.
+// own elements, so in place (out == x) is safe. With matmul input forms to write
+// (kernels/act_forms.hpp) pass 2 takes four consecutive elements a thread instead (the same
+// products, so out is bit for bit the same) and writes each form of them.
 #include "kernels/add_rmsnorm.hpp"
 #include "kernels/launch.cuh"
 #include "kernels/rmsnorm.hpp"
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
+#include "kernels/act_forms.cuh"
 #include "kernels/cuda_common.cuh"
 
 namespace rz::gpu {
 namespace {
 
-// grid (n_rows); x and out may alias, so no __restrict__ on them; y may be null (then x is only
-// read)
+// grid (n_rows, or round_up(n_rows, 8) when forms.qmm is set: the blocks past n_rows write the
+// qmm form's zero pad rows and nothing else); x and out may alias, so no __restrict__ on them; y
+// may be null (then x is only read).
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w,
-                                    float* out, int n, float eps) {
-  grid_dependency_sync();
+                                    float* out, int n, float eps, ActForms forms, int n_rows) {
+  act_forms_dependency_sync(forms);
+  if (static_cast<int>(blockIdx.x) >= n_rows) {
+    for (int i = threadIdx.x; i < n / 4; i += blockDim.x) store_qmm_pad(forms, blockIdx.x, n, i);
+    return;
+  }
   const size_t row = static_cast<size_t>(blockIdx.x) * n;
   float* xr = x + row;
   float* outr = out + row;
@@ -37,39 +46,77 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
   } else {
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
   }
-  ss = block_sum(ss);
+  ss = block_sum(ss);  // its barriers also make every thread's x[r] visible to the whole block
   const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x)
-    outr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+  if (!forms.any()) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+      outr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+    return;
+  }
+  // With forms (n a multiple of 4, rows 16-byte aligned: checked by the host): four consecutive
+  // elements a thread, the same products; every thread runs every round (the q8 form's group
+  // shuffles), those past the row's end as inactive lanes.
+  const int n4 = n / 4;
+  for (int base = 0; base < n4; base += blockDim.x) {
+    const int i4 = base + threadIdx.x;
+    const bool active = i4 < n4;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (active) {
+      const float4 xv = reinterpret_cast<const float4*>(xr)[i4];
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(w) + i4);
+      o.x = __fmul_rn(__fmul_rn(xv.x, scale), wv.x);
+      o.y = __fmul_rn(__fmul_rn(xv.y, scale), wv.y);
+      o.z = __fmul_rn(__fmul_rn(xv.z, scale), wv.z);
+      o.w = __fmul_rn(__fmul_rn(xv.w, scale), wv.w);
+      reinterpret_cast<float4*>(outr)[i4] = o;
+    }
+    store_act_forms(forms, blockIdx.x, n_rows, n, 4 * i4, o, active);
+  }
 }
 
 int block_threads(int n) { return n > 4096 ? 1024 : n > 1024 ? 512 : n > 256 ? 256 : 128; }
 
+unsigned grid_rows(int n_rows, const ActForms& forms) {
+  return static_cast<unsigned>(forms.qmm ? (n_rows + 7) / 8 * 8 : n_rows);
+}
+
+// The forms' own rules, and the float4 pass's: 16-byte aligned x, out and w.
+void check_norm_forms(const ActForms& forms, const float* x, const float* out, const float* w,
+                      int n, const char* who) {
+  check_act_forms(forms, n, who);
+  if (forms.any())
+    for (const float* p : {x, out, w})
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+        throw Error(std::string(who) + ": the matmul input forms need 16-byte aligned rows");
+}
+
 }  // namespace
 
 void rms_norm(const float* x, const float* w, float* y, int n_rows, int n, float eps,
-              cudaStream_t stream) {
+              cudaStream_t stream, const ActForms& forms) {
   if (n <= 0 || n_rows < 0)
     throw Error("rms_norm: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n) + "]");
   if (!(eps >= 0.0f)) throw Error("rms_norm: eps must be >= 0");
   if (n_rows == 0) return;
   if (!x || !w || !y) throw Error("rms_norm: null pointer");
+  check_norm_forms(forms, x, y, w, n, "rms_norm");
   // Without a y the kernel never writes x.
-  launch_kernel(add_rms_norm_kernel, static_cast<unsigned>(n_rows), block_threads(n), 0, stream,
-                const_cast<float*>(x), nullptr, w, y, n, eps);
+  launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), 0, stream,
+                const_cast<float*>(x), nullptr, w, y, n, eps, forms, n_rows);
   RZ_CUDA_CHECK_LAUNCH("rms_norm (add_rms_norm_kernel)");
 }
 
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n,
-                  float eps, cudaStream_t stream) {
+                  float eps, cudaStream_t stream, const ActForms& forms) {
   if (n <= 0 || n_rows < 0)
     throw Error("add_rms_norm: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n) +
                 "]");
   if (!(eps >= 0.0f)) throw Error("add_rms_norm: eps must be >= 0");
   if (n_rows == 0) return;
   if (!x || !w || !out) throw Error("add_rms_norm: null pointer");
-  launch_kernel(add_rms_norm_kernel, static_cast<unsigned>(n_rows), block_threads(n), 0, stream, x,
-                y, w, out, n, eps);
+  check_norm_forms(forms, x, out, w, n, "add_rms_norm");
+  launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), 0, stream, x, y, w,
+                out, n, eps, forms, n_rows);
   RZ_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 

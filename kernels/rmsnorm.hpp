@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "kernels/act_forms.hpp"
+
 namespace rz::gpu {
 
 // x, y: device [n_rows, n] fp32 (y may alias x: in place is fine); w: device [n] fp32.
@@ -10,7 +12,9 @@ namespace rz::gpu {
 // scale is 1 / sqrtf(ss / n + eps) (correctly rounded sqrt and division), then (x * scale) * w,
 // each product rounded separately. Throws rz::Error for n <= 0 or n_rows < 0; n_rows == 0 launches
 // nothing.
+// forms: the matmul input forms to write beside y (kernels/act_forms.hpp; rz::Error when n or
+// the pointers do not allow them).
 void rms_norm(const float* x, const float* w, float* y, int n_rows, int n, float eps,
-              cudaStream_t stream);
+              cudaStream_t stream, const ActForms& forms = {});
 
 }  // namespace rz::gpu

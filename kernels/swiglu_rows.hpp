@@ -7,11 +7,16 @@
 
 #include <cstdint>
 
+#include "kernels/act_forms.hpp"
+
 namespace rz::gpu {
 
 // gu: device [n_rows, 2 * n_ff] fp32, row r = [gate | up]; out: device [n_rows, n_ff] fp32 dense,
 // must not overlap gu. out[r, i] = silu(gu[r, i]) * gu[r, n_ff + i].
 // Throws rz::Error for n_rows < 0, n_ff <= 0 or a null pointer; n_rows == 0 launches nothing.
-void swiglu_rows(const float* gu, float* out, int64_t n_rows, int64_t n_ff, cudaStream_t stream);
+// forms: the matmul input forms of out to write beside it (kernels/act_forms.hpp; they need n_ff
+// a multiple of 4 and 16-byte aligned gu and out, else rz::Error).
+void swiglu_rows(const float* gu, float* out, int64_t n_rows, int64_t n_ff, cudaStream_t stream,
+                 const ActForms& forms = {});
 
 }  // namespace rz::gpu

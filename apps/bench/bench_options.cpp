@@ -60,6 +60,9 @@ cli::Flags bench_flags() {
       .opt("weights", "stored|fp8", kWeightsHelp, "stored")
       .sw("no-fp16-copies", kNoFp16CopiesHelp)
       .sw("no-pdl", "cuda: plain stream order, without programmatic dependent launch")
+      .sw("no-fused-forms",
+          "cuda: a conversion kernel per matmul input instead of the norms and SwiGLU writing "
+          "the forms the matmuls read (same results)")
       .opt("bandwidth", "GBs",
            "memory bandwidth limit in GB/s for MBU and the ceilings, instead of the device "
            "table (cuda) or a memcpy measured here (cpu)")
@@ -129,6 +132,7 @@ BenchOptions bench_options(const cli::Flags& f) {
   o.fp8 = fp8_weights_flag(f.str("weights"));
   o.fp16_copies = !f.has("no-fp16-copies");
   o.pdl = !f.has("no-pdl");
+  o.fused_forms = !f.has("no-fused-forms");
   if (f.has("bandwidth")) o.bandwidth = positive(f, "bandwidth") * 1e9;
   if (f.has("peak-tflops")) o.peak_flops = positive(f, "peak-tflops") * 1e12;
   o.json = f.has("json");

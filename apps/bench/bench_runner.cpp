@@ -86,7 +86,8 @@ class Bench {
                                      .fp8_weights = o_.fp8,
                                      .cuda_graphs = o_.cuda_graphs,
                                      .qmm = o_.qmm,
-                                     .fp16_copies = o_.fp16_copies});
+                                     .fp16_copies = o_.fp16_copies,
+                                     .fused_input_forms = o_.fused_forms});
     ex_ = std::move(b.executor);
     runner_ = std::make_unique<SlotRunner>(*ex_);
     run_.executor = b.description;

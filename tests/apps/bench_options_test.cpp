@@ -54,6 +54,7 @@ TEST(BenchOptions, Defaults) {
   EXPECT_FALSE(o.fp8);
   EXPECT_TRUE(o.fp16_copies);
   EXPECT_TRUE(o.pdl);
+  EXPECT_TRUE(o.fused_forms);
   EXPECT_EQ(o.bandwidth, 0);
   EXPECT_EQ(o.peak_flops, 0);
   EXPECT_FALSE(o.json);
@@ -61,16 +62,47 @@ TEST(BenchOptions, Defaults) {
 }
 
 TEST(BenchOptions, EveryFlag) {
-  const BenchOptions o = parse({"--model",       "m.gguf",    "--label",     "qwen Q4_K_M",
-                                "--device",      "cuda",      "--gpu",       "1",
-                                "--threads",     "4",         "--pp",        "0",
-                                "--tg",          "64",        "--batches",   "1,4,16",
-                                "--prompt",      "32",        "--gen",       "16",
-                                "--reps",        "5",         "--seed",      "42",
-                                "--context",     "4096",      "--no-graphs", "--no-qmm",
-                                "--int8",        "--no-pdl",  "--bandwidth", "4300",
-                                "--peak-tflops", "989",       "--json",      "--json-out",
-                                "/tmp/x.json",   "--weights", "fp8",         "--no-fp16-copies"});
+  const BenchOptions o = parse({"--model",
+                                "m.gguf",
+                                "--label",
+                                "qwen Q4_K_M",
+                                "--device",
+                                "cuda",
+                                "--gpu",
+                                "1",
+                                "--threads",
+                                "4",
+                                "--pp",
+                                "0",
+                                "--tg",
+                                "64",
+                                "--batches",
+                                "1,4,16",
+                                "--prompt",
+                                "32",
+                                "--gen",
+                                "16",
+                                "--reps",
+                                "5",
+                                "--seed",
+                                "42",
+                                "--context",
+                                "4096",
+                                "--no-graphs",
+                                "--no-qmm",
+                                "--int8",
+                                "--no-pdl",
+                                "--bandwidth",
+                                "4300",
+                                "--peak-tflops",
+                                "989",
+                                "--json",
+                                "--json-out",
+                                "/tmp/x.json",
+                                "--weights",
+                                "fp8",
+                                "--no-fp16-copies",
+                                "--no-fused-forms"});
   EXPECT_EQ(o.label, "qwen Q4_K_M");
   EXPECT_EQ(o.device, "cuda");
   EXPECT_EQ(o.gpu, 1);
@@ -90,6 +122,7 @@ TEST(BenchOptions, EveryFlag) {
   EXPECT_TRUE(o.fp8);
   EXPECT_FALSE(o.fp16_copies);
   EXPECT_FALSE(o.pdl);
+  EXPECT_FALSE(o.fused_forms);
   EXPECT_DOUBLE_EQ(o.bandwidth, 4.3e12);  // GB/s in, bytes/s out
   EXPECT_DOUBLE_EQ(o.peak_flops, 989e12);
   EXPECT_TRUE(o.json);
@@ -179,10 +212,10 @@ TEST(BenchOptions, UnknownFlagAndHelpStopParsing) {
   }
   const std::string help = bench_flags().help();
   for (const char* flag :
-       {"--model",       "--label",     "--device",  "--gpu",  "--threads", "--pp",
-        "--tg",          "--batches",   "--prompt",  "--gen",  "--reps",    "--seed",
-        "--context",     "--no-graphs", "--no-qmm",  "--int8", "--no-pdl",  "--bandwidth",
-        "--peak-tflops", "--json",      "--json-out"})
+       {"--model",       "--label",     "--device",   "--gpu",           "--threads", "--pp",
+        "--tg",          "--batches",   "--prompt",   "--gen",           "--reps",    "--seed",
+        "--context",     "--no-graphs", "--no-qmm",   "--int8",          "--no-pdl",  "--bandwidth",
+        "--peak-tflops", "--json",      "--json-out", "--no-fused-forms"})
     EXPECT_NE(help.find(std::string("  ") + flag + " "), std::string::npos) << flag;
 }
 

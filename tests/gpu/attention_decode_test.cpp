@@ -580,7 +580,9 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
     EXPECT_TRUE(check_out(
         d_out.download(), ref, qlens, n_head * hd,
         what + (tc ? " (prefill, tensor cores" : " (prefill, CUDA cores") + "; slot = query token)",
-        tc ? 2e-3 : kRelTol));
+        // Tensor cores: attention_prefill_test.cpp's kMmaRelTol (fp16 Q and P; random seeds reach
+        // ~2.1e-3 of the row's max: 2.14e-3 on the H200, seed 4430053448056023812, 2026-11-25).
+        tc ? 4e-3 : kRelTol));
   }
 }
 

@@ -994,5 +994,57 @@ TEST(GpuExecutorSteps, PadRowsChangeNothing) {
   pad_rows_change_nothing(false);
 }
 
+// The norms and SwiGLU writing the matmul input forms (GpuExecutorOptions::fused_input_forms)
+// against a conversion kernel per input: bit for bit the same logits, through prompts of 250
+// (cuBLAS), 40 (qmm) and 2 to 21 tokens, then decode steps of 1, 2, 4, 12 and 20 sequences (gemv,
+// gemv_q8 with int8 activations, qmm, cuBLAS on the fp16 copies).
+void fused_forms_change_nothing(bool int8) {
+  SCOPED_TRACE(int8 ? "int8 activations" : "fp32 activations");
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
+  GpuExecutorOptions o{.slots = 20, .max_context = 512};
+  o.int8_activations = int8;
+  GpuExecutorOptions o_plain = o;
+  o_plain.fused_input_forms = false;
+  GpuExecutor fused(mf, o), plain(mf, o_plain);
+  fused.set_keep_logits(true);
+  plain.set_keep_logits(true);
+  Steps sa(fused, 3), sb(plain, 3);
+  std::mt19937 rng(11);
+  const int V = mf->config().n_vocab;
+  auto expect_same = [&](int slots, const std::string& what) {
+    for (int s = 0; s < slots; ++s) {
+      const auto a = fused.last_logits(s), b = plain.last_logits(s);
+      ASSERT_EQ(a.size(), b.size()) << what;
+      for (size_t j = 0; j < a.size(); ++j)
+        ASSERT_EQ(a[j], b[j]) << what << " slot " << s << " logit " << j;
+    }
+  };
+  std::vector<int32_t> tok(20, -1);
+  for (int s = 0; s < 20; ++s) {
+    const auto p = random_prompt(rng, s == 0 ? 250 : s == 1 ? 40 : s, V);
+    const auto a = sa.run({sa.begin(s, p, true)}), b = sb.run({sb.begin(s, p, true)});
+    ASSERT_EQ(a, b) << "prompt " << s;
+    tok[size_t(s)] = a[0];
+  }
+  expect_same(20, "prompts");
+  for (int batch : {1, 2, 4, 12, 20}) {
+    std::vector<StepSeq> ea, eb;
+    for (int s = 0; s < batch; ++s) {
+      ea.push_back(sa.next(s, {tok[size_t(s)]}, true));
+      eb.push_back(sb.next(s, {tok[size_t(s)]}, true));
+    }
+    const auto a = sa.run(ea), b = sb.run(eb);
+    ASSERT_EQ(a, b) << "decode " << batch;
+    expect_same(batch, "decode " + std::to_string(batch));
+    for (int s = 0; s < batch; ++s) tok[size_t(s)] = a[size_t(s)];
+  }
+}
+
+TEST(GpuExecutorSteps, FusedInputFormsChangeNothing) {
+  RZ_REQUIRE_GPU();
+  fused_forms_change_nothing(false);
+  fused_forms_change_nothing(true);
+}
+
 }  // namespace
 }  // namespace rz::gpu
