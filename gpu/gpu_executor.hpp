@@ -91,10 +91,12 @@ struct GpuExecutorOptions {
   // position (kernels/attention_decode.hpp: its split-context kernel keeps the device busy over a
   // long context); longer ones go through the prefill attention (kernels/attention_prefill.hpp).
   // 0: every prompt chunk of two or more tokens takes the prefill attention. Clamped to [0, 512].
-  // 16 from measurement (H200, qwen2.5-1.5b, 32 decodes beside a chunk at context 1,024,
-  // gpu_mixed_step_bench): as rows 16 / 32 / 64 tokens cost 3.11 / 3.95 / 5.82 ms, packed
-  // 4.34 / 3.74 / 3.91 ms, since the prefill attention splits long contexts over the keys.
-  int row_chunk = 16;
+  // 64 from measurement (H200, qwen2.5-1.5b, 32 decodes beside a chunk, gpu_mixed_step_bench
+  // --row-chunk): a new prompt's 32 tokens as rows / packed 2.86 / 3.47 ms, 64 tokens 3.65 /
+  // 3.63; at context 288, 32 tokens 3.02 / 3.51. Deep into a long prompt rows lose (each reads
+  // its whole context: 16 / 32 / 64 tokens at context 1,024 cost 3.11 / 3.95 / 5.82 ms as rows,
+  // 4.34 / 3.74 / 3.91 packed), which row_chunk_keys bounds.
+  int row_chunk = 64;
   // ... and whose tokens times context (the keys its rows read) are at most this: each row reads
   // its whole context, so a short chunk deep into a long prompt goes to the prefill attention,
   // which reads each key once for all of them. From measurement (H200, qwen2.5-1.5b, 32 decodes
