@@ -8,18 +8,11 @@
 
 #include "kernels/act_forms.hpp"
 #include "kernels/launch.cuh"
+#include "kernels/mma.cuh"  // pack_half4
 #include "kernels/q8_activation.cuh"
 #include "kernels/qmm_layout.cuh"
 
 namespace rz::gpu {
-
-__device__ __forceinline__ uint2 pack_half4(float4 v) {
-  const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
-  uint2 u;
-  u.x = *reinterpret_cast<const uint32_t*>(&lo);
-  u.y = *reinterpret_cast<const uint32_t*>(&hi);
-  return u;
-}
 
 // A producer's first statement (kernels/launch.cuh): grid_dependency_sync, except before a qmm
 // (forms.qmm set), which like the qmm kernels themselves waits without letting the next kernel

@@ -44,6 +44,11 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Four floats rounded to fp16 (nearest even), element 0 in the low half of .x.
+__device__ __forceinline__ uint2 pack_half4(float4 v) {
+  return make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+}
+
 // Four 8x8 fp16 matrices from shared memory: lanes 8i..8i+7 give the row addresses (16 bytes
 // each) of matrix i, which lands in r[i] (thread g, c holds row g, columns 2c and 2c+1).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row_addr) {

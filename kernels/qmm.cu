@@ -388,11 +388,7 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict
   if (tok < n)
     v = __ldg(reinterpret_cast<const float4*>(x + int64_t(tok) * cols + chunk * kQmmChunk +
                                               chunk_col(t, c, 0)));
-  const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
-  uint2 u;
-  u.x = *reinterpret_cast<const uint32_t*>(&lo);
-  u.y = *reinterpret_cast<const uint32_t*>(&hi);
-  reinterpret_cast<uint2*>(xp)[i] = u;
+  reinterpret_cast<uint2*>(xp)[i] = pack_half4(v);
 }
 
 template <class T>
