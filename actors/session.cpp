@@ -6,6 +6,7 @@
 // batcher, their remaining events ignored until the batcher's final one.
 #include "actors/session.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <random>
@@ -198,6 +199,15 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
   if (prompt.empty())
     return refuse(proto::ErrorCode::bad_value,
                   std::string(req.is_chat() ? "messages" : "prompt") + ": encodes to no tokens");
+  if (req.fit_max_tokens) {  // an upper bound: what the context leaves after the prompt
+    const int64_t room = int64_t(ctx.max_context) - int64_t(prompt.size());
+    if (room < 1)
+      return refuse(proto::ErrorCode::context_length_exceeded,
+                    "the prompt has " + std::to_string(prompt.size()) +
+                        " tokens, which leaves no room in the context of " +
+                        std::to_string(ctx.max_context) + " tokens");
+    req.max_tokens = int(std::min<int64_t>(req.max_tokens, room));
+  }
   if (static_cast<int64_t>(prompt.size()) + req.max_tokens > ctx.max_context)
     return refuse(proto::ErrorCode::context_length_exceeded,
                   "the prompt has " + std::to_string(prompt.size()) + " tokens; with max_tokens " +

@@ -123,6 +123,10 @@ int serve(int argc, char** argv) {
            "counts as a slow consumer",
            "512")
       .opt("queue-bytes", "N", "outgoing bytes waiting per connection (same)", "4194304")
+      .opt("served-model-name", "NAME",
+           "the model's id in the OpenAI-compatible API (/v1/models and every response); "
+           "default: the model file's name without its extension",
+           "")
       .opt("io-threads", "N", "network threads", "1")
       .opt("drain-seconds", "S",
            "at SIGINT/SIGTERM, let running requests finish for up to S "
@@ -226,6 +230,7 @@ int serve(int argc, char** argv) {
                built.description.c_str(), why_cpu.c_str(), executor->max_slots(),
                executor->max_context(), chat ? chat->name().c_str() : "none");
   scfg.model_name = base_name(mf->path());
+  if (f.has("served-model-name")) scfg.served_model_name = f.str("served-model-name");
 
   caf::actor_system_config caf_cfg;
   caf::actor_system system{caf_cfg};

@@ -2,6 +2,7 @@
 #include "net/http_handler.hpp"
 
 #include "proto/json_writer.hpp"
+#include "proto/openai_write.hpp"
 
 namespace rz::net {
 
@@ -17,9 +18,43 @@ std::string health_json(const ServerSnapshot& s) {
   return out;
 }
 
+bool is_openai_generate_path(std::string_view path) {
+  return path == "/v1/chat/completions" || path == "/v1/completions";
+}
+
+HttpResponse openai_error_response(int status, std::string type, std::string message,
+                                   std::string code) {
+  proto::ApiError e;
+  e.status = status;
+  e.type = std::move(type);
+  e.message = std::move(message);
+  e.code = std::move(code);
+  return {status, "application/json", proto::error_json(e) + "\n", ""};
+}
+
 HttpResponse route_http(std::string_view method, std::string_view target,
                         const std::function<ServerSnapshot()>& snapshot) {
   const std::string_view path = target.substr(0, target.find('?'));
+  if (is_openai_generate_path(path)) {  // reached only with another method than POST
+    HttpResponse r = openai_error_response(405, "invalid_request_error",
+                                           "method not allowed: use POST", "method_not_allowed");
+    r.allow = "POST";
+    return r;
+  }
+  if (path == "/v1/models") {
+    if (method != "GET" && method != "HEAD") {
+      HttpResponse r = openai_error_response(405, "invalid_request_error",
+                                             "method not allowed: use GET", "method_not_allowed");
+      r.allow = "GET, HEAD";
+      return r;
+    }
+    const ServerSnapshot s = snapshot();
+    return {200, "application/json", proto::models_json(s.served_model, s.started) + "\n", ""};
+  }
+  if (path.substr(0, 4) == "/v1/" && path != "/v1/ws")
+    return openai_error_response(404, "invalid_request_error",
+                                 "no such endpoint: " + std::string(path.substr(0, 128)),
+                                 "not_found");
   const bool known = path == "/" || path == "/index.html" || path == "/health" ||
                      path == "/metrics" || path == "/v1/ws";
   if (!known) return {404, "text/plain; charset=utf-8", "not found\n", ""};

@@ -6,8 +6,12 @@
 //   GET /         the browser page (net/page.cpp)
 //   GET /health   {"status":"ok"|"draining","model":...,"slots":{"active":A,"max":M},...}
 //   GET /metrics  Prometheus text (net/metrics_text.cpp)
-//   anything else 404 (a known path with another method: 405)
+//   GET /v1/models  the OpenAI API's model list (the served model)
+//   anything else 404 (a known path with another method: 405); under /v1/ in the OpenAI API's
+//   error shape. POST /v1/chat/completions and /v1/completions are answered by
+//   net/http_session.cpp (net/openai_exchange.hpp) before this is reached.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -21,6 +25,8 @@ namespace rz::net {
 // What the HTTP routes show; taken only by the routes that need it.
 struct ServerSnapshot {
   std::string model;      // model file name, as shown on /health
+  std::string served_model;  // the model's id in the OpenAI API (/v1/models)
+  int64_t started = 0;       // Unix seconds when the server started (the model's "created")
   bool draining = false;  // shutdown has begun
   engine::EngineMetrics engine;
   NetStats net;
@@ -42,5 +48,11 @@ HttpResponse route_http(std::string_view method, std::string_view target,
                         const std::function<ServerSnapshot()>& snapshot);
 
 std::string health_json(const ServerSnapshot& s);
+
+// The OpenAI API's generating paths (POST only).
+bool is_openai_generate_path(std::string_view path);
+// An answer in the OpenAI API's error shape.
+HttpResponse openai_error_response(int status, std::string type, std::string message,
+                                   std::string code = "");
 
 }  // namespace rz::net

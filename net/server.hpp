@@ -1,12 +1,15 @@
-// The network edge: one listening port serving plain HTTP (the browser page, /health, /metrics)
-// and the WebSocket protocol at /v1/ws (docs/protocol.md), in front of an engine::Engine.
-// No Boost types here: the Beast code lives in net/server.cpp (listener, HTTP) and
-// net/ws_session.cpp (one WebSocket connection), so only those two files pay its compile time.
+// The network edge: one listening port serving plain HTTP (the browser page, /health, /metrics),
+// the OpenAI-compatible API (docs/openai.md) and the WebSocket protocol at /v1/ws
+// (docs/protocol.md), in front of an engine::Engine. No Boost types here: the Beast code lives in
+// net/server.cpp (listener), net/http_session.cpp (HTTP and the OpenAI API) and
+// net/ws_session.cpp (one WebSocket connection), so only those files pay its compile time.
 //
 //   Server::start ─▶ io threads ─▶ accept ─▶ HttpSession ─(upgrade /v1/ws)─▶ WsSession
-//                                               │ GET / /health /metrics         │ one strand each
-//                                               ▼                                ▼
-//                                   net/http_handler.cpp           Engine::open_session(weak sink)
+//                                      │          │ POST /v1/chat/completions       │ one strand
+//                                      │          ▼ /v1/completions                  ▼ each
+//                                      │   OpenAiExchange ─▶ Engine::open_session(weak sink)
+//                                      ▼ GET / /health /metrics /v1/models
+//                              net/http_handler.cpp
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -49,6 +52,9 @@ struct ServerConfig {
   OutgoingQueueLimits queue;   // per connection
   int socket_send_buffer = 0;  // SO_SNDBUF of accepted sockets in bytes; 0: the OS default
   std::string model_name;      // shown by /health and the page
+  // The model's id in the OpenAI API (/v1/models, and the "model" of every response); "":
+  // model_name without its extension. Requests may name any model: this one answers.
+  std::string served_model_name;
 };
 
 class Server {

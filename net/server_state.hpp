@@ -43,6 +43,8 @@ struct ServerState {
   std::atomic<bool> draining{false};
 
   OriginPolicy origins;  // set by Server::start (loopback_bound from the bound address)
+  std::string served_model;  // config.served_model_name, or model_name without its extension
+  int64_t started = 0;       // Unix seconds at Server::start
 
   enum class Reserve { ok, full, address_full, draining };
   // Reserves a WebSocket connection place for a peer at `address` (its IP as text); refused when
@@ -63,6 +65,17 @@ struct ServerState {
   void add(Connection* c, std::weak_ptr<Connection> w) {
     std::lock_guard lk(mu);
     live[c] = std::move(w);
+  }
+  // An HTTP request of the OpenAI API in progress (closed at shutdown like a WebSocket; counted
+  // by open_connections()).
+  void add_exchange(Connection* c, std::weak_ptr<Connection> w) {
+    std::lock_guard lk(mu);
+    live[c] = std::move(w);
+    ++exchanges;
+  }
+  void remove_exchange(Connection* c) {
+    std::lock_guard lk(mu);
+    if (live.erase(c)) --exchanges;
   }
   // Gives back a reserved place of `address` (and the registry entry, if any).
   void release(Connection* c, const std::string& address) {
@@ -94,9 +107,14 @@ struct ServerState {
         it != sockets_per_address.end() && --it->second <= 0)
       sockets_per_address.erase(it);
   }
-  int open_connections() {
+  int ws_connections() {
     std::lock_guard lk(mu);
     return reserved;
+  }
+  // WebSocket connections and OpenAI API requests in progress.
+  int open_connections() {
+    std::lock_guard lk(mu);
+    return reserved + exchanges;
   }
   void for_each_live(const std::function<void(Connection&)>& f) {
     std::vector<std::shared_ptr<Connection>> all;
@@ -111,11 +129,28 @@ struct ServerState {
  private:
   std::mutex mu;
   int reserved = 0;
+  int exchanges = 0;  // OpenAI API requests in progress
   std::unordered_map<std::string, int> per_address;  // WebSocket places held per peer address
   int open_sockets = 0;                              // accepted sockets open
   std::unordered_map<std::string, int> sockets_per_address;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> live;
 };
+
+inline NetStats net_stats(ServerState& st) {
+  NetStats n;
+  n.connections_open = static_cast<uint64_t>(st.ws_connections());
+  n.connections_total = st.counters.connections_total;
+  n.connections_refused = st.counters.connections_refused;
+  n.origins_refused = st.counters.origins_refused;
+  n.sockets_refused = st.counters.sockets_refused;
+  n.first_frame_timeouts = st.counters.first_frame_timeouts;
+  n.frames_received = st.counters.frames_received;
+  n.frames_sent = st.counters.frames_sent;
+  n.frames_coalesced = st.counters.frames_coalesced;
+  n.slow_consumers = st.counters.slow_consumers;
+  n.http_requests = st.counters.http_requests;
+  return n;
+}
 
 // One accepted socket's place (ServerState::try_open_socket), given back when the session that
 // holds the socket (HTTP, then WebSocket after an upgrade) goes away. Movable, not copyable.

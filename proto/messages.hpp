@@ -40,6 +40,9 @@ struct GenerateRequest {
   Sampling sampling;
   std::vector<std::string> stop;  // stop strings; each non-empty
   bool ignore_eos = false;        // true: keep going past the end-of-sequence token
+  // Not on the wire: max_tokens is only an upper bound, lowered to what the context leaves after
+  // the prompt (the HTTP API's chat requests without max_tokens).
+  bool fit_max_tokens = false;
 
   bool is_chat() const { return !prompt.has_value(); }
 };

@@ -224,6 +224,67 @@ inline HttpResult http_request(uint16_t port, const std::string& target,
   return r;
 }
 
+// A chunked HTTP/1.1 body decoded (throws when the framing is wrong or the last chunk is
+// missing).
+inline std::string dechunk(const std::string& body) {
+  std::string out;
+  std::size_t pos = 0;
+  for (;;) {
+    const auto eol = body.find("\r\n", pos);
+    if (eol == std::string::npos) throw std::runtime_error("chunked body: no size line");
+    const std::size_t n = std::stoul(body.substr(pos, eol - pos), nullptr, 16);
+    if (n == 0) return out;
+    if (body.compare(eol + 2 + n, 2, "\r\n") != 0)
+      throw std::runtime_error("chunked body: a chunk does not end with CRLF");
+    out.append(body, eol + 2, n);
+    pos = eol + 2 + n + 2;
+  }
+}
+
+// A request with a body (POST by default), Connection: close, `headers` added as they are
+// ("Name: value\r\n" lines); a chunked answer is decoded.
+inline HttpResult http_send(uint16_t port, const std::string& target, const std::string& body,
+                            const std::string& method = "POST", const std::string& headers = "") {
+  const int fd = connect_loopback(port);
+  const std::string req = method + " " + target +
+                          " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                          "Content-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body;
+  (void)!::write(fd, req.data(), req.size());
+  std::string all;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    all.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  const auto head_end = all.find("\r\n\r\n");
+  if (all.rfind("HTTP/1.1 ", 0) != 0 || head_end == std::string::npos)
+    throw std::runtime_error("not an HTTP response: " + all.substr(0, 200));
+  HttpResult r;
+  r.status = std::stoi(all.substr(9, 3));
+  r.headers = all.substr(0, head_end);
+  r.body = all.substr(head_end + 4);
+  if (r.headers.find("Transfer-Encoding: chunked") != std::string::npos) r.body = dechunk(r.body);
+  return r;
+}
+
+// The "data: " payloads of a server-sent-event body, in order.
+inline std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos < body.size()) {
+    if (body.compare(pos, 6, "data: ") != 0)
+      throw std::runtime_error("not an SSE data line: " + body.substr(pos, 80));
+    const auto end = body.find("\n\n", pos);
+    if (end == std::string::npos) throw std::runtime_error("an SSE event without its blank line");
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end + 2;
+  }
+  return out;
+}
+
 // The value of a sample line "NAME VALUE" in a /metrics body; -1 when absent.
 inline double metric(const std::string& body, const std::string& name) {
   const std::string key = "\n" + name + " ";

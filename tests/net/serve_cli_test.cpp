@@ -1,6 +1,7 @@
 // The real `rz serve` binary (RZ_BIN) end to end: start it on an ephemeral port (--port 0 prints
-// the chosen port), answer a chat request through examples/chat_client.py and compare the text
-// with `rz generate` on the same settings, /health, then SIGTERM -> exit 0. Also the browser
+// the chosen port), answer a chat request through examples/chat_client.py and through the
+// official openai package (tests/net/openai_client.py) and compare the text with `rz generate`
+// on the same settings, /health, then SIGTERM -> exit 0. Also the browser
 // page in headless Chromium (tests/net/page_browser.py), a foreign page refused there
 // (page_origin_browser.py), the --device errors, a low open-file limit, and a second signal
 // during the drain.
@@ -228,6 +229,13 @@ TEST_F(ServeCliTest, ServesAChatAnswerThenExitsZeroOnSigterm) {
   EXPECT_FALSE(gen.out.empty());
   EXPECT_EQ(client.out, gen.out + "\n");  // the client ends the answer with a newline
   EXPECT_NE(client.err.find("tokens"), std::string::npos) << client.err;
+
+  // The official openai package against the OpenAI-compatible API, the same answer.
+  const ProcResult oa = run({kPython, RZ_SOURCE_DIR "/tests/net/openai_client.py",
+                             "http://127.0.0.1:" + std::to_string(port) + "/v1", gen.out},
+                            180s);
+  EXPECT_EQ(oa.code, 0) << oa.out << oa.err;
+  EXPECT_NE(oa.out.find("all checks passed"), std::string::npos) << oa.out << oa.err;
 
   const ProcResult health =
       run({"/usr/bin/env", "python3", "-c",

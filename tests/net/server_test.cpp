@@ -17,25 +17,14 @@
 #include <future>
 #include <thread>
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-
-#include "cpu/cpu_executor.hpp"
-#include "formats/gguf.hpp"
-#include "formats/model_file.hpp"
 #include "proto/serialize.hpp"
-#include "sched/slot_runner.hpp"
-#include "tests/net/net_test_util.hpp"
-#include "tokenizer/tokenizer.hpp"
+#include "tests/net/server_fixture.hpp"
 
 namespace rz::net {
 namespace {
 
 using namespace testing;
 using namespace std::chrono_literals;
-
-const char* kModel = RZ_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-constexpr int kSlots = 4, kCtx = 2048;
 
 std::string generate_json(const std::string& id, const std::string& prompt, int max_tokens,
                           float temperature = 0.0f, bool ignore_eos = false,
@@ -71,79 +60,6 @@ std::vector<int64_t> check_stream(const std::vector<Frame>& frames, std::string*
   }
   return toks;
 }
-
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(kModel)) return;
-    file_ = ModelFile::open(kModel);
-    tok_ = Tokenizer::from_gguf(*file_->gguf());
-  }
-  static void TearDownTestSuite() {
-    tok_.reset();
-    file_.reset();
-  }
-
-  void SetUp() override { ASSERT_TRUE(file_) << kModel << " is missing: run scripts/setup.sh"; }
-
-  void start(ServerConfig sc = {}, engine::EngineConfig ec = {}) {
-    sys_ = std::make_unique<caf::actor_system>(caf_cfg_);
-    auto ex = std::make_unique<CpuExecutor>(
-        file_, CpuExecutorOptions{.slots = kSlots, .max_context = kCtx, .threads = 2});
-    engine_ = engine::Engine::start(*sys_, std::move(ex), tok_, std::nullopt, ec);
-    sc.host = "127.0.0.1";
-    sc.port = 0;
-    sc.io_threads = 2;
-    sc.model_name = "SmolLM2-135M-Instruct.Q4_1.gguf";
-    server_ = std::make_unique<Server>(engine_, sc);
-    server_->start();
-    port_ = server_->port();
-    ASSERT_NE(port_, 0);
-  }
-
-  void TearDown() override {
-    if (server_) server_->shutdown(0ms);
-    server_.reset();
-    engine_.reset();
-    sys_.reset();
-  }
-
-  std::string metrics() { return http_request(port_, "/metrics").body; }
-
-  // Polls /metrics until NAME has VALUE (bounded).
-  bool wait_metric(const std::string& name, double value, std::chrono::milliseconds limit = 10s) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-      if (metric(metrics(), name) == value) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-
-  // Greedy tokens straight from a fresh CPU executor (no engine, no network): the reference.
-  std::vector<int64_t> direct_greedy(const std::string& prompt, int max_tokens) {
-    CpuExecutor ex(file_, CpuExecutorOptions{.slots = 1, .max_context = kCtx, .threads = 2});
-    SamplingParams sp;
-    sp.temperature = 0;
-    rz::SlotRunner run(ex);
-    std::vector<int64_t> out;
-    int32_t next = run.prefill({0, tok_->encode(prompt, true, false), sp});
-    while (!tok_->is_eog(next) && static_cast<int>(out.size()) < max_tokens) {
-      out.push_back(next);
-      if (static_cast<int>(out.size()) == max_tokens) break;
-      next = run.decode(0, next);
-    }
-    return out;
-  }
-
-  static inline std::shared_ptr<const ModelFile> file_;
-  static inline std::shared_ptr<Tokenizer> tok_;
-  caf::actor_system_config caf_cfg_;
-  std::unique_ptr<caf::actor_system> sys_;
-  std::shared_ptr<engine::Engine> engine_;
-  std::unique_ptr<Server> server_;
-  uint16_t port_ = 0;
-};
 
 const std::string kPrompt = "The capital of France is";
 

@@ -1,0 +1,381 @@
+// The HTTP side of a connection (see http_session.hpp).
+#include "net/http_session.hpp"
+
+#include <chrono>
+#include <optional>
+#include <random>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "net/http_handler.hpp"
+#include "net/openai_exchange.hpp"
+#include "net/origin_policy.hpp"
+#include "net/ws_session.hpp"
+#include "proto/openai.hpp"
+#include "proto/openai_write.hpp"
+
+namespace rz::net {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// Bytes of a streamed response waiting for a peer that does not read; past this the connection
+// is closed and its requests cancelled.
+constexpr std::size_t kMaxPendingStreamBytes = 4u << 20;
+
+ServerSnapshot take_snapshot(ServerState& st) {
+  ServerSnapshot s;
+  s.model = st.config.model_name;
+  s.served_model = st.served_model;
+  s.started = st.started;
+  s.draining = st.draining;
+  s.engine = st.engine->metrics();
+  s.net = net_stats(st);
+  return s;
+}
+
+std::string response_id(proto::ApiKind kind) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = kind == proto::ApiKind::chat ? "chatcmpl-" : "cmpl-";
+  for (int i = 0; i < 24; ++i) id.push_back(kHex[rng() & 15]);
+  return id;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void append_chunk(std::string& out, std::string_view data) {  // HTTP/1.1 chunked framing
+  static constexpr char kHex[] = "0123456789abcdef";
+  char size[16];
+  int n = 0;
+  std::size_t v = data.size();
+  do {
+    size[n++] = kHex[v & 15];
+    v >>= 4;
+  } while (v);
+  while (n) out.push_back(size[--n]);
+  out.append("\r\n");
+  out.append(data);
+  out.append("\r\n");
+}
+
+class HttpSession;
+
+// The engine session's sink of one exchange: frames go onto the connection's strand, tagged with
+// the exchange they belong to (frames of an ended exchange are dropped there).
+class ApiSink : public engine::FrameSink {
+ public:
+  ApiSink(std::weak_ptr<HttpSession> s, uint64_t exchange, asio::any_io_executor ex)
+      : session_(std::move(s)), exchange_(exchange), ex_(std::move(ex)) {}
+  void deliver(proto::ServerFrame frame) override;
+
+ private:
+  std::weak_ptr<HttpSession> session_;
+  uint64_t exchange_;
+  asio::any_io_executor ex_;
+};
+
+class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state, std::string address,
+              SocketSlot slot)
+      : stream_(std::move(socket)),
+        state_(std::move(state)),
+        address_(std::move(address)),
+        slot_(std::move(slot)) {}
+
+  ~HttpSession() override { state_->remove_exchange(this); }
+
+  void run() {
+    asio::dispatch(stream_.get_executor(),
+                   beast::bind_front_handler(&HttpSession::do_read, shared_from_this()));
+  }
+
+  // Shutdown (the engine has drained already): an exchange still running is cut off.
+  void begin_close() override { force_close(); }
+  void force_close() override {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored);
+      self->end_exchange();
+    });
+  }
+
+  void on_api_frame(uint64_t exchange, proto::ServerFrame frame) {
+    if (!ex_ || exchange != exchange_id_) return;
+    write_api(ex_->on_frame(frame));
+  }
+
+ private:
+  // ---- plain HTTP ----------------------------------------------------------------------------
+
+  void do_read() {
+    parser_.emplace();
+    parser_->header_limit(16 << 10);
+    parser_->body_limit(std::max<std::size_t>(64 << 10, state_->limits.max_frame_bytes));
+    // The first request must come soon (an idle socket holds a place); later keep-alive ones
+    // within the handshake timeout.
+    const auto first = state_->config.first_frame_timeout;
+    stream_.expires_after(!got_request_ && first.count() > 0 ? first
+                                                             : state_->config.handshake_timeout);
+    http::async_read(stream_, buf_, *parser_,
+                     beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec == http::error::end_of_stream) return shutdown_send();
+    if (ec == beast::error::timeout && !got_request_) state_->counters.first_frame_timeouts++;
+    if (ec) return;  // timeout, reset, malformed request: drop the connection
+    got_request_ = true;
+    http::request<http::string_body> req = parser_->release();
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (websocket::is_upgrade(req) && path == "/v1/ws") return upgrade(std::move(req));
+    state_->counters.http_requests++;
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
+    if (req.method() == http::verb::post && is_openai_generate_path(path))
+      return start_exchange(req, path == "/v1/completions" ? proto::ApiKind::completion
+                                                           : proto::ApiKind::chat);
+    const std::string_view method(req.method_string().data(), req.method_string().size());
+    reply(route_http(method, target, [this] { return take_snapshot(*state_); }), false);
+  }
+
+  void upgrade(http::request<http::string_body> req) {
+    const auto origin = req[http::field::origin];
+    const auto host = req[http::field::host];
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    head_ = false;
+    if (!origin_allowed(std::string_view(origin.data(), origin.size()),
+                        std::string_view(host.data(), host.size()), state_->origins)) {
+      state_->counters.origins_refused++;
+      return reply({403, "text/plain; charset=utf-8",
+                    "this origin may not open the WebSocket (see --allowed-origins)\n", ""},
+                   true);
+    }
+    const ServerState::Reserve r = state_->try_reserve(address_);
+    if (r != ServerState::Reserve::ok) {
+      state_->counters.connections_refused++;
+      const char* why = r == ServerState::Reserve::draining ? "the server is shutting down\n"
+                        : r == ServerState::Reserve::address_full
+                            ? "too many connections from this address; retry later\n"
+                            : "too many connections; retry later\n";
+      return reply({503, "text/plain; charset=utf-8", why, ""}, true);
+    }
+    auto ws = std::make_shared<WsSession>(std::move(stream_), state_, address_, std::move(slot_));
+    ws->run(std::move(req));
+  }
+
+  void reply(HttpResponse r, bool close) {
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), version_);
+    res->set(http::field::server, "rz");
+    res->set(http::field::content_type, r.content_type);
+    res->set(http::field::cache_control, "no-store");
+    if (!r.allow.empty()) res->set(http::field::allow, r.allow);
+    res->keep_alive(keep_alive_ && !close && !state_->draining);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    if (head_) res->body().clear();  // Content-Length stays that of the GET
+    auto self = shared_from_this();
+    stream_.expires_after(state_->config.idle_timeout);
+    if (head_) {
+      auto sr = std::make_shared<http::response_serializer<http::string_body>>(*res);
+      http::async_write_header(stream_, *sr, [self, res, sr](beast::error_code ec, std::size_t) {
+        self->after_write(ec, res->keep_alive());
+      });
+      return;
+    }
+    http::async_write(stream_, *res, [self, res](beast::error_code ec, std::size_t) {
+      self->after_write(ec, res->keep_alive());
+    });
+  }
+
+  void after_write(beast::error_code ec, bool keep_alive) {
+    if (ec) return end_exchange();
+    end_exchange();
+    if (!keep_alive) return shutdown_send();
+    if (watching_) {  // the peer watch read is still pending: cancel it, then read on
+      resume_after_watch_ = true;
+      stream_.socket().cancel();
+      return;
+    }
+    do_read();
+  }
+
+  void shutdown_send() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  // ---- the OpenAI API ------------------------------------------------------------------------
+
+  void start_exchange(const http::request<http::string_body>& req, proto::ApiKind kind) {
+    if (state_->draining)
+      return reply(openai_error_response(503, "server_error", "the server is shutting down",
+                                         "overloaded"),
+                   true);
+    proto::OpenAiParse parsed = proto::parse_openai_request(kind, req.body(), state_->limits);
+    if (auto* e = std::get_if<proto::ApiError>(&parsed))
+      return reply({e->status, "application/json", proto::error_json(*e) + "\n", ""}, false);
+    auto& request = std::get<proto::OpenAiRequest>(parsed);
+    std::vector<proto::GenerateRequest> gens = proto::to_generate_requests(request, state_->limits);
+    proto::ResponseMeta meta{kind, response_id(kind), unix_now(), state_->served_model};
+    ex_.emplace(std::move(request), std::move(meta));
+    ++exchange_id_;
+    self_ = shared_from_this();  // the engine holds the sink only weakly; ended by end_exchange
+    state_->add_exchange(this, weak_from_this());
+    sink_ = std::make_shared<ApiSink>(weak_from_this(), exchange_id_, stream_.get_executor());
+    session_ = state_->engine->open_session(std::weak_ptr<engine::FrameSink>(sink_));
+    for (auto& g : gens) session_.generate(std::move(g));
+    stream_.expires_never();  // the watch read waits as long as the generation takes
+    watch_peer();
+  }
+
+  // A read stays pending while the exchange runs: it fails when the peer goes away, which
+  // cancels the requests. Bytes that arrive (a pipelined request) stay in buf_ for later.
+  void watch_peer() {
+    if (watching_ || !ex_) return;
+    watching_ = true;
+    stream_.async_read_some(buf_.prepare(4096),
+                            beast::bind_front_handler(&HttpSession::on_peer, shared_from_this()));
+  }
+
+  void on_peer(beast::error_code ec, std::size_t n) {
+    watching_ = false;
+    if (resume_after_watch_) {  // cancelled on purpose: the response is out, read the next one
+      resume_after_watch_ = false;
+      if (!ec) buf_.commit(n);
+      return do_read();
+    }
+    if (ec) {  // the peer closed or reset: cancel its requests, close the socket
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+      return end_exchange();
+    }
+    buf_.commit(n);
+  }
+
+  void write_api(OpenAiExchange::Output out) {
+    if (out.status > 0 && !out.event_stream) {  // one whole response (or an error before any)
+      streaming_ = false;
+      return reply({out.status, out.content_type, std::move(out.body), ""}, false);
+    }
+    if (out.status > 0) {
+      streaming_ = true;
+      pending_.append("HTTP/1.1 200 OK\r\nServer: rz\r\nContent-Type: text/event-stream\r\n"
+                      "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+                      "Transfer-Encoding: chunked\r\n");
+      pending_.append(keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
+    }
+    if (!streaming_) return;
+    if (!out.body.empty()) append_chunk(pending_, out.body);
+    if (out.end) {
+      pending_.append("0\r\n\r\n");
+      stream_done_ = true;
+    }
+    if (pending_.size() > kMaxPendingStreamBytes) {  // the peer reads nothing
+      state_->counters.slow_consumers++;
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+      return end_exchange();
+    }
+    pump();
+  }
+
+  void pump() {
+    if (writing_ || pending_.empty()) return;
+    writing_ = true;
+    wbuf_.swap(pending_);
+    pending_.clear();
+    stream_.expires_after(state_->config.idle_timeout);  // a write that never completes ends it
+    asio::async_write(stream_, asio::buffer(wbuf_),
+                      beast::bind_front_handler(&HttpSession::on_stream_write, shared_from_this()));
+  }
+
+  void on_stream_write(beast::error_code ec, std::size_t) {
+    writing_ = false;
+    wbuf_.clear();
+    if (ec) {
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+      return end_exchange();
+    }
+    stream_.expires_never();
+    if (!pending_.empty()) return pump();
+    if (stream_done_) {
+      stream_done_ = false;
+      streaming_ = false;
+      after_write({}, keep_alive_ && !state_->draining);
+    }
+  }
+
+  // The exchange is over (answered, failed, or the peer is gone): its engine session closes
+  // (cancelling whatever still runs) and later frames are dropped.
+  void end_exchange() {
+    if (!ex_) return;
+    ex_.reset();
+    ++exchange_id_;
+    if (session_.valid()) session_.close();
+    session_ = {};
+    sink_.reset();
+    state_->remove_exchange(this);
+    pending_.clear();
+    stream_done_ = streaming_ = false;
+    auto keep = std::move(self_);  // may be the last owner: released when this returns
+    asio::post(stream_.get_executor(), [keep] {});
+  }
+
+  beast::tcp_stream stream_;
+  std::shared_ptr<ServerState> state_;
+  std::string address_;  // the peer's IP
+  SocketSlot slot_;
+  bool got_request_ = false;
+  beast::flat_buffer buf_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool head_ = false;
+
+  std::optional<OpenAiExchange> ex_;
+  uint64_t exchange_id_ = 0;
+  std::shared_ptr<HttpSession> self_;
+  std::shared_ptr<ApiSink> sink_;
+  engine::Session session_;
+  bool watching_ = false, resume_after_watch_ = false;
+  bool streaming_ = false, stream_done_ = false, writing_ = false;
+  std::string pending_, wbuf_;
+};
+
+void ApiSink::deliver(proto::ServerFrame frame) {
+  asio::post(ex_, [s = session_, id = exchange_, f = std::move(frame)]() mutable {
+    if (auto p = s.lock()) p->on_api_frame(id, std::move(f));
+  });
+}
+
+}  // namespace
+
+void serve_http(tcp::socket&& socket, std::shared_ptr<ServerState> state, std::string address,
+                SocketSlot slot) {
+  std::make_shared<HttpSession>(std::move(socket), std::move(state), std::move(address),
+                                std::move(slot))
+      ->run();
+}
+
+}  // namespace rz::net

@@ -1,0 +1,60 @@
+// One request of the OpenAI-compatible API, from the engine's frames to the bytes of the HTTP
+// response, as a pure state machine (no sockets: net/http_session.cpp writes what it returns, and
+// tests feed it frames directly). The request's n choices run as engine requests "0".."n-1" of
+// one session.
+//
+//   stream: false  frames ─▶ text per choice ─(all done)─▶ 200 + one JSON body
+//   stream: true   first token/done ─▶ 200 head (text/event-stream) + role chunks
+//                  token ─▶ content chunk    done ─▶ finish chunk    all done ─▶ [usage] [DONE]
+//   error frame    before the head: its HTTP status + the error JSON; after it: an error event,
+//                  then [DONE]. Either way the response ends (the caller cancels the rest).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proto/messages.hpp"
+#include "proto/openai.hpp"
+#include "proto/openai_write.hpp"
+
+namespace rz::net {
+
+class OpenAiExchange {
+ public:
+  OpenAiExchange(proto::OpenAiRequest req, proto::ResponseMeta meta);
+
+  const proto::OpenAiRequest& request() const { return req_; }
+  bool streaming() const { return req_.stream; }
+
+  struct Output {
+    int status = 0;            // > 0: the response's head goes out first (once per exchange)
+    std::string content_type;  // with the head
+    bool event_stream = false;  // the head starts a server-sent-event stream (chunked body)
+    std::string body;          // the whole body, or the next events of the stream
+    bool end = false;          // the response is complete with these bytes
+  };
+  // One frame of the engine session; frames after the end are ignored (empty Output).
+  Output on_frame(const proto::ServerFrame& f);
+  bool ended() const { return ended_; }
+
+ private:
+  struct Choice {
+    std::string text;
+    std::optional<std::string> finish_reason;
+  };
+  int choice_of(const std::string& id) const;  // -1: not one of ours
+  void start_stream(Output& out);
+  Output on_error(const proto::ErrorFrame& e);
+  void finish(Output& out);
+
+  proto::OpenAiRequest req_;
+  proto::ResponseMeta meta_;
+  std::vector<Choice> choices_;
+  proto::ApiUsage usage_;
+  int done_ = 0;
+  bool usage_set_ = false;
+  bool head_sent_ = false;
+  bool ended_ = false;
+};
+
+}  // namespace rz::net

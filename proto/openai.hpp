@@ -1,0 +1,71 @@
+// The OpenAI-compatible HTTP API's requests: `POST /v1/chat/completions` and
+// `POST /v1/completions` bodies parsed (simdjson, every field checked here at the edge) into an
+// OpenAiRequest, which becomes one GenerateRequest per choice on the same engine as the
+// WebSocket protocol; and the API's error shape. proto/openai_write.hpp writes the responses;
+// net/openai_exchange.hpp drives one request; docs/openai.md is the user-facing description.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "proto/messages.hpp"
+#include "proto/parse.hpp"  // ProtocolLimits
+
+namespace rz::proto {
+
+enum class ApiKind { chat, completion };
+
+inline constexpr int kMaxChoices = 16;               // "n" at most
+inline constexpr int kDefaultCompletionTokens = 16;  // /v1/completions without max_tokens
+
+struct OpenAiRequest {
+  ApiKind kind = ApiKind::chat;
+  std::string model;                  // as sent; "" when absent (the served model answers)
+  std::optional<std::string> prompt;  // completions
+  std::vector<ChatMessage> messages;  // chat
+  // Absent: 16 for completions; for chat, as many as the context leaves (up to the server's
+  // max_tokens limit). max_completion_tokens wins over max_tokens when both are given.
+  std::optional<int> max_tokens;
+  // OpenAI's defaults: temperature 1, top_p 1, and rz's extensions off (top_k 0, min_p 0,
+  // repetition_penalty 1). top_p 0 is taken as top_k 1 (the most likely token only).
+  Sampling sampling{1.0f, 0, 1.0f, 0.0f, 1.0f, std::nullopt};
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // chat: "logprobs": true and "top_logprobs": K; completions: "logprobs": K.
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+// {"error": {"message", "type", "param", "code"}} with its HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string message;
+  std::string param;  // the offending field's path; "" -> null
+  std::string code;   // "" -> null
+};
+
+using OpenAiParse = std::variant<OpenAiRequest, ApiError>;
+
+// Never throws for any input (allocation failure aside). Unknown fields are ignored.
+OpenAiParse parse_openai_request(ApiKind kind, std::string_view body,
+                                 const ProtocolLimits& limits = {});
+
+// The engine requests of the choices, ids "0".."n-1". A given seed s becomes s + i for choice i
+// (reproducible, and the choices differ); without one each choice gets the server's random seed.
+std::vector<GenerateRequest> to_generate_requests(const OpenAiRequest& r,
+                                                  const ProtocolLimits& limits);
+
+// The API error for an error frame of the engine (overloaded -> 503, context_length_exceeded ->
+// 400 with that code, internal -> 500, ...).
+ApiError api_error_of(const ErrorFrame& e);
+
+}  // namespace rz::proto

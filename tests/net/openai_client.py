@@ -1,0 +1,108 @@
+"""The OpenAI-compatible API of a running `rz serve`, through the official `openai` package.
+
+Usage: openai_client.py BASE_URL EXPECTED_CHAT_TEXT
+  BASE_URL            http://127.0.0.1:PORT/v1
+  EXPECTED_CHAT_TEXT  `rz generate --chat` 's greedy answer to QUESTION (20 tokens), the reference
+
+Run by tests/net/serve_cli_test.cpp. Checks chat and completions, whole and streamed, stop
+strings, n seeded choices, usage (with cached prompt tokens), the model list and the error cases;
+prints one line per check and exits non-zero at the first failure.
+"""
+import sys
+
+import openai
+
+QUESTION = "What is the capital of France?"
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + (": " + str(detail) if detail and not cond else ""))
+    if not cond:
+        sys.exit(1)
+
+
+def main():
+    base, expected = sys.argv[1], sys.argv[2]
+    client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=120)
+    msgs = [{"role": "user", "content": QUESTION}]
+
+    models = client.models.list().data
+    check("models.list has the served model", len(models) == 1 and models[0].id, models)
+    model = models[0].id
+
+    r = client.chat.completions.create(model=model, messages=msgs, max_tokens=20, temperature=0)
+    check("chat greedy equals rz generate", r.choices[0].message.content == expected,
+          repr(r.choices[0].message.content))
+    check("chat object", r.object == "chat.completion" and r.id.startswith("chatcmpl-"), r)
+    check("chat role", r.choices[0].message.role == "assistant")
+    check("chat usage", r.usage.prompt_tokens > 0 and
+          r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens, r.usage)
+    check("chat finish_reason", r.choices[0].finish_reason in ("stop", "length"), r)
+
+    parts, finish, usage = [], None, None
+    stream = client.chat.completions.create(model=model, messages=msgs, max_tokens=20,
+                                            temperature=0, stream=True,
+                                            stream_options={"include_usage": True})
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            if c.delta.content:
+                parts.append(c.delta.content)
+            if c.finish_reason:
+                finish = c.finish_reason
+    check("chat stream equals the whole answer", "".join(parts) == expected, repr("".join(parts)))
+    check("chat stream finish_reason", finish == r.choices[0].finish_reason, finish)
+    check("chat stream usage", usage is not None and
+          usage.completion_tokens == r.usage.completion_tokens, usage)
+
+    # The same conversation again: its prompt's full KV blocks come from the prefix cache.
+    long_msgs = [{"role": "system", "content": "You list fruit. " * 30}] + msgs
+    client.chat.completions.create(model=model, messages=long_msgs, max_tokens=2)
+    again = client.chat.completions.create(model=model, messages=long_msgs, max_tokens=2)
+    details = again.usage.prompt_tokens_details
+    check("cached_tokens covers the repeated prompt",
+          details is not None and details.cached_tokens >= again.usage.prompt_tokens - 32 and
+          details.cached_tokens > 0, again.usage)
+
+    c = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8,
+                                  temperature=0)
+    check("completions", c.object == "text_completion" and len(c.choices) == 1 and
+          c.choices[0].text, c)
+    text = "".join(x.choices[0].text for x in client.completions.create(
+        model=model, prompt="The capital of France is", max_tokens=8, temperature=0, stream=True)
+        if x.choices)
+    check("completions stream equals the whole text", text == c.choices[0].text, repr(text))
+    # A stop string taken from the greedy text: the answer ends before it, finish_reason stop.
+    cut = c.choices[0].text.strip().split(" ")[0]
+    if cut:
+        s = client.completions.create(model=model, prompt="The capital of France is",
+                                      max_tokens=8, temperature=0, stop=[cut])
+        check("stop string", s.choices[0].finish_reason == "stop" and cut not in s.choices[0].text,
+              s.choices[0])
+
+    n = client.chat.completions.create(model=model, messages=msgs, max_tokens=8, n=3, seed=7,
+                                       temperature=1.0)
+    n2 = client.chat.completions.create(model=model, messages=msgs, max_tokens=8, n=3, seed=7,
+                                        temperature=1.0)
+    check("n choices", [x.index for x in n.choices] == [0, 1, 2], n.choices)
+    check("seeded choices are reproducible",
+          [x.message.content for x in n.choices] == [x.message.content for x in n2.choices])
+
+    try:
+        client.completions.create(model=model, prompt="x", n=99)
+        check("n=99 refused", False)
+    except openai.BadRequestError as e:
+        check("n=99 refused with 400 and param n", e.status_code == 400 and
+              e.body.get("param") == "n", e.body)
+    try:
+        client.completions.create(model=model, prompt="word " * 900, max_tokens=1000)
+        check("context overflow refused", False)
+    except openai.BadRequestError as e:
+        check("context overflow: code context_length_exceeded",
+              e.body.get("code") == "context_length_exceeded", e.body)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()

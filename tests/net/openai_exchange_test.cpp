@@ -1,0 +1,151 @@
+// Tests of net/openai_exchange.cpp: engine frames in, HTTP response bytes out, for whole and
+// streamed responses, several choices, usage, and errors before and after the stream began.
+#include "net/openai_exchange.hpp"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <string>
+#include <vector>
+
+namespace rz::net {
+namespace {
+
+proto::OpenAiRequest request(proto::ApiKind kind, int n, bool stream, bool usage = false) {
+  proto::OpenAiRequest r;
+  r.kind = kind;
+  r.n = n;
+  r.stream = stream;
+  r.include_usage = usage;
+  return r;
+}
+
+proto::ResponseMeta meta() { return {proto::ApiKind::chat, "id-1", 100, "smol"}; }
+
+proto::TokenFrame token(const std::string& id, const std::string& text, uint64_t index) {
+  return {id, text, {int32_t(index)}, index};
+}
+
+proto::DoneFrame done(const std::string& id, proto::FinishReason r, uint64_t completion,
+                      uint64_t cached = 0) {
+  proto::DoneFrame d;
+  d.id = id;
+  d.finish_reason = r;
+  d.usage = {7, completion, cached};
+  return d;
+}
+
+// The "data: " payloads of a stream body.
+std::vector<std::string> events(const std::string& body) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos < body.size()) {
+    EXPECT_EQ(body.compare(pos, 6, "data: "), 0) << body.substr(pos);
+    const auto end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end + 2;
+  }
+  return out;
+}
+
+TEST(OpenAiExchange, WholeResponseWithTwoChoices) {
+  OpenAiExchange ex(request(proto::ApiKind::chat, 2, false), meta());
+  EXPECT_EQ(ex.on_frame(token("1", "Ly", 0)).status, 0);
+  EXPECT_EQ(ex.on_frame(token("0", "Par", 0)).status, 0);
+  EXPECT_EQ(ex.on_frame(token("0", "is", 1)).body, "");
+  EXPECT_EQ(ex.on_frame(token("9", "ignored", 0)).status, 0);  // not one of ours
+  auto o = ex.on_frame(done("0", proto::FinishReason::stop, 2, 4));
+  EXPECT_FALSE(o.end);
+  o = ex.on_frame(token("1", "on", 1));
+  o = ex.on_frame(done("1", proto::FinishReason::length, 2, 0));
+  ASSERT_TRUE(o.end);
+  EXPECT_TRUE(ex.ended());
+  EXPECT_EQ(o.status, 200);
+  EXPECT_FALSE(o.event_stream);
+  EXPECT_EQ(o.content_type, "application/json");
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  ASSERT_EQ(p.parse(o.body).get(e), simdjson::SUCCESS) << o.body;
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["message"]["content"]), "Paris");
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["finish_reason"]), "stop");
+  EXPECT_EQ(std::string_view(e["choices"].at(1)["message"]["content"]), "Lyon");
+  EXPECT_EQ(std::string_view(e["choices"].at(1)["finish_reason"]), "length");
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]), 7u);  // once, not per choice
+  EXPECT_EQ(uint64_t(e["usage"]["completion_tokens"]), 4u);
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens_details"]["cached_tokens"]), 4u);  // choice 0's
+  EXPECT_EQ(ex.on_frame(token("0", "late", 9)).body, "");  // after the end: nothing
+}
+
+TEST(OpenAiExchange, StreamedChatWithUsage) {
+  OpenAiExchange ex(request(proto::ApiKind::chat, 1, true, true), meta());
+  auto o = ex.on_frame(token("0", "", 0));  // text held back: the head and role chunk only
+  EXPECT_EQ(o.status, 200);
+  EXPECT_TRUE(o.event_stream);
+  EXPECT_EQ(o.content_type, "text/event-stream");
+  auto ev = events(o.body);
+  ASSERT_EQ(ev.size(), 1u);
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  ASSERT_EQ(p.parse(ev[0]).get(e), simdjson::SUCCESS);
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["delta"]["role"]), "assistant");
+  EXPECT_TRUE(e["usage"].is_null());
+
+  o = ex.on_frame(token("0", "Hi", 1));
+  EXPECT_EQ(o.status, 0);  // the head went out once
+  ev = events(o.body);
+  ASSERT_EQ(ev.size(), 1u);
+  ASSERT_EQ(p.parse(ev[0]).get(e), simdjson::SUCCESS);
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["delta"]["content"]), "Hi");
+
+  o = ex.on_frame(done("0", proto::FinishReason::stop, 2, 3));
+  EXPECT_TRUE(o.end);
+  ev = events(o.body);
+  ASSERT_EQ(ev.size(), 3u);  // finish chunk, usage chunk, [DONE]
+  ASSERT_EQ(p.parse(ev[0]).get(e), simdjson::SUCCESS);
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["finish_reason"]), "stop");
+  ASSERT_EQ(p.parse(ev[1]).get(e), simdjson::SUCCESS);
+  EXPECT_EQ(e["choices"].get_array().value().size(), 0u);
+  EXPECT_EQ(uint64_t(e["usage"]["total_tokens"]), 9u);
+  EXPECT_EQ(ev[2], "[DONE]");
+}
+
+TEST(OpenAiExchange, StreamedCompletionsHaveNoRoleChunk) {
+  OpenAiExchange ex(request(proto::ApiKind::completion, 1, true), meta());
+  auto o = ex.on_frame(token("0", "abc", 0));
+  auto ev = events(o.body);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_NE(ev[0].find("\"text\":\"abc\""), std::string::npos) << ev[0];
+  EXPECT_NE(ev[0].find("\"object\":\"text_completion\""), std::string::npos) << ev[0];
+  o = ex.on_frame(done("0", proto::FinishReason::length, 1));
+  ev = events(o.body);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NE(ev[0].find("\"finish_reason\":\"length\""), std::string::npos) << ev[0];
+  EXPECT_EQ(ev[1], "[DONE]");
+}
+
+TEST(OpenAiExchange, ErrorBeforeTheHeadIsAnHttpError) {
+  OpenAiExchange ex(request(proto::ApiKind::chat, 2, true), meta());
+  auto o = ex.on_frame(proto::ErrorFrame{proto::ErrorCode::context_length_exceeded,
+                                         "the prompt has 9000 tokens", "1"});
+  EXPECT_TRUE(o.end);
+  EXPECT_EQ(o.status, 400);
+  EXPECT_FALSE(o.event_stream);
+  EXPECT_NE(o.body.find("\"code\":\"context_length_exceeded\""), std::string::npos) << o.body;
+  EXPECT_EQ(ex.on_frame(token("0", "x", 0)).status, 0);
+}
+
+TEST(OpenAiExchange, ErrorAfterTheHeadIsAnErrorEvent) {
+  OpenAiExchange ex(request(proto::ApiKind::chat, 1, true), meta());
+  ex.on_frame(token("0", "x", 0));
+  auto o = ex.on_frame(proto::ErrorFrame{proto::ErrorCode::internal, "boom", "0"});
+  EXPECT_TRUE(o.end);
+  EXPECT_EQ(o.status, 0);
+  const auto ev = events(o.body);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NE(ev[0].find("\"error\":{"), std::string::npos);
+  EXPECT_EQ(ev[1], "[DONE]");
+}
+
+}  // namespace
+}  // namespace rz::net

@@ -1,0 +1,259 @@
+// The OpenAI-compatible API end to end, in process (tests/net/server_fixture.hpp): completions
+// and chat, whole and streamed (chunked server-sent events), against the greedy tokens of a
+// fresh CPU executor; n seeded choices; usage and cached prompt tokens; /v1/models; the error
+// cases with their HTTP statuses; and a client that goes away mid-stream or mid-request, whose
+// requests are cancelled (slots and KV blocks back to idle).
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include "tests/net/server_fixture.hpp"
+
+namespace rz::net {
+namespace {
+
+const std::string kPrompt = "The capital of France is";
+
+simdjson::dom::element json(simdjson::dom::parser& p, const std::string& s) {
+  simdjson::dom::element e;
+  EXPECT_EQ(p.parse(s).get(e), simdjson::SUCCESS) << s;
+  return e;
+}
+
+class OpenAiServerTest : public ServerTest {
+ protected:
+  // The text of the greedy tokens of `prompt`, as the executor alone makes them.
+  std::string greedy_text(const std::string& prompt, int max_tokens) {
+    std::vector<int32_t> ids;
+    for (int64_t t : direct_greedy(prompt, max_tokens)) ids.push_back(int32_t(t));
+    return tok_->decode(ids);
+  }
+};
+
+TEST_F(OpenAiServerTest, CompletionsWholeAndStreamedGiveTheGreedyText) {
+  start();
+  const std::string ref = greedy_text(kPrompt, 12);
+  ASSERT_FALSE(ref.empty());
+  const std::string body =
+      R"({"model":"any","prompt":"The capital of France is","max_tokens":12,"temperature":0)";
+  HttpResult r = http_send(port_, "/v1/completions", body + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.headers.find("Content-Type: application/json"), std::string::npos) << r.headers;
+  simdjson::dom::parser p;
+  auto e = json(p, r.body);
+  EXPECT_EQ(std::string_view(e["object"]), "text_completion");
+  EXPECT_EQ(std::string_view(e["model"]), "SmolLM2-135M-Instruct.Q4_1");  // the served model
+  EXPECT_EQ(std::string_view(e["id"]).rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["text"]), ref);
+  const std::string finish(std::string_view(e["choices"].at(0)["finish_reason"]));
+  EXPECT_TRUE(finish == "length" || finish == "stop") << finish;
+  const uint64_t prompt_tokens = tok_->encode(kPrompt, true, false).size();
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]), prompt_tokens);
+  const uint64_t completion = uint64_t(e["usage"]["completion_tokens"]);
+  EXPECT_EQ(uint64_t(e["usage"]["total_tokens"]), prompt_tokens + completion);
+
+  r = http_send(port_, "/v1/completions",
+                body + R"(,"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.headers.find("Content-Type: text/event-stream"), std::string::npos) << r.headers;
+  const auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  int finishes = 0;
+  for (std::size_t i = 0; i + 2 < events.size(); ++i) {
+    auto c = json(p, events[i]);
+    EXPECT_EQ(std::string_view(c["object"]), "text_completion");
+    EXPECT_TRUE(c["usage"].is_null()) << events[i];
+    text += std::string_view(c["choices"].at(0)["text"]);
+    if (!c["choices"].at(0)["finish_reason"].is_null()) ++finishes;
+  }
+  EXPECT_EQ(text, ref);
+  EXPECT_EQ(finishes, 1);
+  auto u = json(p, events[events.size() - 2]);
+  EXPECT_EQ(u["choices"].get_array().value().size(), 0u);
+  EXPECT_EQ(uint64_t(u["usage"]["completion_tokens"]), completion);
+
+  // A longer prompt twice: the second reuses the first's full KV blocks, and says so.
+  std::string longer = "A list of fruit:";
+  for (int i = 0; i < 40; ++i) longer += " apple, pear,";
+  const std::string lbody = R"({"prompt":")" + longer + R"(","max_tokens":2})";
+  ASSERT_EQ(http_send(port_, "/v1/completions", lbody).status, 200);
+  r = http_send(port_, "/v1/completions", lbody);
+  ASSERT_EQ(r.status, 200) << r.body;
+  e = json(p, r.body);
+  const uint64_t cached = uint64_t(e["usage"]["prompt_tokens_details"]["cached_tokens"]);
+  const uint64_t lprompt = uint64_t(e["usage"]["prompt_tokens"]);
+  EXPECT_GT(lprompt, 64u);
+  EXPECT_GE(cached + 32, lprompt) << r.body;  // all but the last partial block (or two)
+  EXPECT_LT(cached, lprompt);
+}
+
+TEST_F(OpenAiServerTest, ChatWholeAndStreamedAndSeededChoices) {
+  chat_ = ChatTemplate::from_name("chatml", "", "<|im_end|>");
+  start();
+  const std::string msgs = R"("messages":[{"role":"system","content":"Be brief."},
+      {"role":"user","content":"What is the capital of France?"}])";
+  HttpResult r = http_send(port_, "/v1/chat/completions",
+                           "{" + msgs + R"(,"max_tokens":10,"temperature":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::parser p;
+  auto e = json(p, r.body);
+  EXPECT_EQ(std::string_view(e["object"]), "chat.completion");
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["message"]["role"]), "assistant");
+  const std::string whole(std::string_view(e["choices"].at(0)["message"]["content"]));
+  EXPECT_FALSE(whole.empty());
+
+  r = http_send(port_, "/v1/chat/completions",
+                "{" + msgs + R"(,"max_tokens":10,"temperature":0,"stream":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  auto first = json(p, events[0]);
+  EXPECT_EQ(std::string_view(first["choices"].at(0)["delta"]["role"]), "assistant");
+  std::string streamed;
+  for (std::size_t i = 1; i + 1 < events.size(); ++i) {
+    auto c = json(p, events[i]);
+    EXPECT_EQ(std::string_view(c["object"]), "chat.completion.chunk");
+    std::string_view piece;
+    if (!c["choices"].at(0)["delta"]["content"].get_string().get(piece)) streamed += piece;
+  }
+  EXPECT_EQ(streamed, whole);
+
+  // n choices with a seed: reproducible, and not all the same.
+  const std::string seeded =
+      "{" + msgs + R"(,"max_tokens":12,"temperature":1.0,"seed":42,"n":3,"ignore_eos":true})";
+  const HttpResult a = http_send(port_, "/v1/chat/completions", seeded);
+  const HttpResult b = http_send(port_, "/v1/chat/completions", seeded);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  simdjson::dom::parser pa, pb;
+  auto ea = json(pa, a.body), eb = json(pb, b.body);
+  ASSERT_EQ(ea["choices"].get_array().value().size(), 3u);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    texts.emplace_back(std::string_view(ea["choices"].at(i)["message"]["content"]));
+    EXPECT_EQ(int64_t(ea["choices"].at(i)["index"]), i);
+    EXPECT_EQ(texts.back(), std::string_view(eb["choices"].at(i)["message"]["content"]));
+    EXPECT_EQ(std::string_view(ea["choices"].at(i)["finish_reason"]), "length");
+  }
+  EXPECT_FALSE(texts[0] == texts[1] && texts[1] == texts[2]);
+  EXPECT_EQ(uint64_t(ea["usage"]["completion_tokens"]), 36u);  // 3 x 12, ignore_eos
+}
+
+TEST_F(OpenAiServerTest, ErrorsComeInOpenAisShapeWithTheirStatus) {
+  start();  // no chat template
+  simdjson::dom::parser p;
+  auto check = [&](const HttpResult& r, int status, const char* code, const char* param) {
+    EXPECT_EQ(r.status, status) << r.body;
+    auto e = json(p, r.body);
+    EXPECT_FALSE(std::string_view(e["error"]["message"]).empty()) << r.body;
+    EXPECT_FALSE(std::string_view(e["error"]["type"]).empty()) << r.body;
+    if (code) {
+      EXPECT_EQ(std::string_view(e["error"]["code"]), code) << r.body;
+    }
+    if (param) {
+      EXPECT_EQ(std::string_view(e["error"]["param"]), param) << r.body;
+    }
+  };
+  check(http_send(port_, "/v1/completions", "{nope"), 400, "bad_json", nullptr);
+  check(http_send(port_, "/v1/completions", R"({"prompt":"x","n":99})"), 400, "bad_value", "n");
+  check(http_send(port_, "/v1/chat/completions",
+                  R"({"messages":[{"role":"user","content":"hi"}]})"),
+        400, "bad_value", "messages");
+  // Prompt + max_tokens beyond the context (2048), streamed or not: a 400 before any event.
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "word ";
+  for (const char* stream : {"false", "true"})
+    check(http_send(port_, "/v1/completions",
+                    R"({"prompt":")" + long_prompt + R"(","max_tokens":2000,"stream":)" + stream +
+                        "}"),
+          400, "context_length_exceeded", nullptr);
+  const HttpResult get = http_send(port_, "/v1/chat/completions", "", "GET");
+  check(get, 405, "method_not_allowed", nullptr);
+  EXPECT_NE(get.headers.find("Allow: POST"), std::string::npos) << get.headers;
+  check(http_send(port_, "/v1/embeddings", "{}"), 404, "not_found", nullptr);
+
+  const HttpResult models = http_request(port_, "/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  auto m = json(p, models.body);
+  EXPECT_EQ(std::string_view(m["object"]), "list");
+  EXPECT_EQ(std::string_view(m["data"].at(0)["id"]), "SmolLM2-135M-Instruct.Q4_1");
+  // Nothing was left running, and the server still serves.
+  EXPECT_EQ(metric(metrics(), "rz_active_slots"), 0);
+  EXPECT_EQ(http_send(port_, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})").status, 200);
+}
+
+TEST_F(OpenAiServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  start();
+  const int fd = connect_loopback(port_);
+  const std::string body = R"({"prompt":"Hello","max_tokens":3,"temperature":0})";
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::string all;
+  char buf[4096];
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
+    // Read until this response's body is complete (its Content-Length).
+    for (;;) {
+      const auto head = all.find("\r\n\r\n");
+      if (head != std::string::npos) {
+        const auto cl = all.find("Content-Length: ");
+        ASSERT_NE(cl, std::string::npos) << all;
+        const std::size_t len = std::stoul(all.substr(cl + 16));
+        if (all.size() >= head + 4 + len) {
+          EXPECT_EQ(all.rfind("HTTP/1.1 200", 0), 0u) << all;
+          EXPECT_NE(all.find("\"text_completion\""), std::string::npos) << all;
+          all.erase(0, head + 4 + len);
+          break;
+        }
+      }
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      ASSERT_GT(n, 0) << "the connection closed after " << i << " responses";
+      all.append(buf, std::size_t(n));
+    }
+  }
+  ::close(fd);
+}
+
+TEST_F(OpenAiServerTest, ClientGoneMidStreamOrMidRequestCancelsItsRequests) {
+  start();
+  const std::string body =
+      R"({"prompt":"Count:","max_tokens":1500,"temperature":0,"ignore_eos":true,"n":2)";
+  // Streaming: read the head and a first event, then drop the connection.
+  {
+    const int fd = connect_loopback(port_);
+    const std::string b = body + R"(,"stream":true})";
+    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                            std::to_string(b.size()) + "\r\n\r\n" + b;
+    ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
+    std::string got;
+    char buf[4096];
+    while (got.find("data: ") == std::string::npos) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      ASSERT_GT(n, 0);
+      got.append(buf, std::size_t(n));
+    }
+    EXPECT_TRUE(wait_metric("rz_active_slots", 2, 5s)) << metrics();
+    ::close(fd);
+  }
+  EXPECT_TRUE(wait_metric("rz_active_slots", 0, 5s)) << metrics();
+  EXPECT_TRUE(wait_metric("rz_kv_blocks_used", 0, 5s)) << metrics();
+  // Not streaming: nothing is written until the end, yet the gone client is noticed.
+  {
+    const int fd = connect_loopback(port_);
+    const std::string b = body + "}";
+    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                            std::to_string(b.size()) + "\r\n\r\n" + b;
+    ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
+    EXPECT_TRUE(wait_metric("rz_active_slots", 2, 5s)) << metrics();
+    ::close(fd);
+  }
+  EXPECT_TRUE(wait_metric("rz_active_slots", 0, 5s)) << metrics();
+  EXPECT_TRUE(wait_metric("rz_kv_blocks_used", 0, 5s)) << metrics();
+  EXPECT_LT(metric(metrics(), "rz_generated_tokens_total"), 4 * 1500);
+  EXPECT_EQ(metric(metrics(), "rz_requests_ended_total{outcome=\"cancelled\"}"), 4);
+}
+
+}  // namespace
+}  // namespace rz::net
