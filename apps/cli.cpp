@@ -87,6 +87,7 @@ bool Flags::parse(int argc, char** argv, int& exit_code) {
         value = argv[++i];
       }
       values_[name] = value;
+      repeats_[name].push_back(value);
     }
   }
   if (has("help")) {
@@ -98,6 +99,11 @@ bool Flags::parse(int argc, char** argv, int& exit_code) {
 }
 
 bool Flags::has(const std::string& name) const { return values_.count(name) != 0; }
+
+std::vector<std::string> Flags::all(const std::string& name) const {
+  if (auto it = repeats_.find(name); it != repeats_.end()) return it->second;
+  return {};
+}
 
 std::string Flags::str(const std::string& name) const {
   if (auto it = values_.find(name); it != values_.end()) return it->second;

@@ -23,6 +23,8 @@ class Flags {
 
   bool has(const std::string& name) const;         // given on the command line (or a set switch)
   std::string str(const std::string& name) const;  // value or default ("" if neither)
+  // Every value a repeatable flag was given, in order (str() is the last).
+  std::vector<std::string> all(const std::string& name) const;
   // Typed values; throw rz::Error("--name: expected ...") on malformed input.
   long long integer(const std::string& name) const;
   double number(const std::string& name) const;
@@ -37,6 +39,7 @@ class Flags {
   std::vector<std::string> order_;
   std::map<std::string, Spec> specs_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> repeats_;
 };
 
 }  // namespace rz::cli

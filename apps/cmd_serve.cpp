@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
+#include "net/auth.hpp"
 #include "net/fd_limit.hpp"
 #include "net/origin_policy.hpp"
 #include "net/server.hpp"
@@ -104,6 +106,13 @@ int serve(int argc, char** argv) {
            "the upgrade no WebSocket frame, within S seconds "
            "(0: no deadline)",
            "10")
+      .opt("api-key", "KEY",
+           "require this key (Authorization: Bearer KEY) for the OpenAI API, the WebSocket "
+           "and /metrics; repeat for several; also --api-key-file and the RZ_API_KEY "
+           "environment variable (docs/security.md)",
+           "")
+      .opt("api-key-file", "FILE", "API keys, one per line ('#' comments)", "")
+      .sw("metrics-public", "serve /metrics without a key when keys are set")
       .opt("allowed-origins", "LIST",
            "comma-separated origins (http://host:port) whose pages "
            "may open the WebSocket besides the server's own (bound "
@@ -148,6 +157,17 @@ int serve(int argc, char** argv) {
   scfg.first_frame_timeout = std::chrono::seconds(ranged(f, "first-frame-timeout", 0, 3600));
   if (f.has("allowed-origins"))
     scfg.allowed_origins = net::parse_origin_list(f.str("allowed-origins"));
+  for (const std::string& k : f.all("api-key")) {
+    net::check_key(k, "--api-key");
+    scfg.api_keys.push_back(k);
+  }
+  if (f.has("api-key-file"))
+    for (std::string& k : net::read_key_file(f.str("api-key-file"))) scfg.api_keys.push_back(k);
+  if (const char* env = std::getenv("RZ_API_KEY"); env && *env) {
+    net::check_key(env, "RZ_API_KEY");
+    scfg.api_keys.emplace_back(env);
+  }
+  scfg.metrics_public = f.has("metrics-public");
   scfg.idle_timeout = std::chrono::seconds(ranged(f, "idle-timeout", 1, 86400));
   scfg.queue.max_frames = static_cast<std::size_t>(ranged(f, "queue-frames", 1, 1 << 24));
   scfg.queue.max_bytes = static_cast<std::size_t>(ranged(f, "queue-bytes", 1024, 1LL << 32));
@@ -262,6 +282,9 @@ int serve(int argc, char** argv) {
     }
     net::Server server(eng, scfg);
     server.start();
+    if (!scfg.api_keys.empty())
+      std::fprintf(stderr, "rz serve: %zu API key(s): the OpenAI API, the WebSocket%s need one\n",
+                   scfg.api_keys.size(), scfg.metrics_public ? "" : " and /metrics");
     std::fprintf(stderr, "rz serve: listening on http://%s:%u/ — open it in a browser\n",
                  scfg.host.c_str(), static_cast<unsigned>(server.port()));
     std::fflush(stderr);

@@ -15,6 +15,8 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "actors/engine.hpp"
 #include "net/metrics_text.hpp"
@@ -33,10 +35,14 @@ struct ServerSnapshot {
 };
 
 struct HttpResponse {
+  HttpResponse() = default;
+  HttpResponse(int s, std::string type, std::string b, std::string a = "")
+      : status(s), content_type(std::move(type)), body(std::move(b)), allow(std::move(a)) {}
   int status = 200;
   std::string content_type;
   std::string body;
   std::string allow;  // the Allow header of a 405
+  std::vector<std::pair<std::string, std::string>> headers;  // more header fields
 };
 
 // The browser page (HTML with inline CSS and JavaScript; no external resources).

@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include "net/auth.hpp"
 #include "net/http_handler.hpp"
 #include "net/openai_exchange.hpp"
 #include "net/origin_policy.hpp"
@@ -136,6 +137,11 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
                      beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
   }
 
+  static std::string_view header(const http::request<http::string_body>& req, http::field f) {
+    const auto v = req[f];
+    return std::string_view(v.data(), v.size());
+  }
+
   void on_read(beast::error_code ec, std::size_t) {
     if (ec == http::error::end_of_stream) return shutdown_send();
     if (ec == beast::error::timeout && !got_request_) state_->counters.first_frame_timeouts++;
@@ -144,11 +150,31 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     http::request<http::string_body> req = parser_->release();
     const std::string_view target(req.target().data(), req.target().size());
     const std::string_view path = target.substr(0, target.find('?'));
-    if (websocket::is_upgrade(req) && path == "/v1/ws") return upgrade(std::move(req));
-    state_->counters.http_requests++;
     version_ = req.version();
     keep_alive_ = req.keep_alive();
     head_ = req.method() == http::verb::head;
+    cors_.clear();
+    if (websocket::is_upgrade(req) && path == "/v1/ws") return upgrade(std::move(req));
+    state_->counters.http_requests++;
+    const bool api = path.substr(0, 4) == "/v1/";
+    const bool options = req.method() == http::verb::options;
+    // CORS: browsers may use the API from the origins allowed to open the WebSocket (and are
+    // told so); a request or preflight from another origin gets 403.
+    if (const std::string_view origin = header(req, http::field::origin);
+        !origin.empty() && (api || options)) {
+      if (!origin_allowed(origin, header(req, http::field::host), state_->origins)) {
+        state_->counters.origins_refused++;
+        return reply(openai_error_response(403, "invalid_request_error",
+                                           "this origin may not use the API (see --allowed-origins)",
+                                           "origin_not_allowed"),
+                     false);
+      }
+      cors_.emplace_back("Access-Control-Allow-Origin", std::string(origin));
+      cors_.emplace_back("Vary", "Origin");
+    }
+    if (options) return reply(preflight(header(req, http::field::access_control_request_headers)), false);
+    if (!authorized(state_->auth, path, header(req, http::field::authorization)))
+      return reply(unauthorized(api), false);
     if (req.method() == http::verb::post && is_openai_generate_path(path))
       return start_exchange(req, path == "/v1/completions" ? proto::ApiKind::completion
                                                            : proto::ApiKind::chat);
@@ -156,19 +182,42 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     reply(route_http(method, target, [this] { return take_snapshot(*state_); }), false);
   }
 
+  // The answer to an OPTIONS request: a CORS preflight (the origin was checked) or a plain one.
+  static HttpResponse preflight(std::string_view requested_headers) {
+    HttpResponse r{204, "text/plain; charset=utf-8", "", ""};
+    r.headers.emplace_back("Allow", "GET, HEAD, POST, OPTIONS");
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    r.headers.emplace_back("Access-Control-Allow-Headers", requested_headers.empty()
+                                                               ? std::string("Authorization, Content-Type")
+                                                               : std::string(requested_headers));
+    r.headers.emplace_back("Access-Control-Max-Age", "600");
+    return r;
+  }
+
+  static HttpResponse unauthorized(bool api) {
+    HttpResponse r = api ? openai_error_response(
+                               401, "invalid_request_error",
+                               "a valid API key is needed: send it as Authorization: Bearer KEY",
+                               "invalid_api_key")
+                         : HttpResponse{401, "text/plain; charset=utf-8",
+                                        "this server needs an API key: Authorization: Bearer KEY\n",
+                                        ""};
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+
   void upgrade(http::request<http::string_body> req) {
-    const auto origin = req[http::field::origin];
-    const auto host = req[http::field::host];
-    version_ = req.version();
-    keep_alive_ = req.keep_alive();
     head_ = false;
-    if (!origin_allowed(std::string_view(origin.data(), origin.size()),
-                        std::string_view(host.data(), host.size()), state_->origins)) {
+    if (!origin_allowed(header(req, http::field::origin), header(req, http::field::host),
+                        state_->origins)) {
       state_->counters.origins_refused++;
       return reply({403, "text/plain; charset=utf-8",
                     "this origin may not open the WebSocket (see --allowed-origins)\n", ""},
                    true);
     }
+    if (!authorized(state_->auth, "/v1/ws", header(req, http::field::authorization),
+                    header(req, http::field::sec_websocket_protocol)))
+      return reply(unauthorized(false), true);
     const ServerState::Reserve r = state_->try_reserve(address_);
     if (r != ServerState::Reserve::ok) {
       state_->counters.connections_refused++;
@@ -189,6 +238,8 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     res->set(http::field::content_type, r.content_type);
     res->set(http::field::cache_control, "no-store");
     if (!r.allow.empty()) res->set(http::field::allow, r.allow);
+    for (const auto& [name, value] : cors_) res->set(name, value);
+    for (const auto& [name, value] : r.headers) res->set(name, value);
     res->keep_alive(keep_alive_ && !close && !state_->draining);
     res->body() = std::move(r.body);
     res->prepare_payload();
@@ -282,6 +333,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
       pending_.append("HTTP/1.1 200 OK\r\nServer: rz\r\nContent-Type: text/event-stream\r\n"
                       "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
                       "Transfer-Encoding: chunked\r\n");
+      for (const auto& [name, value] : cors_) pending_.append(name + ": " + value + "\r\n");
       pending_.append(keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
     }
     if (!streaming_) return;
@@ -352,6 +404,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool head_ = false;
+  std::vector<std::pair<std::string, std::string>> cors_;  // CORS header fields of this request
 
   std::optional<OpenAiExchange> ex_;
   uint64_t exchange_id_ = 0;

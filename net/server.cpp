@@ -79,6 +79,8 @@ Server::Server(std::shared_ptr<engine::Engine> engine, ServerConfig config)
     : impl_(std::make_unique<Impl>()) {
   impl_->state->config = std::move(config);
   impl_->state->limits = engine->config().limits;
+  impl_->state->auth.keys = impl_->state->config.api_keys;
+  impl_->state->auth.metrics_public = impl_->state->config.metrics_public;
   impl_->state->engine = std::move(engine);
 }
 

@@ -55,6 +55,10 @@ struct ServerConfig {
   // The model's id in the OpenAI API (/v1/models, and the "model" of every response); "":
   // model_name without its extension. Requests may name any model: this one answers.
   std::string served_model_name;
+  // API keys (net/auth.hpp): when any is set, /v1/* and the WebSocket need one, and /metrics
+  // unless metrics_public. Never logged.
+  std::vector<std::string> api_keys;
+  bool metrics_public = false;
 };
 
 class Server {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "actors/engine.hpp"
+#include "net/auth.hpp"
 #include "net/metrics_text.hpp"
 #include "net/origin_policy.hpp"
 #include "net/server.hpp"
@@ -43,6 +44,7 @@ struct ServerState {
   std::atomic<bool> draining{false};
 
   OriginPolicy origins;  // set by Server::start (loopback_bound from the bound address)
+  AuthPolicy auth;       // from the config's api_keys and metrics_public
   std::string served_model;  // config.served_model_name, or model_name without its extension
   int64_t started = 0;       // Unix seconds at Server::start
 

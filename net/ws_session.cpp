@@ -35,8 +35,13 @@ void WsSession::run(const http::request<http::string_body>& req) {
   t.idle_timeout = cfg.idle_timeout;  // a ping at half of it; no answer at all -> closed
   t.keep_alive_pings = true;
   ws_.set_option(t);
-  ws_.set_option(websocket::stream_base::decorator(
-      [](websocket::response_type& res) { res.set(http::field::server, "rz"); }));
+  // A browser that offered subprotocols (the key as "rz-key.KEY", net/auth.hpp) needs one back.
+  const auto offered = req[http::field::sec_websocket_protocol];
+  std::string protocol = selected_subprotocol(std::string_view(offered.data(), offered.size()));
+  ws_.set_option(websocket::stream_base::decorator([protocol](websocket::response_type& res) {
+    res.set(http::field::server, "rz");
+    if (!protocol.empty()) res.set(http::field::sec_websocket_protocol, protocol);
+  }));
   std::size_t cap = cfg.hard_frame_cap;
   if (cap == 0) cap = std::max<std::size_t>(4 * state_->limits.max_frame_bytes, 64 << 10);
   cap = std::max(cap, state_->limits.max_frame_bytes + 1);

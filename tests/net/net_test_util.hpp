@@ -90,6 +90,26 @@ class WsClient {
     return static_cast<int>(res.result_int());
   }
 
+  // The upgrade with an Authorization header and a Sec-WebSocket-Protocol offer (each left out
+  // when empty); returns the HTTP status and the subprotocol the server selected.
+  static std::pair<int, std::string> try_upgrade_auth(uint16_t port,
+                                                      const std::string& authorization,
+                                                      const std::string& protocols) {
+    asio::io_context ioc;
+    websocket::stream<beast::tcp_stream> ws(ioc);
+    beast::get_lowest_layer(ws).connect(
+        tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    ws.set_option(websocket::stream_base::decorator([&](websocket::request_type& req) {
+      if (!authorization.empty()) req.set(beast::http::field::authorization, authorization);
+      if (!protocols.empty()) req.set(beast::http::field::sec_websocket_protocol, protocols);
+    }));
+    websocket::response_type res;
+    beast::error_code ec;
+    ws.handshake(res, "127.0.0.1:" + std::to_string(port), "/v1/ws", ec);
+    const auto p = res[beast::http::field::sec_websocket_protocol];
+    return {static_cast<int>(res.result_int()), std::string(p.data(), p.size())};
+  }
+
   void send(const std::string& text) {
     beast::error_code ec;
     ws_.write(asio::buffer(text), ec);
