@@ -218,30 +218,17 @@ inline int connect_loopback(uint16_t port, const std::string& source = "") {
   return fd;
 }
 
-// GET (or another method) with Connection: close, from `source` when given; every wait bounded
-// by SO_RCVTIMEO.
+// Sends `request` on a fresh connection from `source` (when given) and reads the answer until
+// the server closes; every wait bounded by SO_RCVTIMEO. A chunked body is decoded.
+inline HttpResult exchange_http(uint16_t port, const std::string& request,
+                                const std::string& source = "");
+
+// GET (or another method) with Connection: close, from `source` when given.
 inline HttpResult http_request(uint16_t port, const std::string& target,
                                const std::string& method = "GET", const std::string& source = "") {
-  const int fd = connect_loopback(port, source);
-  const std::string req =
-      method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
-  std::string all;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    all.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  HttpResult r;
-  const auto head_end = all.find("\r\n\r\n");
-  if (all.rfind("HTTP/1.1 ", 0) != 0 || head_end == std::string::npos)
-    throw std::runtime_error("not an HTTP response: " + all.substr(0, 200));
-  r.status = std::stoi(all.substr(9, 3));
-  r.headers = all.substr(0, head_end);
-  r.body = all.substr(head_end + 4);
-  return r;
+  return exchange_http(
+      port, method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+      source);
 }
 
 // A chunked HTTP/1.1 body decoded (throws when the framing is wrong or the last chunk is
@@ -265,12 +252,16 @@ inline std::string dechunk(const std::string& body) {
 // ("Name: value\r\n" lines); a chunked answer is decoded.
 inline HttpResult http_send(uint16_t port, const std::string& target, const std::string& body,
                             const std::string& method = "POST", const std::string& headers = "") {
-  const int fd = connect_loopback(port);
-  const std::string req = method + " " + target +
-                          " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                          "Content-Type: application/json\r\nContent-Length: " +
-                          std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body;
-  (void)!::write(fd, req.data(), req.size());
+  return exchange_http(port, method + " " + target +
+                                 " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body);
+}
+
+inline HttpResult exchange_http(uint16_t port, const std::string& request,
+                                const std::string& source) {
+  const int fd = connect_loopback(port, source);
+  (void)!::write(fd, request.data(), request.size());
   std::string all;
   char buf[4096];
   for (;;) {
