@@ -221,7 +221,7 @@ inline int connect_loopback(uint16_t port, const std::string& source = "") {
 // Sends `request` on a fresh connection from `source` (when given) and reads the answer until
 // the server closes; every wait bounded by SO_RCVTIMEO. A chunked body is decoded.
 inline HttpResult exchange_http(uint16_t port, const std::string& request,
-                                const std::string& source = "");
+                                const std::string& source = "", int timeout_s = 10);
 
 // GET (or another method) with Connection: close, from `source` when given.
 inline HttpResult http_request(uint16_t port, const std::string& target,
@@ -255,12 +255,15 @@ inline HttpResult http_send(uint16_t port, const std::string& target, const std:
   return exchange_http(port, method + " " + target +
                                  " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                                  "Content-Type: application/json\r\nContent-Length: " +
-                                 std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body);
+                                 std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body,
+                       "", 300);  // a whole generation under the sanitizers' slow CPU model
 }
 
 inline HttpResult exchange_http(uint16_t port, const std::string& request,
-                                const std::string& source) {
+                                const std::string& source, int timeout_s) {
   const int fd = connect_loopback(port, source);
+  timeval tv{timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   (void)!::write(fd, request.data(), request.size());
   std::string all;
   char buf[4096];
