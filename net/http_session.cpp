@@ -30,10 +30,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// Bytes of a streamed response waiting for a peer that does not read; past this the connection
-// is closed and its requests cancelled.
-constexpr std::size_t kMaxPendingStreamBytes = 4u << 20;
-
 ServerSnapshot take_snapshot(ServerState& st) {
   ServerSnapshot s;
   s.model = st.config.model_name;
@@ -324,25 +320,24 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   }
 
   void write_api(OpenAiExchange::Output out) {
-    if (out.status > 0 && !out.event_stream) {  // one whole response (or an error before any)
-      streaming_ = false;
+    if (out.status > 0 && !out.event_stream)  // one whole response (or an error before any)
       return reply({out.status, out.content_type, std::move(out.body), ""}, false);
-    }
     if (out.status > 0) {
-      streaming_ = true;
       pending_.append("HTTP/1.1 200 OK\r\nServer: rz\r\nContent-Type: text/event-stream\r\n"
                       "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
                       "Transfer-Encoding: chunked\r\n");
       for (const auto& [name, value] : cors_) pending_.append(name + ": " + value + "\r\n");
       pending_.append(keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
     }
-    if (!streaming_) return;
+    if (!ex_->streaming()) return;  // a whole response: nothing until its end
     if (!out.body.empty()) append_chunk(pending_, out.body);
     if (out.end) {
       pending_.append("0\r\n\r\n");
       stream_done_ = true;
     }
-    if (pending_.size() > kMaxPendingStreamBytes) {  // the peer reads nothing
+    // The peer reads nothing: past the per-connection byte bound (--queue-bytes, as on the
+    // WebSocket) the connection is closed and its requests cancelled.
+    if (pending_.size() > state_->config.queue.max_bytes) {
       state_->counters.slow_consumers++;
       beast::error_code ignored;
       stream_.socket().close(ignored);
@@ -373,7 +368,6 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     if (!pending_.empty()) return pump();
     if (stream_done_) {
       stream_done_ = false;
-      streaming_ = false;
       after_write({}, keep_alive_ && !state_->draining);
     }
   }
@@ -389,9 +383,8 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     sink_.reset();
     state_->remove_exchange(this);
     pending_.clear();
-    stream_done_ = streaming_ = false;
-    auto keep = std::move(self_);  // may be the last owner: released when this returns
-    asio::post(stream_.get_executor(), [keep] {});
+    stream_done_ = false;
+    self_.reset();  // every caller runs in a handler that holds its own reference
   }
 
   beast::tcp_stream stream_;
@@ -412,7 +405,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   std::shared_ptr<ApiSink> sink_;
   engine::Session session_;
   bool watching_ = false, resume_after_watch_ = false;
-  bool streaming_ = false, stream_done_ = false, writing_ = false;
+  bool stream_done_ = false, writing_ = false;
   std::string pending_, wbuf_;
 };
 

@@ -29,6 +29,21 @@ std::string_view json_type_name(element e) {
   return "value";
 }
 
+simdjson::dom::object parse_json_object(std::string_view text) {
+  // One parser per thread, reused: it keeps its buffers between calls.
+  thread_local simdjson::dom::parser parser;
+  simdjson::padded_string padded(text.data(), text.size());
+  element root;
+  if (auto err = parser.parse(padded).get(root))
+    throw FieldError{ErrorCode::bad_json,
+                     std::string("not valid JSON: ") + simdjson::error_message(err), {}};
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj))
+    throw FieldError{ErrorCode::bad_json,
+                     "expected a JSON object, got " + std::string(json_type_name(root)), {}};
+  return obj;
+}
+
 void wrong_type(const std::string& field, std::string_view expected, element e) {
   fail_field(ErrorCode::bad_value, field,
              "expected " + std::string(expected) + ", got " + std::string(json_type_name(e)));

@@ -26,6 +26,11 @@ struct FieldError {
 [[noreturn]] void fail_field(ErrorCode code, const std::string& field, std::string_view what);
 
 std::string_view json_type_name(simdjson::dom::element e);
+
+// Parses `text` as one JSON object with this thread's reused parser; the object stays valid until
+// the thread's next call. Throws FieldError (bad_json, no field) when it is not JSON or not an
+// object.
+simdjson::dom::object parse_json_object(std::string_view text);
 [[noreturn]] void wrong_type(const std::string& field, std::string_view expected,
                              simdjson::dom::element e);
 

@@ -246,20 +246,8 @@ OpenAiParse parse_openai_request(ApiKind kind, std::string_view body,
                     "the body of " + std::to_string(body.size()) + " bytes exceeds the limit of " +
                         std::to_string(limits.max_frame_bytes) + " bytes",
                     "", "too_large"};
-  thread_local simdjson::dom::parser parser;
-  simdjson::padded_string padded(body.data(), body.size());
-  element root;
-  if (auto err = parser.parse(padded).get(root))
-    return ApiError{400, "invalid_request_error",
-                    std::string("the body is not valid JSON: ") + simdjson::error_message(err), "",
-                    "bad_json"};
-  simdjson::dom::object obj;
-  if (root.get_object().get(obj))
-    return ApiError{400, "invalid_request_error",
-                    "the body must be a JSON object, got " + std::string(json_type_name(root)), "",
-                    "bad_json"};
   try {
-    KeyFields f(obj, kKeyNames);
+    KeyFields f(parse_json_object(body), kKeyNames);
     return parse_request(kind, f, limits);
   } catch (FieldError& e) {
     return ApiError{400, "invalid_request_error", std::move(e.message), std::move(e.field),

@@ -177,22 +177,9 @@ ParseResult parse_client_message(std::string_view frame, const ProtocolLimits& l
                              " bytes exceeds the limit of " +
                              std::to_string(limits.max_frame_bytes) + " bytes",
                          std::nullopt};
-  // One parser per thread, reused: it keeps its buffers between frames.
-  thread_local simdjson::dom::parser parser;
-  simdjson::padded_string padded(frame.data(), frame.size());
-  element root;
-  if (auto err = parser.parse(padded).get(root))
-    return ProtocolError{ErrorCode::bad_json,
-                         std::string("not valid JSON: ") + simdjson::error_message(err),
-                         std::nullopt};
-  simdjson::dom::object obj;
-  if (root.get_object().get(obj))
-    return ProtocolError{ErrorCode::bad_json,
-                         "expected a JSON object, got " + std::string(json_type_name(root)),
-                         std::nullopt};
   std::optional<std::string> id;
   try {
-    return parse_object(obj, limits, id);
+    return parse_object(parse_json_object(frame), limits, id);
   } catch (FieldError& f) {
     return ProtocolError{f.code, std::move(f.message), std::move(id)};
   }
