@@ -58,8 +58,9 @@ typename Inspector::result_type inspect(Inspector& f, SubmitMsg& x) {
   return f(caf::meta::type_name("SubmitMsg"), x.req.ref.id, x.req.ref.owner, x.req.prompt,
            x.req.sampling.temperature, x.req.sampling.top_k, x.req.sampling.top_p,
            x.req.sampling.min_p, x.req.sampling.repetition_penalty,
-           x.req.sampling.repetition_last_n, x.req.sampling.seed, x.req.max_tokens,
-           x.req.ignore_eos);
+           x.req.sampling.repetition_last_n, x.req.sampling.presence_penalty,
+           x.req.sampling.frequency_penalty, x.req.sampling.logprobs, x.req.sampling.seed,
+           x.req.max_tokens, x.req.ignore_eos);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitReply& x) {
@@ -77,12 +78,17 @@ typename Inspector::result_type inspect(Inspector& f, ExecutorStep& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
-  return f(caf::meta::type_name("StepResult"), x.step, x.tokens, x.error, x.seconds);
+  return f(caf::meta::type_name("StepResult"), x.step, x.tokens, x.logprobs, x.error, x.seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenLogprobs& x) {
+  return f(caf::meta::type_name("TokenLogprobs"), x.present, x.logprob, x.top_ids, x.top_logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
-           x.repetition_penalty, x.repetition_last_n, x.seed);
+           x.repetition_penalty, x.repetition_last_n, x.presence_penalty, x.frequency_penalty,
+           x.logprobs, x.seed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepSeq& x) {

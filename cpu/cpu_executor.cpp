@@ -88,12 +88,14 @@ std::span<const float> CpuExecutor::last_logits(int slot) const {
 
 std::vector<int32_t> CpuExecutor::step(std::span<const StepSeq> seqs) {
   check_step(seqs, slot_view());
+  step_logprobs_.clear();
   if (seqs.empty()) return {};
   for (const StepSeq& e : seqs) {
     Slot& s = slots_[e.slot];
     if (e.begin) {
       s.active = true;
       s.sampler = Sampler(e.sampling);
+      s.prompt_len = -1;
       s.history = e.cached;
       s.logits.clear();
     }
@@ -231,11 +233,18 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
   matmul(pool, {&out, 1}, n_sample);
 
   std::vector<int32_t> result;
+  bool any_logprobs = false;
+  for (int k = 0; k < n_sample; ++k)
+    any_logprobs |= slots_[seqs[tok_seq[sample_tok[k]]].slot].sampler.params().logprobs >= 0;
+  if (any_logprobs) step_logprobs_.assign(size_t(n_sample), TokenLogprobs{});
   for (int k = 0; k < n_sample; ++k) {
     Slot& slot = slots_[seqs[tok_seq[sample_tok[k]]].slot];
     std::span<float> lg(&logits_[size_t(k) * cfg_.n_vocab], cfg_.n_vocab);
     if (keep_logits_) slot.logits.assign(lg.begin(), lg.end());
-    result.push_back(slot.sampler.sample(lg, slot.history));
+    if (slot.prompt_len < 0) slot.prompt_len = static_cast<int>(slot.history.size());
+    const size_t generated = slot.history.size() - size_t(slot.prompt_len);
+    result.push_back(slot.sampler.sample(lg, slot.history, generated,
+                                         any_logprobs ? &step_logprobs_[size_t(k)] : nullptr));
   }
   return result;
 }

@@ -56,6 +56,7 @@ class CpuExecutor final : public Executor {
   int slot_length(int slot) const override;
   void set_keep_logits(bool keep) override { keep_logits_ = keep; }
   std::span<const float> last_logits(int slot) const override;
+  std::span<const TokenLogprobs> step_logprobs() const override { return step_logprobs_; }
 
   int threads() const;
   const ModelWeights& weights() const { return w_; }
@@ -65,6 +66,7 @@ class CpuExecutor final : public Executor {
     bool active = false;
     std::vector<int32_t> history;  // cached + computed tokens; size() == positions in the cache
     Sampler sampler;
+    int prompt_len = -1;        // history length at the first sampling (-1: none yet)
     std::vector<float> logits;  // kept logits (keep_logits_)
   };
 
@@ -92,6 +94,7 @@ class CpuExecutor final : public Executor {
   // layer. Allocated uninitialised, so the OS commits pages only as rows get written.
   std::unique_ptr<float[]> k_cache_, v_cache_;
   bool keep_logits_ = false;
+  std::vector<TokenLogprobs> step_logprobs_;  // of the last step (step_logprobs())
 
   // Step buffers, grown as needed (N = tokens in the step, S = sampling entries).
   std::vector<float> x_;          // [N][n_embd] residual stream

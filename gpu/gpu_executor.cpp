@@ -207,6 +207,12 @@ void GpuExecutor::Impl::allocate_scratch() {
   RZ_CUDA_CHECK(cudaMallocHost(&ho, sizeof(int32_t) * size_t(opt.slots)));
   out_host.reset(static_cast<int32_t*>(ho));
   out_dev = DeviceBuffer<int32_t>(size_t(opt.slots));
+  void* hl = nullptr;
+  RZ_CUDA_CHECK(cudaMallocHost(&hl, sizeof(LogprobsRow) * size_t(opt.slots)));
+  lp_host.reset(static_cast<LogprobsRow*>(hl));
+  lp_dev = DeviceBuffer<LogprobsRow>(size_t(opt.slots));
+  penalty_raw = DeviceBuffer<float>(size_t(std::max<int64_t>(args_layout.max_penalty, 1)));
+  bytes += lp_dev.bytes() + penalty_raw.bytes();
   plan.scratch_bytes = bytes;
 }
 
@@ -263,6 +269,7 @@ void GpuExecutor::Impl::release(int slot) {
 
 std::vector<int32_t> GpuExecutor::Impl::step(std::span<const StepSeq> seqs) {
   check_step(seqs, slot_view());
+  step_logprobs.clear();
   if (seqs.empty()) return {};
   // A decode step: one token per entry, each sampled (the CUDA-graph path). Anything else runs
   // through the packed prefill attention.
@@ -275,6 +282,7 @@ std::vector<int32_t> GpuExecutor::Impl::step(std::span<const StepSeq> seqs) {
       s.history = e.cached;
       s.sampling = e.sampling;
       s.rng.seed(e.sampling.seed);
+      s.prompt_len = -1;
       s.logits.clear();
     }
     s.history.insert(s.history.end(), e.tokens.begin(), e.tokens.end());
@@ -309,6 +317,7 @@ int GpuExecutor::slot_length(int slot) const {
   return static_cast<int>(impl_->slots[slot].history.size());
 }
 void GpuExecutor::set_keep_logits(bool keep) { impl_->keep_logits = keep; }
+std::span<const TokenLogprobs> GpuExecutor::step_logprobs() const { return impl_->step_logprobs; }
 std::span<const float> GpuExecutor::last_logits(int slot) const {
   check_slot(slot, max_slots(), "last_logits");
   return impl_->slots[slot].logits;

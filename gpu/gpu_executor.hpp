@@ -141,6 +141,7 @@ class GpuExecutor final : public Executor {
   int slot_length(int slot) const override;
   void set_keep_logits(bool keep) override;
   std::span<const float> last_logits(int slot) const override;
+  std::span<const TokenLogprobs> step_logprobs() const override;
 
   const GpuMemoryPlan& memory_plan() const;
 

@@ -38,7 +38,7 @@ struct StepArgsLayout {
   size_t table_rows = 0;  // [cap] int32 the table row (piece) of each decode-attention row
   size_t cu_seqlens = 0;  // [slots + 1] int32 token offsets of the packed pieces, from row n_rows
   size_t sample = 0;      // [slots] SampleRow
-  size_t penalty = 0;     // [max_penalty] int32
+  size_t penalty = 0;     // [max_penalty] PenaltyEntry
   size_t total = 0;
   int64_t max_penalty = 0;
   static StepArgsLayout make(int cap, int slots, int table_stride, int64_t max_penalty);
@@ -54,6 +54,7 @@ struct GpuExecutor::Impl {
     std::vector<int32_t> history;  // prompt + appended tokens: size() == tokens in the cache
     SamplingParams sampling;
     std::mt19937_64 rng;        // the same stream the CPU Sampler draws from
+    int prompt_len = -1;        // history length at the first sampling (-1: none yet)
     std::vector<float> logits;  // kept logits (keep_logits)
   };
   // Tokens [start, start + n) of step entry `entry`'s sequence, run in one forward pass (an
@@ -121,8 +122,10 @@ struct GpuExecutor::Impl {
   // same_input = true.
   using Consumers = std::array<const DeviceMatrix*, 3>;
   ActForms forms_for(const float* in, int n, int64_t cols, const Consumers& consumers);
-  // Samples logits row r for slot out_slots[r].
-  void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens);
+  // Samples logits row r for slot out_slots[r]; lps[r] gets its log-probabilities when the
+  // slot's sampling asks for them (lps is left empty when no row does).
+  void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens,
+              std::vector<TokenLogprobs>& lps);
 
   std::shared_ptr<const ModelFile> file;
   ModelConfig cfg;
@@ -184,6 +187,10 @@ struct GpuExecutor::Impl {
   std::unique_ptr<uint8_t, CudaHostFree> args_host;
   DeviceBuffer<int32_t> out_dev;  // [S] sampled ids
   std::unique_ptr<int32_t, CudaHostFree> out_host;
+  DeviceBuffer<LogprobsRow> lp_dev;  // [S] log-probabilities of the rows that ask
+  std::unique_ptr<LogprobsRow, CudaHostFree> lp_host;
+  DeviceBuffer<float> penalty_raw;           // [max_penalty] raw values of penalised logits
+  std::vector<TokenLogprobs> step_logprobs;  // of the last step (Executor::step_logprobs)
   // Captured passes. Two kinds: the whole decode step (every token its sequence's last, rows in
   // piece order), and the layers of a pass whose every piece attends as decode rows (decodes
   // beside short prompt chunks; the output rows vary and go after it). Both depend only on the

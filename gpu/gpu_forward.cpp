@@ -55,7 +55,7 @@ StepArgsLayout StepArgsLayout::make(int cap, int slots, int table_stride, int64_
   take(l.table_rows, sizeof(int32_t) * size_t(cap));
   take(l.cu_seqlens, sizeof(int32_t) * (size_t(slots) + 1));
   take(l.sample, sizeof(SampleRow) * size_t(slots));
-  take(l.penalty, sizeof(int32_t) * size_t(std::max<int64_t>(max_penalty, 1)));
+  take(l.penalty, sizeof(PenaltyEntry) * size_t(std::max<int64_t>(max_penalty, 1)));
   l.total = o;
   l.max_penalty = max_penalty;
   return l;
@@ -71,6 +71,7 @@ std::vector<int32_t> GpuExecutor::Impl::run_passes(std::span<const StepSeq> seqs
   std::vector<Piece> pieces;
   std::vector<int> out_entries, out_slots;
   std::vector<int32_t> toks;
+  std::vector<TokenLogprobs> lps;
   int used = 0;
   auto flush = [&] {
     if (pieces.empty()) return;
@@ -78,9 +79,13 @@ std::vector<int32_t> GpuExecutor::Impl::run_passes(std::span<const StepSeq> seqs
     if (!out_entries.empty()) {
       out_slots.clear();
       for (int e : out_entries) out_slots.push_back(seqs[size_t(e)].slot);
-      sample(out_slots, toks);
-      for (size_t r = 0; r < out_entries.size(); ++r)
-        result[size_t(result_of[size_t(out_entries[r])])] = toks[r];
+      sample(out_slots, toks, lps);
+      if (!lps.empty() && step_logprobs.empty()) step_logprobs.resize(size_t(n_out));
+      for (size_t r = 0; r < out_entries.size(); ++r) {
+        const size_t k = size_t(result_of[size_t(out_entries[r])]);
+        result[k] = toks[r];
+        if (!lps.empty()) step_logprobs[k] = std::move(lps[r]);
+      }
     }
     pieces.clear();
     used = 0;
@@ -491,7 +496,8 @@ ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,
   return f;
 }
 
-void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens) {
+void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens,
+                               std::vector<TokenLogprobs>& lps) {
   const int R = static_cast<int>(out_slots.size()), V = cfg.n_vocab;
   if (keep_logits) {
     RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -502,10 +508,13 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
                                     cudaMemcpyDeviceToHost, stream));
     }
   }
-  bool greedy = true;
+  bool greedy = true, any_lp = false;
   for (int s : out_slots) {
-    const SamplingParams& p = slots[s].sampling;
-    greedy = greedy && p.temperature <= 0.0f && !penalty_active(p);
+    Slot& slot = slots[s];
+    if (slot.prompt_len < 0) slot.prompt_len = static_cast<int>(slot.history.size());
+    const SamplingParams& p = slot.sampling;
+    greedy = greedy && p.temperature <= 0.0f && !penalty_active(p) && p.logprobs < 0;
+    any_lp = any_lp || p.logprobs >= 0;
   }
   if (greedy) {
     argmax_rows(logits.get(), R, V, out_dev.get(), argmax_ws.get(), argmax_ws_bytes, stream);
@@ -513,9 +522,9 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
     RZ_CUDA_CHECK(cudaStreamSynchronize(stream));  // the pinned rows may still be in flight
     uint8_t* h = args_host.get();
     auto* rows = at<SampleRow>(h, args_layout.sample);
-    auto* pen = at<int32_t>(h, args_layout.penalty);
+    auto* pen = at<PenaltyEntry>(h, args_layout.penalty);
     int64_t n_pen = 0;
-    std::vector<int32_t> ids;
+    std::vector<PenaltyEntry> entries;
     for (int r = 0; r < R; ++r) {
       Slot& slot = slots[out_slots[r]];
       const SamplingParams& p = slot.sampling;
@@ -525,17 +534,15 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
       row.top_k = p.top_k;
       row.top_p = p.top_p;
       row.min_p = p.min_p;
-      row.penalty = p.repetition_penalty;
+      row.logprobs = std::min(p.logprobs, kMaxLogprobs);
       row.penalty_begin = row.penalty_end = static_cast<int>(n_pen);
       if (penalty_active(p)) {
-        penalty_ids(slot.history, p.repetition_last_n, ids);
-        if (n_pen + int64_t(ids.size()) > args_layout.max_penalty)
-          throw Error("cuda executor: repetition penalty window too large");
-        std::copy(ids.begin(), ids.end(), pen + n_pen);
-        n_pen += int64_t(ids.size());
+        penalty_entries(p, slot.history, slot.history.size() - size_t(slot.prompt_len), V, entries);
+        if (n_pen + int64_t(entries.size()) > args_layout.max_penalty)
+          throw Error("cuda executor: penalty entries exceed their buffer");
+        std::copy(entries.begin(), entries.end(), pen + n_pen);
+        n_pen += int64_t(entries.size());
         row.penalty_end = static_cast<int>(n_pen);
-      } else {
-        row.penalty = 1.0f;
       }
       // The CPU Sampler's draw from the slot's stream.
       if (p.temperature > 0.0f) row.u = uniform_draw(slot.rng);
@@ -544,11 +551,16 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
     RZ_CUDA_CHECK(cudaMemcpyAsync(d + args_layout.sample, rows, sizeof(SampleRow) * size_t(R),
                                   cudaMemcpyHostToDevice, stream));
     if (n_pen > 0)
-      RZ_CUDA_CHECK(cudaMemcpyAsync(d + args_layout.penalty, pen, sizeof(int32_t) * size_t(n_pen),
-                                    cudaMemcpyHostToDevice, stream));
+      RZ_CUDA_CHECK(cudaMemcpyAsync(d + args_layout.penalty, pen,
+                                    sizeof(PenaltyEntry) * size_t(n_pen), cudaMemcpyHostToDevice,
+                                    stream));
     sample_rows(logits.get(), R, V, at<SampleRow>(d, args_layout.sample),
-                at<int32_t>(d, args_layout.penalty), out_dev.get(), sample_ws.get(),
-                sample_ws_bytes, stream);
+                n_pen > 0 ? at<PenaltyEntry>(d, args_layout.penalty) : nullptr,
+                any_lp ? penalty_raw.get() : nullptr, out_dev.get(),
+                any_lp ? lp_dev.get() : nullptr, sample_ws.get(), sample_ws_bytes, stream);
+    if (any_lp)
+      RZ_CUDA_CHECK(cudaMemcpyAsync(lp_host.get(), lp_dev.get(), sizeof(LogprobsRow) * size_t(R),
+                                    cudaMemcpyDeviceToHost, stream));
   }
   RZ_CUDA_CHECK(cudaMemcpyAsync(out_host.get(), out_dev.get(), sizeof(int32_t) * size_t(R),
                                 cudaMemcpyDeviceToHost, stream));
@@ -557,6 +569,18 @@ void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<in
   for (int32_t t : tokens)
     if (t < 0 || t >= V)
       throw Error("cuda executor: sampling produced token id " + std::to_string(t));
+  lps.clear();
+  if (!any_lp) return;
+  lps.resize(size_t(R));
+  for (int r = 0; r < R; ++r) {
+    if (slots[out_slots[r]].sampling.logprobs < 0) continue;
+    const LogprobsRow& g = lp_host.get()[r];
+    TokenLogprobs& lp = lps[size_t(r)];
+    lp.present = true;
+    lp.logprob = g.logprob;
+    lp.top_ids.assign(g.top_ids, g.top_ids + g.n_top);
+    lp.top_logprobs.assign(g.top_logprobs, g.top_logprobs + g.n_top);
+  }
 }
 
 }  // namespace rz::gpu

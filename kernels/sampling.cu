@@ -2,7 +2,11 @@
 // no device-wide library calls (so sizing the workspace is a pure host computation).
 //
 // Per row, in the CPU Sampler's order (model/sampling.cpp):
-//   1. repetition penalty on penalty_ids[begin, end) (ids outside [0, n_vocab) ignored)
+//   0. log-probabilities, when the row asks: the log-sum-exp of the raw row (max, then a double
+//      sum of exp(x - max)) and the top-n ids by a radix select + sort on the raw logits' keys
+//      (the workspace of 3b, free until then)
+//   1. penalties on penalties[begin, end): repetition, then presence/frequency (ids outside
+//      [0, n_vocab) ignored); each raw value kept in penalty_raw for the chosen token's logprob
 //   2. one pass: argmax (canonical value desc, id asc; NaN read as -inf) and max_l, the largest
 //      scaled logit (NaN ignored, as std::max(max_l, NaN) does). Greedy rows stop here; so does a
 //      sampling row whose max_l is not finite (all -inf, +inf, overflow): the CPU's fallback.
@@ -284,9 +288,69 @@ __device__ int draw(int count, double target, KeptE kept_e, Shared& s) {
   return -1;
 }
 
+// rz::token_logprobs' value for raw logit x: float(double(x) - lse), NaN read as -inf.
+__device__ __forceinline__ float logprob_of(float x, double lse) {
+  const double v = static_cast<double>(canon(x)) - lse;
+  return isnan(v) ? -INFINITY : __double2float_rn(v);
+}
+
+// Step 0: the raw row's log-sum-exp (returned to every thread) and its top_n ids with their
+// log-probabilities in lp, ranked as select_top_k ranks (logit desc, id asc).
+__device__ double raw_logprobs(const float* row, int n, int top_n, uint32_t* key, int* buf0,
+                               int* buf1, LogprobsRow* lp, Shared& s) {
+  const int tid = threadIdx.x;
+  argmax_and_max(row, n, 1.0f, s);
+  const float mx = s.max_l;
+  double lse = mx;
+  if (isfinite(mx)) {
+    double part = 0.0;
+    for (int i = tid; i < n; i += kThreads)
+      part += exp(static_cast<double>(canon(row[i])) - static_cast<double>(mx));
+    lse = static_cast<double>(mx) + log(block_sum(part, s));
+  }
+  const int m = min(min(top_n, kMaxLogprobs), n);
+  if (m > 0) {
+    for (int i = tid; i < n; i += kThreads) key[i] = desc_key(row[i]);
+    __syncthreads();
+    select_top(key, n, m, buf0, s);
+    const int* sorted = sort_desc(key, m, buf0, buf1, s);
+    if (tid < m) {
+      const int id = sorted[tid];
+      lp->top_ids[tid] = id;
+      lp->top_logprobs[tid] = logprob_of(row[id], lse);
+    }
+  }
+  if (tid == 0) lp->n_top = max(m, 0);
+  __syncthreads();  // the row is read above and penalised next
+  return lse;
+}
+
+// The row's result, by thread 0: the chosen id and, when asked, its log-probability from its
+// raw logit (kept in penalty_raw when a penalty changed it; the entries are sorted by id).
+__device__ void emit(int r, int chosen, const float* row, const SampleRow& p,
+                     const PenaltyEntry* penalties, const float* penalty_raw, double lse,
+                     int32_t* out, LogprobsRow* lp) {
+  out[r] = chosen;
+  if (p.logprobs < 0 || !lp) return;
+  float raw = row[chosen];
+  if (penalties && penalty_raw) {
+    int lo = p.penalty_begin, hi = p.penalty_end;  // binary search for chosen in [lo, hi)
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (penalties[mid].id < chosen)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < p.penalty_end && penalties[lo].id == chosen) raw = penalty_raw[lo];
+  }
+  lp[r].logprob = logprob_of(raw, lse);
+}
+
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(float* logits, int n, const SampleRow* __restrict__ rows,
-                  const int32_t* __restrict__ penalty_ids, int32_t* __restrict__ out,
+                  const PenaltyEntry* __restrict__ penalties, float* penalty_raw,
+                  int32_t* __restrict__ out, LogprobsRow* __restrict__ lp,
                   void* __restrict__ workspace) {
   grid_dependency_sync();
   __shared__ Shared s;
@@ -294,17 +358,28 @@ __global__ void __launch_bounds__(kThreads)
   const int r = blockIdx.x;
   float* row = logits + static_cast<size_t>(r) * n;  // written (penalty), then read: no restrict
   const SampleRow p = rows[r];
+  uint32_t* key = static_cast<uint32_t*>(workspace) + static_cast<size_t>(r) * 3 * n;
+  int* buf0 = reinterpret_cast<int*>(key + n);
+  int* buf1 = buf0 + n;
 
-  // 1. repetition penalty (ids unique per row: no two threads touch one logit)
-  if (penalty_ids && p.penalty != 1.0f && p.penalty > 0.0f && p.penalty_begin >= 0) {
+  // 0. log-probabilities of the raw row
+  const bool want_lp = p.logprobs >= 0 && lp;
+  const double lse = want_lp ? raw_logprobs(row, n, p.logprobs, key, buf0, buf1, lp + r, s) : 0.0;
+  const float* raw_kept = want_lp ? penalty_raw : nullptr;
+
+  // 1. penalties (ids unique per row: no two threads touch one logit)
+  if (penalties && p.penalty_end > p.penalty_begin && p.penalty_begin >= 0) {
     for (int j = p.penalty_begin + tid; j < p.penalty_end; j += kThreads) {
-      const int id = penalty_ids[j];
-      if (id < 0 || id >= n) continue;
-      const float l = row[id];
-      row[id] = l > 0.0f ? __fdiv_rn(l, p.penalty) : __fmul_rn(l, p.penalty);
+      const PenaltyEntry e = penalties[j];
+      if (e.id < 0 || e.id >= n) continue;
+      float l = row[e.id];
+      if (raw_kept) penalty_raw[j] = l;
+      if (e.repeat != 1.0f) l = l > 0.0f ? __fdiv_rn(l, e.repeat) : __fmul_rn(l, e.repeat);
+      row[e.id] = __fsub_rn(l, e.subtract);
     }
     __syncthreads();
   }
+  auto finish = [&](int chosen) { emit(r, chosen, row, p, penalties, raw_kept, lse, out, lp); };
 
   // 2. argmax and the largest scaled logit
   const bool greedy = p.temperature <= 0.0f;
@@ -316,7 +391,7 @@ __global__ void __launch_bounds__(kThreads)
   const bool use_top_p = p.top_p < 1.0f;
   const bool use_min_p = p.min_p > 0.0f;
   if (greedy || !isfinite(max_l) || (use_min_p && p.min_p > 1.0f)) {
-    if (tid == 0) out[r] = (!greedy && isfinite(max_l) && !use_top_k) ? 0 : am_id;
+    if (tid == 0) finish((!greedy && isfinite(max_l) && !use_top_k) ? 0 : am_id);
     return;
   }
   const float thr = p.min_p;  // min_p * max_p, and max_p = exp(0) = 1
@@ -338,7 +413,7 @@ __global__ void __launch_bounds__(kThreads)
           return (!use_min_p || e >= thr) ? e : -1.0f;
         },
         s);
-    if (tid == 0) out[r] = j >= 0 ? j : last;
+    if (tid == 0) finish(j >= 0 ? j : last);
     return;
   }
 
@@ -346,9 +421,6 @@ __global__ void __launch_bounds__(kThreads)
   // (select_top_k's order, kept through top-p and the draw); with top-p alone by (probability
   // desc, id asc) (the CPU sorts the probabilities; distinct logits can round to one
   // probability, and then the lower id goes first)
-  uint32_t* key = static_cast<uint32_t*>(workspace) + static_cast<size_t>(r) * 3 * n;
-  int* buf0 = reinterpret_cast<int*>(key + n);
-  int* buf1 = buf0 + n;
   double row_sum = 0.0;  // top-p's total without top-k: every candidate's mass
   {
     double part = 0.0;
@@ -404,7 +476,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int j = draw(
       m, p.u * mass, [&](int i) { return __int_as_float(kept_bits[i]); }, s);
-  if (tid == 0) out[r] = sorted[j >= 0 ? j : last];
+  if (tid == 0) finish(sorted[j >= 0 ? j : last]);
 }
 
 }  // namespace
@@ -417,7 +489,8 @@ size_t sample_rows_workspace_bytes(int n_rows, int n_vocab) {
 }
 
 void sample_rows(float* logits, int n_rows, int n_vocab, const SampleRow* rows,
-                 const int32_t* penalty_ids, int32_t* out, void* workspace, size_t workspace_bytes,
+                 const PenaltyEntry* penalties, float* penalty_raw, int32_t* out,
+                 LogprobsRow* logprobs, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) {
   if (n_rows < 0 || n_vocab <= 0 || n_vocab > kMaxVocab)
     throw Error("sample_rows: bad shape [" + std::to_string(n_rows) + ", " +
@@ -431,7 +504,7 @@ void sample_rows(float* logits, int n_rows, int n_vocab, const SampleRow* rows,
   if (reinterpret_cast<uintptr_t>(workspace) % alignof(int32_t) != 0)
     throw Error("sample_rows: misaligned workspace");
   launch_kernel(sample_kernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, logits, n_vocab,
-                rows, penalty_ids, out, workspace);
+                rows, penalties, penalty_raw, out, logprobs, workspace);
   RZ_CUDA_CHECK_LAUNCH("sample_kernel");
 }
 

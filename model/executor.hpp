@@ -54,7 +54,9 @@ struct StepSeq {
   // The sequence's block table, covering at least start + n tokens.
   std::vector<int32_t> blocks;
   // Sample the next token from the logits of the last token (a decode, or a prompt's last
-  // chunk). Without it the step only fills the KV cache (an earlier prompt chunk).
+  // chunk). Without it the step only fills the KV cache (an earlier prompt chunk). The slot's
+  // first sampling marks where its prompt ends: the presence and frequency penalties count the
+  // tokens after that.
   bool sample = false;
   int end() const { return start + static_cast<int>(tokens.size()); }
 };
@@ -75,6 +77,12 @@ class Executor {
   // when an entry is malformed (model/executor_checks.hpp); when a step fails part way, the
   // slots of its entries are released before the error propagates.
   virtual std::vector<int32_t> step(std::span<const StepSeq> seqs) = 0;
+
+  // The log-probabilities of the last step()'s sampled tokens: one per sampling entry, in entry
+  // order, `present` for the entries whose sampling asks for them (SamplingParams::logprobs >= 0);
+  // empty when none of them asked. Valid until the next step(). (An executor that computes
+  // none, such as a test double, keeps this default.)
+  virtual std::span<const TokenLogprobs> step_logprobs() const { return {}; }
 
   // Frees a slot (no-op for a free one). The KV blocks are not the executor's: nothing else
   // changes.

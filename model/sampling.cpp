@@ -2,9 +2,11 @@
 // step, before detokenising; each slot owns a Sampler (its settings and its random stream).
 //
 // Order of the stages (each one optional, as SamplingParams says):
-//   1. repetition penalty  ids seen in the last `repetition_last_n` history tokens (each id once):
-//                          a positive logit is divided by the penalty, a negative one multiplied
-//                          (llama.cpp / Hugging Face); this edits `logits` in place
+//   1. penalties           per id, in one entry (PenaltyEntry): the repetition penalty for ids
+//                          seen in the last `repetition_last_n` history tokens (a positive logit
+//                          is divided by it, a negative one multiplied: llama.cpp / Hugging
+//                          Face), then presence + frequency * occurrences subtracted for ids the
+//                          generated tokens hold (OpenAI / vLLM); this edits `logits` in place
 //   2. greedy              temperature <= 0: argmax, ties to the lowest id, one pass; stop here
 //   3. top-k               keep the k largest logits (one scan with a k-sized heap, no full sort)
 //   4. temperature         logit / temperature on the candidates
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace rz {
@@ -59,27 +62,79 @@ void select_top_k(std::span<const float> logits, size_t k, std::vector<Candidate
   std::sort_heap(out.begin(), out.end(), before);
 }
 
-void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
-                              float penalty, int last_n, std::vector<int32_t>& ids) {
-  penalty_ids(history, last_n, ids);
-  for (int32_t id : ids) {
-    if (id < 0 || size_t(id) >= logits.size()) continue;
-    float& l = logits[id];
-    l = l > 0 ? l / penalty : l * penalty;
-  }
+bool repetition_active(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f && p.repetition_last_n != 0;
+}
+
+// The last n tokens of `history`, sorted (ids outside [0, n_vocab) dropped).
+void sorted_tail(std::span<const int32_t> history, size_t n, int n_vocab,
+                 std::vector<int32_t>& out) {
+  out.clear();
+  for (int32_t t : history.subspan(history.size() - std::min(n, history.size())))
+    if (t >= 0 && t < n_vocab) out.push_back(t);
+  std::sort(out.begin(), out.end());
 }
 
 }  // namespace
 
 bool penalty_active(const SamplingParams& p) {
-  return p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f && p.repetition_last_n != 0;
+  return repetition_active(p) || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
-void penalty_ids(std::span<const int32_t> history, int last_n, std::vector<int32_t>& ids) {
-  const size_t n = last_n < 0 ? history.size() : std::min(history.size(), size_t(last_n));
-  ids.assign(history.end() - n, history.end());
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+void penalty_entries(const SamplingParams& p, std::span<const int32_t> history, size_t generated,
+                     int n_vocab, std::vector<PenaltyEntry>& out) {
+  out.clear();
+  std::vector<int32_t> window, gen;
+  if (repetition_active(p)) {
+    const int last_n = p.repetition_last_n;
+    sorted_tail(history, last_n < 0 ? history.size() : size_t(last_n), n_vocab, window);
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
+    sorted_tail(history, generated, n_vocab, gen);
+  // Merge the two sorted lists: one entry per distinct id.
+  size_t i = 0, j = 0;
+  while (i < window.size() || j < gen.size()) {
+    const int32_t id =
+        j == gen.size() || (i < window.size() && window[i] < gen[j]) ? window[i] : gen[j];
+    PenaltyEntry e{id, 1.0f, 0.0f};
+    if (i < window.size() && window[i] == id) {
+      e.repeat = p.repetition_penalty;
+      while (i < window.size() && window[i] == id) ++i;
+    }
+    int count = 0;
+    while (j < gen.size() && gen[j] == id) ++j, ++count;
+    if (count > 0) e.subtract = p.presence_penalty + p.frequency_penalty * float(count);
+    out.push_back(e);
+  }
+}
+
+void token_logprobs(std::span<const float> raw, int32_t chosen, int top_n, TokenLogprobs& out) {
+  out.present = true;
+  out.top_ids.clear();
+  out.top_logprobs.clear();
+  float max_x = -std::numeric_limits<float>::infinity();
+  for (float x : raw) max_x = std::max(max_x, finite_or_lowest(x));
+  double lse = max_x;
+  if (std::isfinite(max_x)) {
+    double sum = 0.0;
+    for (float x : raw) sum += std::exp(double(finite_or_lowest(x)) - double(max_x));
+    lse = double(max_x) + std::log(sum);
+  }
+  auto logprob = [&](int32_t id) {
+    const double v = double(finite_or_lowest(raw[size_t(id)])) - lse;
+    return std::isnan(v) ? -std::numeric_limits<float>::infinity() : float(v);
+  };
+  out.logprob = chosen >= 0 && size_t(chosen) < raw.size()
+                    ? logprob(chosen)
+                    : -std::numeric_limits<float>::infinity();
+  const size_t k = std::min(raw.size(), size_t(std::clamp(top_n, 0, kMaxLogprobs)));
+  if (k == 0) return;
+  std::vector<Candidate> top;
+  select_top_k(raw, k, top);
+  for (const Candidate& c : top) {
+    out.top_ids.push_back(c.second);
+    out.top_logprobs.push_back(logprob(c.second));
+  }
 }
 
 double uniform_draw(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
@@ -98,11 +153,26 @@ int32_t argmax(std::span<const float> logits) {
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history, size_t generated,
+                        TokenLogprobs* lp) {
   if (logits.empty()) return -1;
+  const bool want_lp = lp && p_.logprobs >= 0;
+  if (want_lp) raw_.assign(logits.begin(), logits.end());
+  const int32_t t = choose(logits, history, generated);
+  if (want_lp) token_logprobs(raw_, t, p_.logprobs, *lp);
+  return t;
+}
+
+int32_t Sampler::choose(std::span<float> logits, std::span<const int32_t> history,
+                        size_t generated) {
   if (penalty_active(p_)) {
-    std::vector<int32_t> ids;
-    apply_repetition_penalty(logits, history, p_.repetition_penalty, p_.repetition_last_n, ids);
+    penalty_entries(p_, history, generated, int(std::min<size_t>(logits.size(), INT32_MAX)),
+                    penalties_);
+    for (const PenaltyEntry& e : penalties_) {
+      float& l = logits[size_t(e.id)];
+      if (e.repeat != 1.0f) l = l > 0 ? l / e.repeat : l * e.repeat;
+      l -= e.subtract;
+    }
   }
   if (p_.temperature <= 0.0f) return argmax(logits);
 

@@ -354,11 +354,16 @@ void BatchedDecodeState::register_full_blocks(BatchSlot& s) {
 }
 
 std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
-                                                  std::span<const int32_t> tokens) {
+                                                  std::span<const int32_t> tokens,
+                                                  std::span<const TokenLogprobs> logprobs) {
   check_in_flight(p, "apply");
   if (tokens.size() != p.sampled())
     throw std::invalid_argument("BatchedDecodeState::apply: " + std::to_string(tokens.size()) +
                                 " tokens for a step that samples " + std::to_string(p.sampled()));
+  if (!logprobs.empty() && logprobs.size() != tokens.size())
+    throw std::invalid_argument("BatchedDecodeState::apply: " + std::to_string(logprobs.size()) +
+                                " log-probabilities for " + std::to_string(tokens.size()) +
+                                " tokens");
   ++counters_.steps;
   std::vector<SchedEvent> out = end_step();
   const auto at = now();
@@ -370,6 +375,7 @@ std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
     (decode ? counters_.decode_tokens : counters_.prefill_tokens) += e.tokens.size();
     s.computed = e.end();
     register_full_blocks(s);
+    const size_t entry = k;
     const int32_t t = e.sample ? tokens[k++] : -1;
     if (s.cancel_requested) {  // the token, if any, is dropped: the client asked for no more
       out.push_back(finish_slot(e.slot, FinishReason::cancelled));
@@ -381,7 +387,9 @@ std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
     const int index = s.generated++;
     if (index == 0) s.timings.first_token = at;
     const bool eog = !s.ignore_eos && cfg_.is_eog && cfg_.is_eog(t);
-    out.push_back(TokenEvent{s.request, e.slot, t, index, eog, s.cached_tokens});
+    TokenEvent ev{s.request, e.slot, t, index, eog, s.cached_tokens, {}};
+    if (!logprobs.empty()) ev.logprobs = logprobs[entry];
+    out.push_back(std::move(ev));
     ++counters_.tokens_generated;
     const auto reason =
         stop_reason({eog, s.generated, s.max_tokens, s.prompt_len, cfg_.max_context});

@@ -177,8 +177,10 @@ class BatchedDecodeState {
   // Returns the events, entry by entry in plan order (a request's TokenEvent before its final
   // event), after any cancellations of queued requests. Throws std::logic_error if `p` is not
   // the step in flight and std::invalid_argument if tokens.size() != p.sampled() (state
-  // unchanged: call fail_step instead).
-  std::vector<SchedEvent> apply(const StepPlan& p, std::span<const int32_t> tokens);
+  // unchanged: call fail_step instead). `logprobs`, when not empty, holds the entries'
+  // log-probabilities likewise (Executor::step_logprobs), copied into their TokenEvents.
+  std::vector<SchedEvent> apply(const StepPlan& p, std::span<const int32_t> tokens,
+                                std::span<const TokenLogprobs> logprobs = {});
 
   // The executor threw while running `p`: every request of that step fails (or ends cancelled
   // if its cancel was pending), its slot is freed and put on the release list.

@@ -25,6 +25,8 @@ StepResult execute_step(Executor& ex, const ExecutorStep& step) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     r.tokens = ex.step(step.seqs);
+    const std::span<const TokenLogprobs> lps = ex.step_logprobs();
+    r.logprobs.assign(lps.begin(), lps.end());
     if (r.tokens.size() != n)
       r.error = "the executor returned " + std::to_string(r.tokens.size()) + " tokens for " +
                 std::to_string(n) + " sampling entries";
@@ -35,7 +37,7 @@ StepResult execute_step(Executor& ex, const ExecutorStep& step) {
     r.error = "the executor failed with an unknown exception";
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!r.ok()) r.tokens.clear();
+  if (!r.ok()) r.tokens.clear(), r.logprobs.clear();
   return r;
 }
 
@@ -43,7 +45,7 @@ std::vector<SchedEvent> apply_step_result(BatchedDecodeState& state, const StepP
                                           const StepResult& result) {
   if (result.ok()) {
     try {
-      return state.apply(plan, result.tokens);
+      return state.apply(plan, result.tokens, result.logprobs);
     } catch (const std::exception& e) {
       return state.fail_step(plan, e.what());
     }

@@ -4,7 +4,8 @@
 // with apply_step_result (actors/batcher.cpp), and sched/driver.hpp does both in one loop.
 //
 //   ExecutorStep ──execute_step──▶ release slots ─▶ Executor::step(entries) | nothing ─▶ StepResult
-//   StepResult ──apply_step_result──▶ state.apply(tokens)  or  state.fail_step(error) ─▶ events
+//   StepResult ──apply_step_result──▶ state.apply(tokens, logprobs)  or  state.fail_step(error) ─▶
+//   events
 #pragma once
 #include <cstdint>
 #include <span>
@@ -19,10 +20,11 @@ namespace rz {
 
 // What one step produced: one token per sampling entry of the step, or the error.
 struct StepResult {
-  uint64_t step = 0;            // the ExecutorStep's sequence number
-  std::vector<int32_t> tokens;  // empty when error is set
-  std::string error;            // non-empty: the step failed (the state calls fail_step)
-  double seconds = 0.0;         // executor time of the step (0 for an idle step)
+  uint64_t step = 0;                    // the ExecutorStep's sequence number
+  std::vector<int32_t> tokens;          // empty when error is set
+  std::vector<TokenLogprobs> logprobs;  // empty, or one per token (Executor::step_logprobs)
+  std::string error;                    // non-empty: the step failed (the state calls fail_step)
+  double seconds = 0.0;                 // executor time of the step (0 for an idle step)
   bool ok() const { return error.empty(); }
 };
 
@@ -36,8 +38,8 @@ void release_slots(Executor& ex, std::span<const int> slots);
 StepResult execute_step(Executor& ex, const ExecutorStep& step);
 
 // Applies the result of `plan` (the state's step in flight) and returns the events: apply() the
-// tokens when the step succeeded, fail_step() with its error when it failed or when apply()
-// refuses the tokens.
+// tokens and their log-probabilities when the step succeeded, fail_step() with its error when it
+// failed or when apply() refuses the tokens.
 std::vector<SchedEvent> apply_step_result(BatchedDecodeState& state, const StepPlan& plan,
                                           const StepResult& result);
 

@@ -104,7 +104,8 @@ struct TokenEvent {
   int32_t token = 0;
   int index = 0;     // 0, 1, 2, ... per request, without gaps
   bool eog = false;  // this end-of-generation token ends the request (FinishReason::stop follows)
-  int cached_tokens = 0;  // the request's prompt tokens reused from the prefix cache
+  int cached_tokens = 0;   // the request's prompt tokens reused from the prefix cache
+  TokenLogprobs logprobs;  // present when the request's sampling asked for them
 };
 
 struct FinishedEvent {

@@ -284,6 +284,90 @@ TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
                   tol_for(SynthFormat::Q4_K_M), 4);
 }
 
+// Log-probabilities and the three penalties on both executors, teacher-forced with the CPU's
+// greedy picks over prompts and generated tokens: the chosen token's logprob within twice the
+// format's logit tolerance (logprob = logit - log-sum-exp), the same top-5 ids except where two
+// neighbours are closer than that, and the same picks except where the CPU's penalised top-2
+// margin is below the tolerance.
+TEST(GpuExecutor, LogprobsAndPenaltiesMatchCpu) {
+  RZ_REQUIRE_GPU();
+  const SynthFormat f = SynthFormat::Q8_0;
+  const double tol = 2 * tol_for(f);
+  auto mf = ModelFile::open(tiny_model(f));
+  CpuExecutor cpu(mf, CpuExecutorOptions{.slots = 4, .max_context = 256, .threads = 0});
+  GpuExecutor gpu(mf, GpuExecutorOptions{.slots = 4, .max_context = 256});
+  cpu.set_keep_logits(true);
+  SlotRunner cpu_run(cpu), gpu_run(gpu);
+  const int V = mf->config().n_vocab;
+  std::mt19937 rng(99);
+  std::vector<PrefillRequest> reqs;
+  std::vector<std::vector<int32_t>> history(4);
+  for (int i = 0; i < 4; ++i) {
+    SamplingParams sp;
+    sp.repetition_penalty = i % 2 ? 1.3f : 1.0f;
+    sp.presence_penalty = 0.6f * float(i);
+    sp.frequency_penalty = i == 3 ? 0.4f : 0.0f;
+    sp.logprobs = i == 0 ? 0 : 5;
+    reqs.push_back({i, random_prompt(rng, 3 + 9 * i, V), sp});
+    history[size_t(i)] = reqs.back().tokens;
+  }
+  std::vector<int32_t> tc = cpu_run.prefill(reqs), tg = gpu_run.prefill(reqs);
+  int compared = 0, excused = 0;
+  for (int step = 0; step < 10; ++step) {
+    const auto lc = cpu.step_logprobs();
+    const auto lg = gpu.step_logprobs();
+    ASSERT_EQ(lc.size(), 4u);
+    ASSERT_EQ(lg.size(), 4u);
+    for (int s = 0; s < 4; ++s) {
+      const TokenLogprobs& c = lc[size_t(s)];
+      const TokenLogprobs& g = lg[size_t(s)];
+      ASSERT_TRUE(c.present && g.present);
+      const std::string where = "step " + std::to_string(step) + " slot " + std::to_string(s);
+      ASSERT_EQ(c.top_ids.size(), size_t(reqs[size_t(s)].sampling.logprobs)) << where;
+      ASSERT_EQ(g.top_ids.size(), c.top_ids.size()) << where;
+      for (size_t k = 0; k < c.top_ids.size(); ++k) {
+        EXPECT_NEAR(g.top_logprobs[k], c.top_logprobs[k], tol) << where << " top " << k;
+        if (g.top_ids[k] != c.top_ids[k]) {
+          const float gap = std::min(
+              k > 0 ? c.top_logprobs[k - 1] - c.top_logprobs[k] : INFINITY,
+              k + 1 < c.top_ids.size() ? c.top_logprobs[k] - c.top_logprobs[k + 1] : INFINITY);
+          EXPECT_LT(gap, tol) << where << " top " << k << ": gpu id " << g.top_ids[k] << ", cpu id "
+                              << c.top_ids[k];
+        }
+      }
+      // the CPU's pick under its penalties, and the margin to the runner-up
+      std::vector<float> pen(cpu.last_logits(s).begin(), cpu.last_logits(s).end());
+      std::vector<PenaltyEntry> entries;
+      const auto& h = history[size_t(s)];
+      penalty_entries(reqs[size_t(s)].sampling, h, h.size() - reqs[size_t(s)].tokens.size(), V,
+                      entries);
+      for (const PenaltyEntry& e : entries) {
+        float& l = pen[size_t(e.id)];
+        if (e.repeat != 1.0f) l = l > 0 ? l / e.repeat : l * e.repeat;
+        l -= e.subtract;
+      }
+      ASSERT_EQ(argmax(pen), tc[size_t(s)]) << where << ": the CPU's pick is its penalised argmax";
+      ++compared;
+      if (tg[size_t(s)] != tc[size_t(s)]) {
+        EXPECT_LT(margin(pen), tol)
+            << where << ": gpu " << tg[size_t(s)] << " cpu " << tc[size_t(s)];
+        ++excused;
+      } else {
+        EXPECT_NEAR(g.logprob, c.logprob, tol) << where;
+      }
+    }
+    std::vector<DecodeRequest> dec;
+    for (int s = 0; s < 4; ++s) {
+      dec.push_back({s, tc[size_t(s)]});
+      history[size_t(s)].push_back(tc[size_t(s)]);
+    }
+    tc = cpu_run.decode(dec);
+    tg = gpu_run.decode(dec);
+  }
+  EXPECT_LE(excused, 1) << "of " << compared << " picks";
+  std::printf("[ logprobs ] %d picks compared, %d excused divergences\n", compared, excused);
+}
+
 TEST(GpuExecutor, SlicedGemmMatchesCpu) {
   RZ_REQUIRE_GPU();
   // Dequantized weights in slices of a few hundred rows: the Q6_K output matrix (210-byte rows)

@@ -10,6 +10,9 @@
 // when neither simulation is near a boundary and both agree; the rest are counted and must stay
 // under 2 % (in practice they are ~0). The simulation itself must reproduce rz::Sampler
 // exactly (checked on every row), so it cannot drift from the reference unnoticed.
+// Penalties (repetition, presence, frequency) must match bit for bit, and rows that ask for
+// log-probabilities must report rz::token_logprobs' top ids exactly and its values within 1e-6
+// (the log-sum-exp is summed in another order).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,6 +53,14 @@ int32_t argmax_ref(const std::vector<float>& l) {  // sampling.cpp's argmax rule
     if (l[i] > bv) bv = l[i], best = int32_t(i);
   return best;
 }
+
+// A row's settings: the GPU row plus the penalties the host turns into entries.
+struct Setting : SampleRow {
+  float penalty = 1.0f;  // repetition
+  float presence = 0.0f;
+  float frequency = 0.0f;
+  bool penalised() const { return penalty != 1.0f || presence != 0.0f || frequency != 0.0f; }
+};
 
 using Cand = std::pair<float, int32_t>;
 bool before(const Cand& a, const Cand& b) {
@@ -127,60 +138,77 @@ Sim simulate(const std::vector<float>& l, const SampleRow& p, bool gpu_exp) {
   return out;
 }
 
-std::string describe(const SampleRow& p) {
+std::string describe(const Setting& p) {
   std::ostringstream os;
   os.precision(17);
   os << "{temperature " << p.temperature << ", top_k " << p.top_k << ", top_p " << p.top_p
-     << ", min_p " << p.min_p << ", penalty " << p.penalty << ", u " << p.u << "}";
+     << ", min_p " << p.min_p << ", penalty " << p.penalty << ", presence " << p.presence
+     << ", frequency " << p.frequency << ", logprobs " << p.logprobs << ", u " << p.u << "}";
   return os.str();
+}
+
+SamplingParams params_of(const Setting& p, uint64_t seed) {
+  SamplingParams sp;
+  sp.temperature = p.temperature;
+  sp.top_k = p.top_k;
+  sp.top_p = p.top_p;
+  sp.min_p = p.min_p;
+  sp.repetition_penalty = p.penalty;
+  sp.repetition_last_n = -1;  // the whole history
+  sp.presence_penalty = p.presence;
+  sp.frequency_penalty = p.frequency;
+  sp.logprobs = p.logprobs;
+  sp.seed = seed;
+  return sp;
 }
 
 struct Tally {
   int compared = 0, skipped = 0;
 };
 
-// One launch over rows [n_rows, n] with per-row settings, histories (penalised ids, duplicates
-// and out-of-range ids allowed: the host dedups for the GPU, as the executor does) and seeds;
-// every row compared with a fresh CPU Sampler.
-void run_batch(const std::vector<float>& logits, int n, std::vector<SampleRow> rows,
+// One launch over rows [n_rows, n] with per-row settings, histories (duplicates and
+// out-of-range ids allowed; the second half counts as generated, for presence and frequency)
+// and seeds, the penalty entries made by rz::penalty_entries as the executor makes them; every
+// row compared with a fresh CPU Sampler.
+void run_batch(const std::vector<float>& logits, int n, std::vector<Setting> rows,
                const std::vector<std::vector<int32_t>>& histories,
                const std::vector<uint64_t>& seeds, const std::string& what, Tally& tally) {
   const int n_rows = int(rows.size());
   ASSERT_EQ(logits.size(), size_t(n_rows) * n);
-  std::vector<int32_t> ids;  // the rows' deduped penalised ids, back to back
+  std::vector<PenaltyEntry> entries, one;  // the rows' entries, back to back
+  std::vector<SampleRow> gpu_rows;
+  bool any_lp = false;
   for (int r = 0; r < n_rows; ++r) {
-    std::vector<int32_t> h = histories[r];
-    std::sort(h.begin(), h.end());
-    h.erase(std::unique(h.begin(), h.end()), h.end());
-    rows[r].penalty_begin = int(ids.size());
-    ids.insert(ids.end(), h.begin(), h.end());
-    rows[r].penalty_end = int(ids.size());
+    const SamplingParams sp = params_of(rows[r], seeds[r]);
+    penalty_entries(sp, histories[r], histories[r].size() / 2, n, one);
+    rows[r].penalty_begin = int(entries.size());
+    entries.insert(entries.end(), one.begin(), one.end());
+    rows[r].penalty_end = int(entries.size());
     rows[r].u = first_uniform(seeds[r]);
+    gpu_rows.push_back(rows[r]);
+    any_lp = any_lp || rows[r].logprobs >= 0;
   }
   auto d_logits = to_device(logits);
-  auto d_rows = to_device(rows);
-  auto d_ids = to_device(ids);
+  auto d_rows = to_device(gpu_rows);
+  auto d_entries = to_device(entries);
+  auto d_raw = poisoned<float>(std::max<size_t>(entries.size(), 1));
   auto d_out = poisoned<int32_t>(size_t(n_rows));
+  auto d_lp = poisoned<LogprobsRow>(size_t(n_rows));
   auto d_ws = poisoned<uint8_t>(sample_rows_workspace_bytes(n_rows, n));
-  sample_rows(d_logits.get(), n_rows, n, d_rows.get(), ids.empty() ? nullptr : d_ids.get(),
-              d_out.get(), d_ws.get(), d_ws.bytes(), nullptr);
+  sample_rows(d_logits.get(), n_rows, n, d_rows.get(), entries.empty() ? nullptr : d_entries.get(),
+              any_lp ? d_raw.get() : nullptr, d_out.get(), any_lp ? d_lp.get() : nullptr,
+              d_ws.get(), d_ws.bytes(), nullptr);
   RZ_CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = d_out.download();
   const auto got_logits = d_logits.download();
+  const auto got_lp = d_lp.download();
 
   for (int r = 0; r < n_rows; ++r) {
-    const SampleRow& p = rows[r];
-    SamplingParams sp;
-    sp.temperature = p.temperature;
-    sp.top_k = p.top_k;
-    sp.top_p = p.top_p;
-    sp.min_p = p.min_p;
-    sp.repetition_penalty = p.penalty;
-    sp.repetition_last_n = -1;  // the whole history
-    sp.seed = seeds[r];
-    Sampler cpu(sp);
+    const Setting& p = rows[r];
+    Sampler cpu(params_of(p, seeds[r]));
     std::vector<float> l(logits.begin() + size_t(r) * n, logits.begin() + size_t(r + 1) * n);
-    const int32_t want = cpu.sample(l, histories[r]);  // l is now penalised
+    const std::vector<float> raw = l;
+    const int32_t want = cpu.sample(l, histories[r], histories[r].size() / 2);  // l penalised
     const std::string where =
         what + ", n " + std::to_string(n) + ", row " + std::to_string(r) + " " + describe(p);
 
@@ -191,6 +219,25 @@ void run_batch(const std::vector<float>& logits, int n, std::vector<SampleRow> r
       if (bits_of(g) != bits_of(l[i])) {
         ADD_FAILURE() << where << ": penalised logit " << i << " is " << g << ", CPU " << l[i];
         return;
+      }
+    }
+
+    if (p.logprobs >= 0 && got[r] >= 0 && got[r] < n) {
+      TokenLogprobs lp;
+      token_logprobs(raw, got[r], p.logprobs, lp);
+      const LogprobsRow& g = got_lp[size_t(r)];
+      ASSERT_EQ(g.n_top, int(lp.top_ids.size())) << where;
+      auto near = [](float a, float b) {
+        return (std::isinf(a) && a == b) ||
+               std::fabs(a - b) <= 1e-6f * std::max(1.0f, std::fabs(b));
+      };
+      EXPECT_TRUE(near(g.logprob, lp.logprob))
+          << where << ": chosen logprob " << g.logprob << ", CPU " << lp.logprob;
+      for (int i = 0; i < g.n_top; ++i) {
+        ASSERT_EQ(g.top_ids[i], lp.top_ids[size_t(i)]) << where << ": top " << i;
+        EXPECT_TRUE(near(g.top_logprobs[i], lp.top_logprobs[size_t(i)]))
+            << where << ": top " << i << " logprob " << g.top_logprobs[i] << ", CPU "
+            << lp.top_logprobs[size_t(i)];
       }
     }
 
@@ -225,11 +272,13 @@ void expect_few_skipped(const Tally& t) {
   EXPECT_LE(t.skipped, std::max(2, total / 50)) << "too many draws near a boundary";
 }
 
-// Settings cycling over the stages and their combinations; `k` picks one.
-SampleRow settings(int k, int n) {
-  SampleRow p;
+// Settings cycling over the stages and their combinations; `k` picks one. Every third setting
+// asks for log-probabilities (0, 5 or 20 alternatives).
+Setting settings(int k, int n) {
+  Setting p;
   p.temperature = 1.0f;
-  switch (k % 20) {
+  if (k % 3 == 1) p.logprobs = (k / 3) % 3 == 0 ? 0 : ((k / 3) % 3 == 1 ? 5 : kMaxLogprobs);
+  switch (k % 23) {
     case 0: p.temperature = 0.0f; break;                    // greedy
     case 1: p.temperature = 0.0f, p.penalty = 1.3f; break;  // greedy + penalty
     case 2: break;                                          // plain softmax
@@ -250,6 +299,9 @@ SampleRow settings(int k, int n) {
     case 17: p.temperature = 1e4f, p.min_p = 0.9999f; break;
     case 18: p.min_p = 1.5f, p.top_k = 10; break;  // keeps nothing, top-k: the best id
     case 19: p.temperature = 0.3f, p.top_k = 20, p.min_p = 0.2f, p.penalty = 1.5f; break;
+    case 20: p.temperature = 0.0f, p.presence = 0.8f, p.frequency = 0.3f; break;  // greedy
+    case 21: p.presence = 1.5f, p.frequency = -0.5f, p.penalty = 1.1f, p.top_p = 0.9f; break;
+    case 22: p.temperature = 0.7f, p.frequency = 2.0f, p.top_k = 40; break;
   }
   return p;
 }
@@ -283,13 +335,12 @@ TEST(Sampling, RandomRowsMatchTheCpuSampler) {
     for (int rep = 0; rep < reps; ++rep) {
       const int rows = 20;
       const auto x = random_logits(rng, rows, n);
-      std::vector<SampleRow> ps;
+      std::vector<Setting> ps;
       std::vector<std::vector<int32_t>> hs;
       std::vector<uint64_t> seeds;
       for (int r = 0; r < rows; ++r) {
         ps.push_back(settings(r + rep, n));
-        hs.push_back(ps.back().penalty != 1.0f ? random_history(rng, n, 64)
-                                               : std::vector<int32_t>{});
+        hs.push_back(ps.back().penalised() ? random_history(rng, n, 64) : std::vector<int32_t>{});
         seeds.push_back(rng());
       }
       run_batch(x, n, ps, hs, seeds, "random rep " + std::to_string(rep), tally);
@@ -313,11 +364,11 @@ TEST(Sampling, ManySeedsOverOneRow) {
   std::vector<float> x;
   for (int r = 0; r < rows; ++r) x.insert(x.end(), one.begin(), one.end());
   for (int k : {2, 3, 4, 5, 7, 9, 13}) {
-    std::vector<SampleRow> ps(rows, settings(k, n));
+    std::vector<Setting> ps(rows, settings(k, n));
     std::vector<std::vector<int32_t>> hs(rows);
     std::vector<uint64_t> seeds;
     for (int r = 0; r < rows; ++r) seeds.push_back(rng());
-    if (settings(k, n).penalty != 1.0f)
+    if (settings(k, n).penalised())
       for (auto& h : hs) h = random_history(rng, n, 64);
     run_batch(x, n, ps, hs, seeds, "settings " + std::to_string(k), tally);
     if (HasFatalFailure() || HasFailure()) return;
@@ -370,13 +421,12 @@ TEST(Sampling, TiesNaNAndInfinities) {
             break;
         }
       }
-      std::vector<SampleRow> ps;
+      std::vector<Setting> ps;
       std::vector<std::vector<int32_t>> hs;
       std::vector<uint64_t> seeds;
       for (int r = 0; r < rows; ++r) {
         ps.push_back(settings(r * 7 + rep, n));
-        hs.push_back(ps.back().penalty != 1.0f ? random_history(rng, n, 64)
-                                               : std::vector<int32_t>{});
+        hs.push_back(ps.back().penalised() ? random_history(rng, n, 64) : std::vector<int32_t>{});
         seeds.push_back(rng());
       }
       run_batch(x, n, ps, hs, seeds, "ties/nan rep " + std::to_string(rep), tally);
@@ -396,7 +446,7 @@ TEST(Sampling, PenaltyOnGreedyRows) {
   const int n = 32000, rows = 16;
   std::vector<float> x(size_t(rows) * n);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<SampleRow> ps(rows);
+  std::vector<Setting> ps(rows);
   std::vector<std::vector<int32_t>> hs(rows);
   std::vector<uint64_t> seeds(rows, 0);
   for (int r = 0; r < rows; ++r) {
@@ -427,19 +477,20 @@ TEST(Sampling, DISABLED_Bench) {
     auto d_out = poisoned<int32_t>(size_t(rows));
     auto d_ws = poisoned<uint8_t>(sample_rows_workspace_bytes(rows, n));
     for (int k : {0, 2, 3, 4, 6}) {
-      std::vector<SampleRow> ps(rows, settings(k, n));
-      for (auto& p : ps) p.penalty = 1.0f, p.u = 0.5;
-      auto d_rows = to_device(ps);
+      std::vector<Setting> ps(rows, settings(k, n));
+      std::vector<SampleRow> gpu_rows;
+      for (auto& p : ps) p.penalty = 1.0f, p.u = 0.5, gpu_rows.push_back(p);
+      auto d_rows = to_device(gpu_rows);
       cudaEvent_t a, b;
       RZ_CUDA_CHECK(cudaEventCreate(&a));
       RZ_CUDA_CHECK(cudaEventCreate(&b));
       const int iters = 20;
-      sample_rows(d_logits.get(), rows, n, d_rows.get(), nullptr, d_out.get(), d_ws.get(),
-                  d_ws.bytes(), nullptr);
+      sample_rows(d_logits.get(), rows, n, d_rows.get(), nullptr, nullptr, d_out.get(), nullptr,
+                  d_ws.get(), d_ws.bytes(), nullptr);
       RZ_CUDA_CHECK(cudaEventRecord(a));
       for (int it = 0; it < iters; ++it)
-        sample_rows(d_logits.get(), rows, n, d_rows.get(), nullptr, d_out.get(), d_ws.get(),
-                    d_ws.bytes(), nullptr);
+        sample_rows(d_logits.get(), rows, n, d_rows.get(), nullptr, nullptr, d_out.get(), nullptr,
+                    d_ws.get(), d_ws.bytes(), nullptr);
       RZ_CUDA_CHECK(cudaEventRecord(b));
       RZ_CUDA_CHECK(cudaEventSynchronize(b));
       float ms = 0;
@@ -461,7 +512,7 @@ TEST(Sampling, RejectsBadArguments) {
   const size_t big = size_t(1) << 40;
   auto call = [&](float* lg, int rws, int n, const SampleRow* rw, int32_t* out, void* w,
                   size_t wb) {
-    return [=] { sample_rows(lg, rws, n, rw, nullptr, out, w, wb, nullptr); };
+    return [=] { sample_rows(lg, rws, n, rw, nullptr, nullptr, out, nullptr, w, wb, nullptr); };
   };
   EXPECT_TRUE(throws_shape_error(call(l, 1, 0, rows, o, ws, big), "bad shape"));
   EXPECT_TRUE(throws_shape_error(call(l, -1, 5, rows, o, ws, big), "bad shape"));
@@ -476,7 +527,7 @@ TEST(Sampling, RejectsBadArguments) {
   EXPECT_TRUE(throws_shape_error([] { sample_rows_workspace_bytes(1, 0); }, "bad shape"));
   EXPECT_TRUE(throws_shape_error([] { sample_rows_workspace_bytes(-1, 10); }, "bad shape"));
   EXPECT_EQ(sample_rows_workspace_bytes(0, 10), 0u);
-  EXPECT_NO_THROW(sample_rows(l, 0, 5, rows, nullptr, o, nullptr, 0, nullptr));
+  EXPECT_NO_THROW(sample_rows(l, 0, 5, rows, nullptr, nullptr, o, nullptr, nullptr, 0, nullptr));
 }
 
 }  // namespace

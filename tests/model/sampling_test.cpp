@@ -1,5 +1,6 @@
-// Sampling: greedy and its ties, repetition penalty, top-k/top-p/min-p cut sets, and the drawn
-// frequencies against the renormalised probabilities (empirically, with a binomial bound).
+// Sampling: greedy and its ties, the repetition, presence and frequency penalties, top-k/top-p/
+// min-p cut sets, the drawn frequencies against the renormalised probabilities (empirically, with
+// a binomial bound), and log-probabilities against a long-double log-softmax.
 #include "model/sampling.hpp"
 
 #include <gtest/gtest.h>
@@ -347,6 +348,125 @@ TEST(Sampler, AllMinusInfinityFallsBackToGreedy) {
     std::vector<float> c = one;
     EXPECT_EQ(s.sample(c, {}), 1);
   }
+}
+
+TEST(Sampler, PresenceAndFrequencyPenaliseGeneratedTokensOnly) {
+  rz::SamplingParams p;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  rz::Sampler s(p);
+  std::vector<float> l = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  // prompt [0, 1, 1], generated [1, 3, 3, 3, 7] (7 is outside the vocabulary: ignored)
+  const std::vector<int32_t> history = {0, 1, 1, 1, 3, 3, 3, 7};
+  EXPECT_EQ(s.sample(l, history, 5), 0);       // greedy: ids 0, 2, 4 keep 1.0; the lowest wins
+  EXPECT_FLOAT_EQ(l[0], 1.0f);                 // prompt only
+  EXPECT_FLOAT_EQ(l[1], 1.0f - 0.5f - 0.25f);  // once among the generated
+  EXPECT_FLOAT_EQ(l[2], 1.0f);
+  EXPECT_FLOAT_EQ(l[3], 1.0f - 0.5f - 0.75f);  // three times
+  EXPECT_FLOAT_EQ(l[4], 1.0f);
+
+  // Negative values encourage repetition.
+  p.presence_penalty = -1.0f;
+  p.frequency_penalty = 0.0f;
+  rz::Sampler neg(p);
+  std::vector<float> m = {1.0f, 0.5f};
+  EXPECT_EQ(neg.sample(m, std::vector<int32_t>{0, 1}, 1), 1);
+  EXPECT_FLOAT_EQ(m[1], 1.5f);
+}
+
+TEST(Sampler, PenaltyEntriesMergeTheRepetitionWindowWithTheGeneratedCounts) {
+  rz::SamplingParams p;
+  p.repetition_penalty = 1.3f;
+  p.repetition_last_n = 3;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  const std::vector<int32_t> history = {9, 4, 2, 2, 6, 4, 4, -1, 50};
+  std::vector<rz::PenaltyEntry> e;
+  rz::penalty_entries(p, history, 6, 10, e);  // generated [2, 6, 4, 4, -1, 50]; window [4, -1, 50]
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].id, 2);
+  EXPECT_EQ(e[0].repeat, 1.0f);
+  EXPECT_FLOAT_EQ(e[0].subtract, 0.75f);
+  EXPECT_EQ(e[1].id, 4);
+  EXPECT_EQ(e[1].repeat, 1.3f);
+  EXPECT_FLOAT_EQ(e[1].subtract, 1.0f);
+  EXPECT_EQ(e[2].id, 6);
+  EXPECT_EQ(e[2].repeat, 1.0f);
+  EXPECT_FLOAT_EQ(e[2].subtract, 0.75f);
+
+  // Repetition alone over the whole history (last_n < 0); nothing generated counts nothing.
+  p.presence_penalty = p.frequency_penalty = 0.0f;
+  p.repetition_last_n = -1;
+  rz::penalty_entries(p, history, 0, 10, e);
+  std::vector<int32_t> ids;
+  for (const auto& x : e) ids.push_back(x.id);
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 4, 6, 9}));
+  EXPECT_FALSE(rz::penalty_active(rz::SamplingParams{}));
+}
+
+// log-softmax in long double, the reference for token_logprobs.
+std::vector<double> log_softmax(const std::vector<float>& l) {
+  long double mx = -INFINITY, sum = 0;
+  for (float x : l) mx = std::max<long double>(mx, x);
+  for (float x : l) sum += std::exp((long double)x - mx);
+  std::vector<double> out;
+  for (float x : l) out.push_back(double((long double)x - mx - std::log(sum)));
+  return out;
+}
+
+TEST(Sampler, LogprobsAreTheRawDistributionsWhateverTheSettings) {
+  const std::vector<float> raw = random_logits(1000, 5, 12.0f);
+  const std::vector<double> ref = log_softmax(raw);
+  std::vector<int32_t> order(raw.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return raw[a] > raw[b]; });
+  for (float t : {0.0f, 0.7f, 1.5f}) {
+    rz::SamplingParams p;
+    p.temperature = t;
+    p.top_k = 40;
+    p.repetition_penalty = 1.5f;
+    p.presence_penalty = 2.0f;
+    p.logprobs = 5;
+    p.seed = 3;
+    rz::Sampler s(p);
+    std::vector<float> l = raw;
+    rz::TokenLogprobs lp;
+    // the top token penalised hard: the chosen one is something else, its logprob still raw
+    const std::vector<int32_t> history = {order[0], order[0], order[1]};
+    const int32_t tok = s.sample(l, history, 2, &lp);
+    ASSERT_TRUE(lp.present);
+    EXPECT_NEAR(lp.logprob, ref[size_t(tok)], 1e-5) << "temperature " << t;
+    ASSERT_EQ(lp.top_ids.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(lp.top_ids[i], order[i]);
+      EXPECT_NEAR(lp.top_logprobs[i], ref[size_t(order[i])], 1e-5);
+    }
+  }
+  // Not asked (logprobs < 0, or no output given): nothing filled.
+  rz::SamplingParams p;
+  rz::Sampler s(p);
+  std::vector<float> l = raw;
+  rz::TokenLogprobs lp;
+  s.sample(l, {}, 0, &lp);
+  EXPECT_FALSE(lp.present);
+}
+
+TEST(Sampler, LogprobsTiesNaNAndInfinities) {
+  rz::TokenLogprobs lp;
+  // equal logits: lower ids first; log(1/4) each
+  rz::token_logprobs(std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}, 2, 3, lp);
+  EXPECT_EQ(lp.top_ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_NEAR(lp.logprob, std::log(0.25), 1e-6);
+  // NaN and -inf have probability 0: logprob -inf; top_n past the vocabulary is cut
+  rz::token_logprobs(std::vector<float>{NAN, 1.0f, -INFINITY}, 0, 20, lp);
+  EXPECT_EQ(lp.logprob, -INFINITY);
+  EXPECT_EQ(lp.top_ids, (std::vector<int32_t>{1, 0, 2}));
+  EXPECT_NEAR(lp.top_logprobs[0], 0.0f, 1e-7);
+  EXPECT_EQ(lp.top_logprobs[1], -INFINITY);
+  // at most kMaxLogprobs alternatives
+  rz::token_logprobs(std::vector<float>(100, 0.0f), 0, 1000, lp);
+  EXPECT_EQ(lp.top_ids.size(), size_t(rz::kMaxLogprobs));
 }
 
 }  // namespace
