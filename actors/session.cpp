@@ -1,9 +1,11 @@
 // The session actor (actors/session.hpp).
 //
 // A request of this session is "live" from its accepted generate message until the session
-// sends its done or error frame. Requests that ended here first (a stop string matched,
-// slow_consumer) while the batcher may still hold them become "zombies": cancelled at the
-// batcher, their remaining events ignored until the batcher's final one.
+// sends its done or error frame. A request with n > 1 choices is n engine requests, each live
+// on its own (key: client id and choice), each ending with its own done or error frame. Requests
+// that ended here first (a stop string matched, slow_consumer) while the batcher may still hold
+// them become "zombies": cancelled at the batcher, their remaining events ignored until the
+// batcher's final one.
 #include "actors/session.hpp"
 
 #include <algorithm>
@@ -15,6 +17,8 @@
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include <map>
 
 #include <caf/all.hpp>
 
@@ -35,6 +39,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 struct LiveRequest {
   uint64_t gid = 0;
   std::string id;
+  std::optional<int> choice;  // set when the request has n > 1 choices
   TokenStream stream;
   int prompt_tokens = 0;
   int cached_tokens = 0;  // from the scheduler's events
@@ -48,8 +53,14 @@ struct SessionState {
   std::shared_ptr<EngineContext> ctx;
   std::weak_ptr<FrameSink> sink;
   uint64_t owner = 0;
-  std::unordered_map<std::string, LiveRequest> live;  // client id -> request
-  std::unordered_map<uint64_t, std::string> by_gid;   // RequestRef::id -> client id
+  using Key = std::pair<std::string, int>;  // client id, choice
+  std::map<Key, LiveRequest> live;
+  std::unordered_map<uint64_t, Key> by_gid;  // RequestRef::id -> its key
+  // Whether any choice of client id `id` is live.
+  bool has_id(const std::string& id) const {
+    auto it = live.lower_bound(Key{id, 0});
+    return it != live.end() && it->first.first == id;
+  }
   std::unordered_set<uint64_t> zombies;
   std::mt19937_64 seeds{std::random_device{}()};
   bool orphaned = false;
@@ -105,10 +116,12 @@ void maybe_quit_orphan(Self* self) {
   }
 }
 
+using Key = SessionState::Key;
+
 // Removes a live request (the caller has taken what it needs from it).
-void erase_request(Self* self, const std::string& id) {
+void erase_request(Self* self, const Key& key) {
   auto& st = self->state;
-  auto it = st.live.find(id);
+  auto it = st.live.find(key);
   if (it == st.live.end()) return;
   st.by_gid.erase(it->second.gid);
   st.live.erase(it);
@@ -118,6 +131,7 @@ void erase_request(Self* self, const std::string& id) {
 proto::DoneFrame done_frame(const LiveRequest& r, proto::FinishReason reason) {
   proto::DoneFrame d;
   d.id = r.id;
+  d.choice = r.choice;
   d.finish_reason = reason;
   d.usage.prompt_tokens = static_cast<uint64_t>(r.prompt_tokens);
   d.usage.completion_tokens = r.stream.sent_tokens();
@@ -127,24 +141,25 @@ proto::DoneFrame done_frame(const LiveRequest& r, proto::FinishReason reason) {
   return d;
 }
 
-// The request's end. `id` is taken by value: callers often pass the map entry being erased.
-void finish_done(Self* self, const std::string& id, proto::FinishReason reason) {
+// The request's end. `key` is taken by value: callers often pass the map entry being erased.
+void finish_done(Self* self, Key key, proto::FinishReason reason) {
   auto& st = self->state;
-  proto::DoneFrame d = done_frame(st.live.at(id), reason);
-  erase_request(self, id);
+  proto::DoneFrame d = done_frame(st.live.at(key), reason);
+  erase_request(self, key);
   st.ctx->metrics->request_done(reason);
   if (deliver(self, std::move(d))) maybe_quit_orphan(self);
 }
 
-void finish_error(Self* self, std::string id, proto::ErrorCode code, std::string message,
-                  bool accepted) {
+void finish_error(Self* self, Key key, proto::ErrorCode code, std::string message, bool accepted) {
   auto& st = self->state;
-  erase_request(self, id);
+  const std::optional<int> choice = st.live.at(key).choice;
+  erase_request(self, key);
   if (accepted)
     st.ctx->metrics->request_failed();
   else
     st.ctx->metrics->request_rejected();
-  if (deliver(self, proto::ErrorFrame{code, std::move(message), id})) maybe_quit_orphan(self);
+  if (deliver(self, proto::ErrorFrame{code, std::move(message), key.first, choice}))
+    maybe_quit_orphan(self);
 }
 
 void reject(Self* self, const std::string& id, proto::ErrorCode code, std::string message) {
@@ -157,22 +172,36 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
   if (st.stopped) return;
   const Clock::time_point arrival = Clock::now();
   const EngineContext& ctx = *st.ctx;
-  if (st.live.count(req.id)) {
+  if (st.has_id(req.id)) {
     reject(self, req.id, proto::ErrorCode::duplicate_id,
            "id: a request with id \"" + req.id + "\" is still running on this connection");
     return;
   }
-  if (static_cast<int>(st.live.size()) >= ctx.config.max_inflight_per_session) {
+  if (req.n < 1 || req.n > proto::kMaxChoices) {
+    reject(self, req.id, proto::ErrorCode::bad_value,
+           "n: must be between 1 and " + std::to_string(proto::kMaxChoices));
+    return;
+  }
+  if (req.logprobs > proto::kMaxTopLogprobs) {
+    reject(self, req.id, proto::ErrorCode::bad_value,
+           "logprobs: must be at most " + std::to_string(proto::kMaxTopLogprobs));
+    return;
+  }
+  // Each choice is a request of the engine and counts against the connection's limit.
+  if (static_cast<int>(st.live.size()) + req.n > ctx.config.max_inflight_per_session) {
     reject(self, req.id, proto::ErrorCode::overloaded,
            "this connection already runs " + std::to_string(st.live.size()) +
-               " requests, its limit; retry when one has ended");
+               " requests (choices count one each) of its limit of " +
+               std::to_string(ctx.config.max_inflight_per_session) + "; retry when one has ended");
     return;
   }
   if (!ctx.accepting.load()) {
     reject(self, req.id, proto::ErrorCode::overloaded, "the server is shutting down");
     return;
   }
-  st.ctx->request_began();  // before the second look: shutdown's drain then waits for it
+  // Counted as one live request until the choices are submitted (each counts then); before the
+  // second look, so that shutdown's drain waits for it.
+  st.ctx->request_began();
   auto refuse = [&](proto::ErrorCode code, std::string message) {
     st.ctx->request_ended();
     reject(self, req.id, code, std::move(message));
@@ -214,19 +243,28 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
                       std::to_string(req.max_tokens) + " that exceeds the context of " +
                       std::to_string(ctx.max_context) + " tokens");
 
-  BatchRequest b;
-  b.ref = RequestRef{st.ctx->next_request_id.fetch_add(1), st.owner};
-  b.sampling = proto::to_sampling_params(req.sampling, st.seeds());
-  b.max_tokens = req.max_tokens;
-  b.ignore_eos = req.ignore_eos;
   const int prompt_tokens = static_cast<int>(prompt.size());
-  b.prompt = std::move(prompt);
-  const uint64_t gid = b.ref.id;
-  st.live.emplace(req.id, LiveRequest{gid, req.id, TokenStream(*ctx.tokenizer, req.id, req.stop),
-                                      prompt_tokens, 0, arrival, std::nullopt, false, false});
-  st.by_gid.emplace(gid, req.id);
-  self->send(ctx.batcher, submit_atom::value, SubmitMsg{std::move(b)},
-             caf::actor_cast<caf::actor>(self));
+  for (int i = 0; i < req.n; ++i) {
+    if (i > 0) st.ctx->request_began();
+    BatchRequest b;
+    b.ref = RequestRef{st.ctx->next_request_id.fetch_add(1), st.owner};
+    proto::Sampling sampling = req.sampling;
+    if (sampling.seed) sampling.seed = *sampling.seed + static_cast<uint64_t>(i);
+    b.sampling = proto::to_sampling_params(sampling, st.seeds());
+    b.sampling.logprobs = req.logprobs;
+    b.max_tokens = req.max_tokens;
+    b.ignore_eos = req.ignore_eos;
+    b.prompt = i + 1 < req.n ? prompt : std::move(prompt);
+    const uint64_t gid = b.ref.id;
+    const std::optional<int> choice = req.n > 1 ? std::optional<int>(i) : std::nullopt;
+    const Key key{req.id, i};
+    st.live.emplace(
+        key, LiveRequest{gid, req.id, choice, TokenStream(*ctx.tokenizer, req.id, req.stop, choice),
+                         prompt_tokens, 0, arrival, std::nullopt, false, false});
+    st.by_gid.emplace(gid, key);
+    self->send(ctx.batcher, submit_atom::value, SubmitMsg{std::move(b)},
+               caf::actor_cast<caf::actor>(self));
+  }
 }
 
 void on_submit_reply(Self* self, const SubmitReply& rep) {
@@ -271,7 +309,7 @@ bool on_event(Self* self, const SchedEvent& e) {
   }
   auto g = st.by_gid.find(gid);
   if (g == st.by_gid.end()) return true;
-  const std::string id = g->second;
+  const Key id = g->second;
   LiveRequest& r = st.live.at(id);
   if (const auto* t = std::get_if<TokenEvent>(&e)) {
     r.cached_tokens = t->cached_tokens;
@@ -281,7 +319,7 @@ bool on_event(Self* self, const SchedEvent& e) {
       st.ctx->metrics->first_token(ms_between(r.arrival, *r.first_token) / 1e3);
     }
     st.ctx->metrics->tokens_generated(1);
-    std::optional<proto::TokenFrame> f = r.stream.push(t->token);
+    std::optional<proto::TokenFrame> f = r.stream.push(t->token, t->logprobs);
     if (r.stream.stopped()) {
       // The stop string ends it here; the batcher still holds it until the next boundary.
       st.zombies.insert(gid);
@@ -310,17 +348,19 @@ bool on_event(Self* self, const SchedEvent& e) {
 void on_cancel(Self* self, const std::string& id) {
   auto& st = self->state;
   if (st.stopped) return;
-  auto it = st.live.find(id);
-  if (it == st.live.end()) {
-    deliver(self,
-            proto::ErrorFrame{
-                proto::ErrorCode::unknown_id,
-                "cancel: no request with id \"" + id + "\" is running on this connection", id});
+  if (!st.has_id(id)) {
+    deliver(self, proto::ErrorFrame{
+                      proto::ErrorCode::unknown_id,
+                      "cancel: no request with id \"" + id + "\" is running on this connection", id,
+                      std::nullopt});
     return;
   }
-  if (!it->second.cancel_sent) {
-    it->second.cancel_sent = true;
-    cancel_at_batcher(self, it->second.gid);
+  for (auto it = st.live.lower_bound(Key{id, 0}); it != st.live.end() && it->first.first == id;
+       ++it) {
+    if (!it->second.cancel_sent) {
+      it->second.cancel_sent = true;
+      cancel_at_batcher(self, it->second.gid);
+    }
   }
 }
 
@@ -328,11 +368,12 @@ void on_slow_consumer(Self* self) {
   auto& st = self->state;
   if (st.stopped) return;
   std::vector<proto::ErrorFrame> frames;
-  for (auto& [id, r] : st.live) {
+  for (auto& [key, r] : st.live) {
     cancel_at_batcher(self, r.gid);
     st.zombies.insert(r.gid);
     frames.push_back({proto::ErrorCode::slow_consumer,
-                      "the client did not read its frames fast enough; the request was ended", id});
+                      "the client did not read its frames fast enough; the request was ended",
+                      key.first, r.choice});
     st.ctx->metrics->request_failed();
     st.ctx->request_ended();
   }
@@ -348,7 +389,7 @@ void on_engine_stop(Self* self) {
   auto& st = self->state;
   if (st.stopped) return;
   std::vector<proto::DoneFrame> frames;
-  for (auto& [id, r] : st.live) {
+  for (auto& [key, r] : st.live) {
     frames.push_back(done_frame(r, proto::FinishReason::cancelled));
     st.ctx->metrics->request_done(proto::FinishReason::cancelled);
     st.ctx->request_ended();

@@ -1,16 +1,33 @@
 // Token frames of one request (actors/session_stream.hpp).
 #include "actors/session_stream.hpp"
 
+#include <exception>
+#include <string>
 #include <utility>
 
 namespace rz::engine {
 
-TokenStream::TokenStream(const Tokenizer& tok, std::string id, std::vector<std::string> stops)
-    : detok_(tok), stop_(std::move(stops)), id_(std::move(id)) {}
+TokenStream::TokenStream(const Tokenizer& tok, std::string id, std::vector<std::string> stops,
+                         std::optional<int> choice)
+    : tok_(tok), detok_(tok), stop_(std::move(stops)), id_(std::move(id)), choice_(choice) {}
 
-std::optional<proto::TokenFrame> TokenStream::push(int32_t token) {
+std::optional<proto::TokenFrame> TokenStream::push(int32_t token, const TokenLogprobs& lp) {
   if (finished_ || stop_.stopped()) return std::nullopt;
   pending_.push_back(token);
+  if (lp.present) {
+    // An id past the tokenizer's vocabulary (a model's padded rows) has no text.
+    auto piece = [&](int32_t id) {
+      try {
+        return tok_.token_to_piece(id);
+      } catch (const std::exception&) {
+        return std::string();
+      }
+    };
+    proto::TokenLogprob t{token, piece(token), lp.logprob, {}};
+    for (std::size_t i = 0; i < lp.top_ids.size() && i < lp.top_logprobs.size(); ++i)
+      t.top.push_back({lp.top_ids[i], piece(lp.top_ids[i]), lp.top_logprobs[i]});
+    pending_lp_.push_back(std::move(t));
+  }
   StopMatcher::Result r = stop_.push(detok_.push(token));
   text_ += r.text;
   if (r.stopped) {
@@ -41,9 +58,12 @@ std::optional<proto::TokenFrame> TokenStream::take() {
   f.text = std::move(text_);
   f.tokens = std::move(pending_);
   f.index = sent_;
+  f.choice = choice_;
+  f.logprobs = std::move(pending_lp_);
   sent_ += f.tokens.size();
   text_.clear();
   pending_.clear();
+  pending_lp_.clear();
   return f;
 }
 

@@ -1,7 +1,7 @@
 // One OpenAI API request's response (see openai_exchange.hpp).
 #include "net/openai_exchange.hpp"
 
-#include <charconv>
+#include "proto/json_writer.hpp"
 
 namespace rz::net {
 
@@ -10,13 +10,9 @@ OpenAiExchange::OpenAiExchange(proto::OpenAiRequest req, proto::ResponseMeta met
   meta_.kind = req_.kind;
 }
 
-int OpenAiExchange::choice_of(const std::string& id) const {
-  int i = -1;
-  const auto [p, ec] = std::from_chars(id.data(), id.data() + id.size(), i);
-  if (ec != std::errc() || p != id.data() + id.size() || i < 0 ||
-      i >= static_cast<int>(choices_.size()))
-    return -1;
-  return i;
+int OpenAiExchange::choice_of(const std::optional<int>& choice) const {
+  const int i = choice.value_or(0);
+  return i >= 0 && i < static_cast<int>(choices_.size()) ? i : -1;
 }
 
 void OpenAiExchange::start_stream(Output& out) {
@@ -27,8 +23,8 @@ void OpenAiExchange::start_stream(Output& out) {
   out.event_stream = true;
   if (req_.kind != proto::ApiKind::chat) return;
   for (int i = 0; i < req_.n; ++i)
-    proto::append_sse(out.body, proto::chunk_json(meta_, i, "assistant", "", std::nullopt,
-                                                  req_.include_usage));
+    proto::append_sse(
+        out.body, proto::chunk_json(meta_, i, "assistant", "", std::nullopt, req_.include_usage));
 }
 
 void OpenAiExchange::finish(Output& out) {
@@ -40,8 +36,10 @@ void OpenAiExchange::finish(Output& out) {
     return;
   }
   std::vector<proto::ChoiceResult> results;
-  for (Choice& c : choices_)
-    results.push_back({std::move(c.text), c.finish_reason.value_or("stop")});
+  for (Choice& c : choices_) {
+    results.push_back({std::move(c.text), c.finish_reason.value_or("stop"), std::nullopt});
+    if (req_.logprobs) results.back().logprobs = std::move(c.logprobs);
+  }
   out.status = 200;
   out.content_type = "application/json";
   out.body = proto::response_json(meta_, results, usage_);
@@ -68,20 +66,26 @@ OpenAiExchange::Output OpenAiExchange::on_frame(const proto::ServerFrame& f) {
   if (ended_) return out;
   if (const auto* e = std::get_if<proto::ErrorFrame>(&f)) return on_error(*e);
   if (const auto* t = std::get_if<proto::TokenFrame>(&f)) {
-    const int i = choice_of(t->id);
+    const int i = choice_of(t->choice);
     if (i < 0 || choices_[i].finish_reason) return out;
+    Choice& c = choices_[i];
     if (!req_.stream) {
-      choices_[i].text += t->text;
+      c.text += t->text;
+      c.logprobs.insert(c.logprobs.end(), t->logprobs.begin(), t->logprobs.end());
       return out;
     }
     start_stream(out);
-    if (!t->text.empty())
+    if (!t->text.empty() || !t->logprobs.empty()) {
+      const proto::LogprobsPart lp{req_.logprobs ? &t->logprobs : nullptr, c.text_offset};
       proto::append_sse(out.body, proto::chunk_json(meta_, i, std::nullopt, t->text, std::nullopt,
-                                                    req_.include_usage));
+                                                    req_.include_usage, lp));
+      for (const proto::TokenLogprob& l : t->logprobs)
+        c.text_offset += proto::utf8_char_count(l.text);
+    }
     return out;
   }
   if (const auto* d = std::get_if<proto::DoneFrame>(&f)) {
-    const int i = choice_of(d->id);
+    const int i = choice_of(d->choice);
     if (i < 0 || choices_[i].finish_reason) return out;
     const std::string reason(proto::to_string(d->finish_reason));
     choices_[i].finish_reason = reason;
@@ -93,12 +97,11 @@ OpenAiExchange::Output OpenAiExchange::on_frame(const proto::ServerFrame& f) {
     usage_.completion_tokens += d->usage.completion_tokens;
     if (req_.stream) {
       start_stream(out);
-      proto::append_sse(out.body,
-                        proto::chunk_json(meta_, i, std::nullopt,
-                                          req_.kind == proto::ApiKind::chat
-                                              ? std::nullopt
-                                              : std::optional<std::string_view>(""),
-                                          reason, req_.include_usage));
+      proto::append_sse(out.body, proto::chunk_json(meta_, i, std::nullopt,
+                                                    req_.kind == proto::ApiKind::chat
+                                                        ? std::nullopt
+                                                        : std::optional<std::string_view>(""),
+                                                    reason, req_.include_usage));
     }
     if (++done_ == req_.n) finish(out);
     return out;

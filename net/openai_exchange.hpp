@@ -1,7 +1,7 @@
 // One request of the OpenAI-compatible API, from the engine's frames to the bytes of the HTTP
 // response, as a pure state machine (no sockets: net/http_session.cpp writes what it returns, and
-// tests feed it frames directly). The request's n choices run as engine requests "0".."n-1" of
-// one session.
+// tests feed it frames directly). The request is one engine request whose n choices come back
+// as frames numbered by `choice`.
 //
 //   stream: false  frames ─▶ text per choice ─(all done)─▶ 200 + one JSON body
 //   stream: true   first token/done ─▶ 200 head (text/event-stream) + role chunks
@@ -27,11 +27,11 @@ class OpenAiExchange {
   bool streaming() const { return req_.stream; }
 
   struct Output {
-    int status = 0;            // > 0: the response's head goes out first (once per exchange)
-    std::string content_type;  // with the head
+    int status = 0;             // > 0: the response's head goes out first (once per exchange)
+    std::string content_type;   // with the head
     bool event_stream = false;  // the head starts a server-sent-event stream (chunked body)
-    std::string body;          // the whole body, or the next events of the stream
-    bool end = false;          // the response is complete with these bytes
+    std::string body;           // the whole body, or the next events of the stream
+    bool end = false;           // the response is complete with these bytes
   };
   // One frame of the engine session; frames after the end are ignored (empty Output).
   Output on_frame(const proto::ServerFrame& f);
@@ -41,8 +41,10 @@ class OpenAiExchange {
   struct Choice {
     std::string text;
     std::optional<std::string> finish_reason;
+    std::vector<proto::TokenLogprob> logprobs;  // (stream: false) when asked for
+    uint64_t text_offset = 0;                   // characters of the logprobs' tokens so far
   };
-  int choice_of(const std::string& id) const;  // -1: not one of ours
+  int choice_of(const std::optional<int>& choice) const;  // -1: not one of ours
   void start_stream(Output& out);
   Output on_error(const proto::ErrorFrame& e);
   void finish(Output& out);

@@ -35,12 +35,13 @@ simdjson::dom::object parse_json_object(std::string_view text) {
   simdjson::padded_string padded(text.data(), text.size());
   element root;
   if (auto err = parser.parse(padded).get(root))
-    throw FieldError{ErrorCode::bad_json,
-                     std::string("not valid JSON: ") + simdjson::error_message(err), {}};
+    throw FieldError{
+        ErrorCode::bad_json, std::string("not valid JSON: ") + simdjson::error_message(err), {}};
   simdjson::dom::object obj;
   if (root.get_object().get(obj))
     throw FieldError{ErrorCode::bad_json,
-                     "expected a JSON object, got " + std::string(json_type_name(root)), {}};
+                     "expected a JSON object, got " + std::string(json_type_name(root)),
+                     {}};
   return obj;
 }
 
@@ -105,8 +106,7 @@ void add_stop(std::vector<std::string>& out, element e, const std::string& field
   std::string_view s = get_string(e, field);
   if (s.empty()) fail_field(ErrorCode::bad_value, field, "must not be empty");
   if (s.size() > max_bytes)
-    fail_field(ErrorCode::bad_value, field,
-               "longer than " + std::to_string(max_bytes) + " bytes");
+    fail_field(ErrorCode::bad_value, field, "longer than " + std::to_string(max_bytes) + " bytes");
   out.emplace_back(s);
 }
 }  // namespace

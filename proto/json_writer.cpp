@@ -145,4 +145,26 @@ void append_float(std::string& out, float v) {
   out.append(buf, end);
 }
 
+void append_logprob(std::string& out, float v) {
+  if (std::isfinite(v))
+    append_float(out, v);
+  else
+    out.append("-9999.0");
+}
+
+uint64_t utf8_char_count(std::string_view s) {
+  uint64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+void append_byte_array(std::string& out, std::string_view s) {
+  out.push_back('[');
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out.push_back(',');
+    append_uint(out, static_cast<unsigned char>(s[i]));
+  }
+  out.push_back(']');
+}
+
 }  // namespace rz::proto

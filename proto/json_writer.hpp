@@ -27,4 +27,14 @@ void append_int(std::string& out, int64_t v);
 // infinite value is written as null.
 void append_float(std::string& out, float v);
 
+// A log-probability: as append_float, but -inf (probability 0) is written as -9999.0, the value
+// OpenAI-compatible servers use, since JSON has no infinity.
+void append_logprob(std::string& out, float v);
+
+// Characters (code points) of UTF-8 text, a stray byte counting as one.
+uint64_t utf8_char_count(std::string_view s);
+
+// The bytes of `s` as a JSON array of integers 0..255 ([104,105]).
+void append_byte_array(std::string& out, std::string_view s);
+
 }  // namespace rz::proto

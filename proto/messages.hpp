@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -26,9 +27,13 @@ struct Sampling {
   float min_p = 0.05f;              // [0, 1]; 0: off
   float repetition_penalty = 1.0f;  // > 0, finite; 1: off
   std::optional<uint64_t> seed;     // absent: the server draws a random seed
+  float presence_penalty = 0.0f;    // [-2, 2]; 0: off (OpenAI's; over the generated tokens)
+  float frequency_penalty = 0.0f;   // [-2, 2]; 0: off
 };
 
 inline constexpr int kDefaultMaxTokens = 256;
+inline constexpr int kMaxChoices = 16;      // "n" at most
+inline constexpr int kMaxTopLogprobs = 20;  // "logprobs" at most (rz::kMaxLogprobs)
 
 // {"type":"generate", ...}. Exactly one of `prompt` / `messages` was given: `prompt` is raw text
 // (encoded as is), `messages` goes through the model's chat template.
@@ -40,6 +45,11 @@ struct GenerateRequest {
   Sampling sampling;
   std::vector<std::string> stop;  // stop strings; each non-empty
   bool ignore_eos = false;        // true: keep going past the end-of-sequence token
+  // Choices: n independent generations of the prompt, numbered 0..n-1 in their frames. With a
+  // seed s, choice i samples with seed s + i.
+  int n = 1;  // [1, kMaxChoices]
+  // < 0: no log-probabilities; k in [0, kMaxTopLogprobs]: each token's, with the k most likely.
+  int logprobs = -1;
   // Not on the wire: max_tokens is only an upper bound, lowered to what the context leaves after
   // the prompt (the HTTP API's chat requests without max_tokens).
   bool fit_max_tokens = false;
@@ -122,6 +132,21 @@ constexpr std::string_view to_string(FinishReason r) {
   return "stop";
 }
 
+// One alternative of a token's log-probabilities: the id, its text (the token's bytes, which may
+// be part of a UTF-8 sequence) and its log-probability under the model (-inf possible).
+struct TopLogprob {
+  int32_t token = 0;
+  std::string text;
+  float logprob = 0.0f;
+};
+// A generated token's log-probability and the most likely alternatives, best first.
+struct TokenLogprob {
+  int32_t token = 0;
+  std::string text;
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top;
+};
+
 // {"type":"token","id":"r1","text":"Hel","tokens":[9906],"index":0}
 // Several tokens may be coalesced into one frame; `index` counts the tokens generated before
 // this frame, so the next frame's index is this index + tokens.size(). `text` is the text these
@@ -131,6 +156,8 @@ struct TokenFrame {
   std::string text;
   std::vector<int32_t> tokens;
   uint64_t index = 0;
+  std::optional<int> choice;           // set when the request has n > 1 choices
+  std::vector<TokenLogprob> logprobs;  // one per token when the request asked for them
 };
 
 struct Usage {
@@ -150,15 +177,22 @@ struct DoneFrame {
   FinishReason finish_reason = FinishReason::stop;
   Usage usage;
   Timings timings;
+  std::optional<int> choice;  // set when the request has n > 1 choices (one done frame each)
 };
 
 // {"type":"error","id":"r1","code":"bad_value","message":"..."}; `id` is absent when the error
 // cannot be tied to a request (unparseable frame, ping, ...). The parser's ProtocolError is the
 // same struct: it becomes the error frame as it is.
 struct ErrorFrame {
+  ErrorFrame() = default;
+  ErrorFrame(ErrorCode c, std::string m, std::optional<std::string> i = std::nullopt,
+             std::optional<int> ch = std::nullopt)
+      : code(c), message(std::move(m)), id(std::move(i)), choice(ch) {}
+
   ErrorCode code = ErrorCode::internal;
   std::string message;
   std::optional<std::string> id;
+  std::optional<int> choice;  // the one choice of an n > 1 request that failed
 };
 using ProtocolError = ErrorFrame;
 

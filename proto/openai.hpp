@@ -18,7 +18,6 @@ namespace rz::proto {
 
 enum class ApiKind { chat, completion };
 
-inline constexpr int kMaxChoices = 16;               // "n" at most
 inline constexpr int kDefaultCompletionTokens = 16;  // /v1/completions without max_tokens
 
 struct OpenAiRequest {
@@ -31,14 +30,12 @@ struct OpenAiRequest {
   std::optional<int> max_tokens;
   // OpenAI's defaults: temperature 1, top_p 1, and rz's extensions off (top_k 0, min_p 0,
   // repetition_penalty 1). top_p 0 is taken as top_k 1 (the most likely token only).
-  Sampling sampling{1.0f, 0, 1.0f, 0.0f, 1.0f, std::nullopt};
+  Sampling sampling{1.0f, 0, 1.0f, 0.0f, 1.0f, std::nullopt, 0.0f, 0.0f};
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
   // chat: "logprobs": true and "top_logprobs": K; completions: "logprobs": K.
   bool logprobs = false;
   int top_logprobs = 0;
@@ -59,8 +56,9 @@ using OpenAiParse = std::variant<OpenAiRequest, ApiError>;
 OpenAiParse parse_openai_request(ApiKind kind, std::string_view body,
                                  const ProtocolLimits& limits = {});
 
-// The engine requests of the choices, ids "0".."n-1". A given seed s becomes s + i for choice i
-// (reproducible, and the choices differ); without one each choice gets the server's random seed.
+// The engine request of an OpenAI request: one GenerateRequest, id "0", with the n choices
+// (which the session runs as n engine requests; a given seed s becomes s + i for choice i) and
+// the log-probabilities asked for. A vector, for the HTTP session's sake (one entry).
 std::vector<GenerateRequest> to_generate_requests(const OpenAiRequest& r,
                                                   const ProtocolLimits& limits);
 

@@ -49,15 +49,37 @@ enum Key : int {
   kText,
   kKeyCount
 };
-constexpr std::array<std::string_view, kKeyCount> kKeyNames = {
-    "model",          "messages",          "prompt",          "max_tokens",
-    "max_completion_tokens", "temperature", "top_p",           "top_k",
-    "min_p",          "repetition_penalty", "seed",            "stop",
-    "ignore_eos",     "n",                 "stream",          "stream_options",
-    "include_usage",  "presence_penalty",  "frequency_penalty", "logprobs",
-    "top_logprobs",   "echo",              "suffix",          "best_of",
-    "tools",          "functions",         "response_format", "type",
-    "role",           "content",           "text"};
+constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"model",
+                                                               "messages",
+                                                               "prompt",
+                                                               "max_tokens",
+                                                               "max_completion_tokens",
+                                                               "temperature",
+                                                               "top_p",
+                                                               "top_k",
+                                                               "min_p",
+                                                               "repetition_penalty",
+                                                               "seed",
+                                                               "stop",
+                                                               "ignore_eos",
+                                                               "n",
+                                                               "stream",
+                                                               "stream_options",
+                                                               "include_usage",
+                                                               "presence_penalty",
+                                                               "frequency_penalty",
+                                                               "logprobs",
+                                                               "top_logprobs",
+                                                               "echo",
+                                                               "suffix",
+                                                               "best_of",
+                                                               "tools",
+                                                               "functions",
+                                                               "response_format",
+                                                               "type",
+                                                               "role",
+                                                               "content",
+                                                               "text"};
 
 using KeyFields = proto::Fields<kKeyCount>;
 
@@ -188,7 +210,8 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
       s.seed = get_uint64(*e, "seed");
   }
 
-  if (auto e = f.get(kStop)) r.stop = parse_stop_strings(*e, limits.max_stop, limits.max_stop_bytes);
+  if (auto e = f.get(kStop))
+    r.stop = parse_stop_strings(*e, limits.max_stop, limits.max_stop_bytes);
   if (auto e = f.get(kIgnoreEos)) r.ignore_eos = get_bool(*e, "ignore_eos");
   if (auto e = f.get(kN)) r.n = int(get_int(*e, "n", 1, kMaxChoices));
   if (auto e = f.get(kStream)) r.stream = get_bool(*e, "stream");
@@ -198,18 +221,19 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
     KeyFields o(obj, kKeyNames, "stream_options.");
     if (auto u = o.get(kIncludeUsage)) r.include_usage = get_bool(*u, o.path(kIncludeUsage));
   }
-  if (f.get(kPresencePenalty)) r.presence_penalty = ranged_float(f, kPresencePenalty, -2.0f, 2.0f, "[-2, 2]");
+  if (f.get(kPresencePenalty))
+    s.presence_penalty = ranged_float(f, kPresencePenalty, -2.0f, 2.0f, "[-2, 2]");
   if (f.get(kFrequencyPenalty))
-    r.frequency_penalty = ranged_float(f, kFrequencyPenalty, -2.0f, 2.0f, "[-2, 2]");
+    s.frequency_penalty = ranged_float(f, kFrequencyPenalty, -2.0f, 2.0f, "[-2, 2]");
   if (kind == ApiKind::chat) {
     if (auto e = f.get(kLogprobs)) r.logprobs = get_bool(*e, "logprobs");
     if (auto e = f.get(kTopLogprobs)) {
-      r.top_logprobs = int(get_int(*e, "top_logprobs", 0, 20));
+      r.top_logprobs = int(get_int(*e, "top_logprobs", 0, kMaxTopLogprobs));
       if (!r.logprobs) bad("top_logprobs", "needs \"logprobs\": true");
     }
   } else {
     if (auto e = f.get(kLogprobs)) {
-      r.top_logprobs = int(get_int(*e, "logprobs", 0, 5));
+      r.top_logprobs = int(get_int(*e, "logprobs", 0, kMaxTopLogprobs));
       r.logprobs = true;
     }
     if (auto e = f.get(kEcho); e && get_bool(*e, "echo")) unsupported("echo", "true");
@@ -228,12 +252,9 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
     if (e->get_object().get(obj)) wrong_type("response_format", "an object", *e);
     KeyFields o(obj, kKeyNames, "response_format.");
     auto t = o.get(kType);
-    if (t && get_string(*t, o.path(kType)) != "text") unsupported(o.path(kType), "formats but text");
+    if (t && get_string(*t, o.path(kType)) != "text")
+      unsupported(o.path(kType), "formats but text");
   }
-  if (r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f)
-    unsupported(r.presence_penalty != 0.0f ? "presence_penalty" : "frequency_penalty",
-                "penalties other than 0, for now");
-  if (r.logprobs) unsupported("logprobs", "logprobs, for now");
   return r;
 }
 
@@ -257,28 +278,27 @@ OpenAiParse parse_openai_request(ApiKind kind, std::string_view body,
 
 std::vector<GenerateRequest> to_generate_requests(const OpenAiRequest& r,
                                                   const ProtocolLimits& limits) {
-  std::vector<GenerateRequest> out;
-  for (int i = 0; i < r.n; ++i) {
-    GenerateRequest g;
-    g.id = std::to_string(i);
-    if (r.kind == ApiKind::chat)
-      g.messages = r.messages;
-    else
-      g.prompt = r.prompt;
-    if (r.max_tokens) {
-      g.max_tokens = *r.max_tokens;
-    } else if (r.kind == ApiKind::completion) {
-      g.max_tokens = std::min(kDefaultCompletionTokens, limits.max_tokens);
-    } else {
-      g.max_tokens = limits.max_tokens;
-      g.fit_max_tokens = true;
-    }
-    g.sampling = r.sampling;
-    if (r.sampling.seed) g.sampling.seed = *r.sampling.seed + static_cast<uint64_t>(i);
-    g.stop = r.stop;
-    g.ignore_eos = r.ignore_eos;
-    out.push_back(std::move(g));
+  GenerateRequest g;
+  g.id = "0";
+  if (r.kind == ApiKind::chat)
+    g.messages = r.messages;
+  else
+    g.prompt = r.prompt;
+  if (r.max_tokens) {
+    g.max_tokens = *r.max_tokens;
+  } else if (r.kind == ApiKind::completion) {
+    g.max_tokens = std::min(kDefaultCompletionTokens, limits.max_tokens);
+  } else {
+    g.max_tokens = limits.max_tokens;
+    g.fit_max_tokens = true;
   }
+  g.sampling = r.sampling;
+  g.stop = r.stop;
+  g.ignore_eos = r.ignore_eos;
+  g.n = r.n;
+  g.logprobs = r.logprobs ? r.top_logprobs : -1;
+  std::vector<GenerateRequest> out;
+  out.push_back(std::move(g));
   return out;
 }
 
@@ -299,9 +319,8 @@ ApiError api_error_of(const ErrorFrame& e) {
     case ErrorCode::too_large: a.status = 413; break;
     default: a.status = 400; break;
   }
-  if (const auto colon = e.message.find(": "); e.code == ErrorCode::bad_value &&
-                                               colon != std::string::npos &&
-                                               e.message.find(' ') > colon)
+  if (const auto colon = e.message.find(": ");
+      e.code == ErrorCode::bad_value && colon != std::string::npos && e.message.find(' ') > colon)
     a.param = e.message.substr(0, colon);
   return a;
 }

@@ -39,6 +39,69 @@ void append_usage(std::string& out, const ApiUsage& u) {
   out.append("}}");
 }
 
+void append_top_entry(std::string& out, const TopLogprob& t) {
+  out.append("{\"token\":");
+  append_json_string(out, t.text);
+  out.append(",\"logprob\":");
+  append_logprob(out, t.logprob);
+  out.append(",\"bytes\":");
+  append_byte_array(out, t.text);
+}
+
+void append_logprobs(std::string& out, ApiKind kind, const LogprobsPart& lp) {
+  if (!lp.items) {
+    out.append("null");
+    return;
+  }
+  const std::vector<TokenLogprob>& items = *lp.items;
+  if (kind == ApiKind::chat) {
+    out.append("{\"content\":[");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (i) out.push_back(',');
+      append_top_entry(out, TopLogprob{items[i].token, items[i].text, items[i].logprob});
+      out.append(",\"top_logprobs\":[");
+      for (std::size_t j = 0; j < items[i].top.size(); ++j) {
+        if (j) out.push_back(',');
+        append_top_entry(out, items[i].top[j]);
+        out.push_back('}');
+      }
+      out.append("]}");
+    }
+    out.append("],\"refusal\":null}");
+    return;
+  }
+  out.append("{\"tokens\":[");
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out.push_back(',');
+    append_json_string(out, items[i].text);
+  }
+  out.append("],\"token_logprobs\":[");
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out.push_back(',');
+    append_logprob(out, items[i].logprob);
+  }
+  out.append("],\"top_logprobs\":[");
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out.push_back(',');
+    out.push_back('{');
+    for (std::size_t j = 0; j < items[i].top.size(); ++j) {
+      if (j) out.push_back(',');
+      append_json_string(out, items[i].top[j].text);
+      out.push_back(':');
+      append_logprob(out, items[i].top[j].logprob);
+    }
+    out.push_back('}');
+  }
+  out.append("],\"text_offset\":[");
+  uint64_t offset = lp.text_offset;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out.push_back(',');
+    append_uint(out, offset);
+    offset += utf8_char_count(items[i].text);
+  }
+  out.append("]}");
+}
+
 }  // namespace
 
 std::string error_json(const ApiError& e) {
@@ -47,8 +110,8 @@ std::string error_json(const ApiError& e) {
   out.append(",\"type\":");
   append_json_string(out, e.type);
   out.append(",\"param\":");
-  append_string_or_null(out, e.param.empty() ? std::nullopt
-                                              : std::optional<std::string_view>(e.param));
+  append_string_or_null(out,
+                        e.param.empty() ? std::nullopt : std::optional<std::string_view>(e.param));
   out.append(",\"code\":");
   append_string_or_null(out,
                         e.code.empty() ? std::nullopt : std::optional<std::string_view>(e.code));
@@ -64,7 +127,8 @@ void append_sse(std::string& out, std::string_view json) {
 
 std::string chunk_json(const ResponseMeta& m, int index, std::optional<std::string_view> role,
                        std::optional<std::string_view> content,
-                       std::optional<std::string_view> finish_reason, bool with_usage_null) {
+                       std::optional<std::string_view> finish_reason, bool with_usage_null,
+                       const LogprobsPart& logprobs) {
   std::string out;
   open_object(out, m, true);
   out.append(",\"choices\":[{\"index\":");
@@ -85,7 +149,9 @@ std::string chunk_json(const ResponseMeta& m, int index, std::optional<std::stri
     out.append(",\"text\":");
     append_json_string(out, content.value_or(""));
   }
-  out.append(",\"logprobs\":null,\"finish_reason\":");
+  out.append(",\"logprobs\":");
+  append_logprobs(out, m.kind, logprobs);
+  out.append(",\"finish_reason\":");
   append_string_or_null(out, finish_reason);
   out.append("}]");
   if (with_usage_null) out.append(",\"usage\":null");
@@ -119,7 +185,10 @@ std::string response_json(const ResponseMeta& m, const std::vector<ChoiceResult>
       out.append(",\"text\":");
       append_json_string(out, choices[i].text);
     }
-    out.append(",\"logprobs\":null,\"finish_reason\":");
+    out.append(",\"logprobs\":");
+    append_logprobs(out, m.kind,
+                    LogprobsPart{choices[i].logprobs ? &*choices[i].logprobs : nullptr, 0});
+    out.append(",\"finish_reason\":");
     append_json_string(out, choices[i].finish_reason);
     out.push_back('}');
   }

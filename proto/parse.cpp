@@ -41,14 +41,33 @@ enum Key : int {
   kSeed,
   kStop,
   kIgnoreEos,
+  kPresencePenalty,
+  kFrequencyPenalty,
+  kLogprobs,
+  kN,
   kRole,
   kContent,
   kKeyCount
 };
-constexpr std::array<std::string_view, kKeyCount> kKeyNames = {
-    "type",        "id",    "prompt",     "messages", "max_tokens",
-    "temperature", "top_k", "top_p",      "min_p",    "repetition_penalty",
-    "seed",        "stop",  "ignore_eos", "role",     "content"};
+constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"type",
+                                                               "id",
+                                                               "prompt",
+                                                               "messages",
+                                                               "max_tokens",
+                                                               "temperature",
+                                                               "top_k",
+                                                               "top_p",
+                                                               "min_p",
+                                                               "repetition_penalty",
+                                                               "seed",
+                                                               "stop",
+                                                               "ignore_eos",
+                                                               "presence_penalty",
+                                                               "frequency_penalty",
+                                                               "logprobs",
+                                                               "n",
+                                                               "role",
+                                                               "content"};
 
 using KeyFields = proto::Fields<kKeyCount>;
 
@@ -102,6 +121,15 @@ std::vector<ChatMessage> parse_messages(element e, const ProtocolLimits& limits)
   return out;
 }
 
+// presence_penalty / frequency_penalty: absent or null is 0 (off); OpenAI's range.
+float penalty_field(std::optional<element> e, const char* name) {
+  if (!e) return 0.0f;
+  const float v = get_float(*e, name);
+  if (!(v >= -2.0f && v <= 2.0f))
+    fail(ErrorCode::bad_value, std::string(name) + ": must be in [-2, 2]");
+  return v;
+}
+
 GenerateRequest parse_generate(const KeyFields& f, const ProtocolLimits& limits) {
   GenerateRequest req;
   req.id = required_id(f, limits);
@@ -148,8 +176,13 @@ GenerateRequest parse_generate(const KeyFields& f, const ProtocolLimits& limits)
   }
   if (auto e = f.get(kSeed)) s.seed = get_uint64(*e, "seed");
 
-  if (auto e = f.get(kStop)) req.stop = parse_stop_strings(*e, limits.max_stop, limits.max_stop_bytes);
+  if (auto e = f.get(kStop))
+    req.stop = parse_stop_strings(*e, limits.max_stop, limits.max_stop_bytes);
   if (auto e = f.get(kIgnoreEos)) req.ignore_eos = get_bool(*e, "ignore_eos");
+  s.presence_penalty = penalty_field(f.get(kPresencePenalty), "presence_penalty");
+  s.frequency_penalty = penalty_field(f.get(kFrequencyPenalty), "frequency_penalty");
+  if (auto e = f.get(kLogprobs)) req.logprobs = int(get_int(*e, "logprobs", 0, kMaxTopLogprobs));
+  if (auto e = f.get(kN)) req.n = int(get_int(*e, "n", 1, kMaxChoices));
   return req;
 }
 

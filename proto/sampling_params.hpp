@@ -19,6 +19,8 @@ inline SamplingParams to_sampling_params(const Sampling& s, uint64_t random_seed
   p.top_p = s.top_p;
   p.min_p = s.min_p;
   p.repetition_penalty = s.repetition_penalty;
+  p.presence_penalty = s.presence_penalty;
+  p.frequency_penalty = s.frequency_penalty;
   p.seed = s.seed.value_or(random_seed);
   return p;
 }

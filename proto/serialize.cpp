@@ -18,11 +18,30 @@ void key_string(std::string& out, std::string_view k, std::string_view v) {
   append_json_string(out, v);
 }
 
+void key_choice(std::string& out, const std::optional<int>& choice) {
+  if (!choice) return;
+  key(out, "choice");
+  append_int(out, *choice);
+}
+
+// {"token":id,"text":"...","bytes":[...],"logprob":x} without the closing brace.
+template <class T>
+void open_logprob(std::string& out, const T& t) {
+  out.append("{\"token\":");
+  append_int(out, t.token);
+  key_string(out, "text", t.text);
+  key(out, "bytes");
+  append_byte_array(out, t.text);
+  key(out, "logprob");
+  append_logprob(out, t.logprob);
+}
+
 }  // namespace
 
 void append_json(std::string& out, const TokenFrame& f) {
   out.append("{\"type\":\"token\"");
   key_string(out, "id", f.id);
+  key_choice(out, f.choice);
   key_string(out, "text", f.text);
   key(out, "tokens");
   out.push_back('[');
@@ -33,12 +52,30 @@ void append_json(std::string& out, const TokenFrame& f) {
   out.push_back(']');
   key(out, "index");
   append_uint(out, f.index);
+  if (!f.logprobs.empty()) {
+    key(out, "logprobs");
+    out.push_back('[');
+    for (std::size_t i = 0; i < f.logprobs.size(); ++i) {
+      if (i) out.push_back(',');
+      open_logprob(out, f.logprobs[i]);
+      key(out, "top_logprobs");
+      out.push_back('[');
+      for (std::size_t j = 0; j < f.logprobs[i].top.size(); ++j) {
+        if (j) out.push_back(',');
+        open_logprob(out, f.logprobs[i].top[j]);
+        out.push_back('}');
+      }
+      out.append("]}");
+    }
+    out.push_back(']');
+  }
   out.push_back('}');
 }
 
 void append_json(std::string& out, const DoneFrame& f) {
   out.append("{\"type\":\"done\"");
   key_string(out, "id", f.id);
+  key_choice(out, f.choice);
   key_string(out, "finish_reason", to_string(f.finish_reason));
   key(out, "usage");
   out.append("{\"prompt_tokens\":");
@@ -62,6 +99,7 @@ void append_json(std::string& out, const DoneFrame& f) {
 void append_json(std::string& out, const ErrorFrame& f) {
   out.append("{\"type\":\"error\"");
   if (f.id) key_string(out, "id", *f.id);
+  key_choice(out, f.choice);
   key_string(out, "code", to_string(f.code));
   key_string(out, "message", f.message);
   out.push_back('}');
@@ -106,6 +144,22 @@ void append_json(std::string& out, const GenerateRequest& r) {
   if (s.seed) {
     key(out, "seed");
     append_uint(out, *s.seed);
+  }
+  if (s.presence_penalty != 0.0f) {
+    key(out, "presence_penalty");
+    append_float(out, s.presence_penalty);
+  }
+  if (s.frequency_penalty != 0.0f) {
+    key(out, "frequency_penalty");
+    append_float(out, s.frequency_penalty);
+  }
+  if (r.n != 1) {
+    key(out, "n");
+    append_int(out, r.n);
+  }
+  if (r.logprobs >= 0) {
+    key(out, "logprobs");
+    append_int(out, r.logprobs);
   }
   key(out, "stop");
   out.push_back('[');

@@ -10,10 +10,12 @@
 namespace rz::proto {
 
 // Server -> client. Keys are written in this order:
-//   token: type, id, text, tokens, index
-//   done:  type, id, finish_reason, usage{prompt_tokens, completion_tokens, cached_tokens},
-//          timings{ttft_ms, total_ms}     (times with 1-3 decimals; ttft_ms null when absent)
-//   error: type, id (left out when absent), code, message
+//   token: type, id, choice (n > 1 only), text, tokens, index, logprobs (when asked:
+//          [{token, text, bytes, logprob, top_logprobs: [{token, text, bytes, logprob}]}])
+//   done:  type, id, choice (n > 1 only), finish_reason, usage{prompt_tokens,
+//          completion_tokens, cached_tokens}, timings{ttft_ms, total_ms}  (times with 1-3
+//          decimals; ttft_ms null when absent)
+//   error: type, id (left out when absent), choice (one choice's failure), code, message
 //   pong:  type
 void append_json(std::string& out, const TokenFrame& f);
 void append_json(std::string& out, const DoneFrame& f);

@@ -258,3 +258,138 @@ TEST(EngineCpu, BurstOfMaxSlotsRequestsAllComplete) {
   }
   EXPECT_EQ(e.engine->metrics().requests_rejected, 0u);
 }
+
+namespace {
+
+// The token frames of one choice of request `id` (choice unset counts as 0).
+std::vector<rz::proto::TokenFrame> choice_frames(const RecordingSink& sink, const std::string& id,
+                                                 int choice) {
+  std::vector<rz::proto::TokenFrame> out;
+  for (const auto& f : sink.of(id))
+    if (const auto* t = std::get_if<rz::proto::TokenFrame>(&f);
+        t && t->choice.value_or(0) == choice)
+      out.push_back(*t);
+  return out;
+}
+
+std::vector<int32_t> tokens_in(const std::vector<rz::proto::TokenFrame>& fs) {
+  std::vector<int32_t> v;
+  for (const auto& f : fs) v.insert(v.end(), f.tokens.begin(), f.tokens.end());
+  return v;
+}
+
+}  // namespace
+
+// n choices run as n requests, choice i with seed s + i (so choice 1 of seed 10 is the lone
+// request of seed 11), each ending with its own done frame; presence/frequency penalties and
+// log-probabilities reach the executor: a greedy, penalised request with logprobs gives the
+// tokens and log-probabilities of driving the executor directly with the same settings.
+TEST(EngineCpu, ChoicesPenaltiesAndLogprobs) {
+  const std::string path = rz_test::default_model_path();
+  if (!std::filesystem::exists(path)) FAIL() << "missing " << path << ": run scripts/setup.sh";
+  auto mf = rz::ModelFile::open(path);
+  auto tok = rz_test::default_tokenizer();
+  const std::string prompt = "List the colours of the rainbow:";
+  constexpr int kN = 8;
+
+  // The executor alone: greedy with penalties, 3 alternatives per token.
+  rz::SamplingParams sp;
+  sp.presence_penalty = 0.7f;
+  sp.frequency_penalty = 0.4f;
+  sp.logprobs = 3;
+  std::vector<int32_t> want;
+  std::vector<rz::TokenLogprobs> want_lp;
+  {
+    rz::CpuExecutor ex(mf, {.slots = 1, .max_context = kCtx, .threads = 0});
+    rz::SlotRunner run(ex);
+    int32_t next = run.prefill({0, tok->encode(prompt, true, false), sp});
+    for (int i = 0; i < kN; ++i) {
+      want.push_back(next);
+      want_lp.push_back(ex.step_logprobs()[0]);
+      if (i + 1 < kN) next = run.decode(0, next);
+    }
+  }
+  // Without penalties the greedy tokens repeat more: the penalties changed something.
+  EXPECT_NE(want, direct_greedy(mf, *tok, tok->encode(prompt, true, false), kN));
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto engine =
+      Engine::start(sys, std::make_unique<rz::CpuExecutor>(mf, rz::CpuExecutorOptions{4, kCtx, 0}),
+                    tok, std::nullopt, EngineConfig{});
+  auto sink = std::make_shared<RecordingSink>();
+  Session s = engine->open_session(sink);
+
+  GenerateRequest g = greedy("pen", prompt);
+  g.max_tokens = kN;
+  g.ignore_eos = true;
+  g.sampling.presence_penalty = sp.presence_penalty;
+  g.sampling.frequency_penalty = sp.frequency_penalty;
+  g.logprobs = 3;
+  s.generate(g);
+
+  GenerateRequest multi;
+  multi.id = "multi";
+  multi.prompt = prompt;
+  multi.max_tokens = 6;
+  multi.ignore_eos = true;
+  multi.sampling.temperature = 1.0f;
+  multi.sampling.seed = 10;
+  multi.n = 3;
+  s.generate(multi);
+  GenerateRequest single = multi;
+  single.id = "single";
+  single.n = 1;
+  single.sampling.seed = 11;
+  s.generate(single);
+
+  ASSERT_TRUE(sink->wait(
+      [](const RecordingSink::Frames& fs) {
+        int done = 0;
+        for (const auto& f : fs) done += std::holds_alternative<rz::proto::DoneFrame>(f);
+        return done == 5;  // pen, three choices, single
+      },
+      std::chrono::seconds(180)));
+
+  const auto pen = choice_frames(*sink, "pen", 0);
+  EXPECT_EQ(tokens_in(pen), want);
+  size_t k = 0;
+  for (const auto& f : pen) {
+    EXPECT_FALSE(f.choice.has_value());  // n = 1: no choice field
+    ASSERT_EQ(f.logprobs.size(), f.tokens.size());
+    for (size_t j = 0; j < f.tokens.size(); ++j, ++k) {
+      const auto& lp = f.logprobs[j];
+      ASSERT_LT(k, want_lp.size());
+      EXPECT_EQ(lp.token, f.tokens[j]);
+      EXPECT_EQ(lp.text, tok->token_to_piece(lp.token));
+      EXPECT_NEAR(lp.logprob, want_lp[k].logprob, 1e-3);  // batched matmuls round apart
+      ASSERT_EQ(lp.top.size(), 3u);
+      for (size_t a = 0; a < 3; ++a) {
+        EXPECT_EQ(lp.top[a].token, want_lp[k].top_ids[a]);
+        EXPECT_NEAR(lp.top[a].logprob, want_lp[k].top_logprobs[a], 1e-3);
+      }
+      EXPECT_LE(lp.logprob, lp.top[0].logprob);
+    }
+  }
+
+  std::vector<std::vector<int32_t>> choices;
+  int dones = 0;
+  for (const auto& f : sink->of("multi"))
+    if (const auto* d = std::get_if<rz::proto::DoneFrame>(&f)) {
+      ASSERT_TRUE(d->choice.has_value());
+      EXPECT_EQ(d->usage.completion_tokens, 6u);
+      ++dones;
+    }
+  EXPECT_EQ(dones, 3);
+  for (int c = 0; c < 3; ++c) {
+    const auto fs = choice_frames(*sink, "multi", c);
+    for (const auto& f : fs) {
+      EXPECT_EQ(f.choice, c);
+      EXPECT_TRUE(f.logprobs.empty());  // not asked for
+    }
+    choices.push_back(tokens_in(fs));
+    EXPECT_EQ(choices.back().size(), 6u);
+  }
+  EXPECT_EQ(choices[1], sink->tokens_of("single"));  // seed 10 + 1
+  EXPECT_NE(choices[0], choices[1]);
+}

@@ -5,7 +5,7 @@ Usage: openai_client.py BASE_URL EXPECTED_CHAT_TEXT
   EXPECTED_CHAT_TEXT  `rz generate --chat` 's greedy answer to QUESTION (20 tokens), the reference
 
 Run by tests/net/serve_cli_test.cpp. Checks chat and completions, whole and streamed, stop
-strings, n seeded choices, usage (with cached prompt tokens), the model list and the error cases;
+strings, n seeded choices, logprobs, penalties, usage (with cached prompt tokens), the model list and the error cases;
 prints one line per check and exits non-zero at the first failure.
 """
 import sys
@@ -88,6 +88,52 @@ def main():
     check("n choices", [x.index for x in n.choices] == [0, 1, 2], n.choices)
     check("seeded choices are reproducible",
           [x.message.content for x in n.choices] == [x.message.content for x in n2.choices])
+
+    # Log-probabilities: chat's content entries (token, logprob, bytes, top_logprobs best first)
+    # and completions' tokens/token_logprobs/top_logprobs/text_offset, the same for the same
+    # greedy tokens whole and streamed; greedy picks the most likely token.
+    lp = client.chat.completions.create(model=model, messages=msgs, max_tokens=6, temperature=0,
+                                        logprobs=True, top_logprobs=3)
+    content = lp.choices[0].logprobs.content
+    check("chat logprobs: one entry per token", len(content) == lp.usage.completion_tokens, content)
+    check("chat logprobs: the entries spell the answer",
+          b"".join(bytes(e.bytes) for e in content).decode("utf-8", "replace") ==
+          lp.choices[0].message.content, content)
+    check("chat logprobs: 3 alternatives, best first, the greedy pick first",
+          all(len(e.top_logprobs) == 3 and e.top_logprobs[0].token == e.token and
+              abs(e.top_logprobs[0].logprob - e.logprob) < 1e-6 and
+              e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob
+              and e.logprob <= 0 for e in content), content)
+    streamed = []
+    for chunk in client.chat.completions.create(model=model, messages=msgs, max_tokens=6,
+                                                temperature=0, logprobs=True, top_logprobs=3,
+                                                stream=True):
+        for c in chunk.choices:
+            if c.logprobs and c.logprobs.content:
+                streamed.extend(c.logprobs.content)
+    check("chat logprobs streamed equal the whole response's",
+          [(e.token, round(e.logprob, 4)) for e in streamed] ==
+          [(e.token, round(e.logprob, 4)) for e in content], streamed)
+    cl = client.completions.create(model=model, prompt="The capital of France is", max_tokens=5,
+                                   temperature=0, logprobs=2)
+    l = cl.choices[0].logprobs
+    check("completions logprobs", len(l.tokens) == len(l.token_logprobs) == len(l.top_logprobs) ==
+          len(l.text_offset) == cl.usage.completion_tokens and
+          all(len(t) <= 2 for t in l.top_logprobs) and l.text_offset[0] == 0, l)
+    plain = client.completions.create(model=model, prompt="The capital of France is",
+                                      max_tokens=5, temperature=0)
+    check("no logprobs asked: null", plain.choices[0].logprobs is None, plain.choices[0])
+
+    # Penalties change greedy text that repeats itself; 0 changes nothing.
+    rep = "one two one two one two one two"
+    base_c = client.completions.create(model=model, prompt=rep, max_tokens=12, temperature=0)
+    zero_c = client.completions.create(model=model, prompt=rep, max_tokens=12, temperature=0,
+                                       presence_penalty=0, frequency_penalty=0)
+    pen_c = client.completions.create(model=model, prompt=rep, max_tokens=12, temperature=0,
+                                      presence_penalty=2, frequency_penalty=2)
+    check("penalties 0 change nothing", zero_c.choices[0].text == base_c.choices[0].text)
+    check("penalties change the greedy text", pen_c.choices[0].text != base_c.choices[0].text,
+          (base_c.choices[0].text, pen_c.choices[0].text))
 
     try:
         client.completions.create(model=model, prompt="x", n=99)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -22,14 +23,16 @@ proto::OpenAiRequest request(proto::ApiKind kind, int n, bool stream, bool usage
 
 proto::ResponseMeta meta() { return {proto::ApiKind::chat, "id-1", 100, "smol"}; }
 
-proto::TokenFrame token(const std::string& id, const std::string& text, uint64_t index) {
-  return {id, text, {int32_t(index)}, index};
+// Frames of the exchange's one engine request ("0"); `choice` names the choice ("1" -> 1).
+proto::TokenFrame token(const std::string& choice, const std::string& text, uint64_t index) {
+  return {"0", text, {int32_t(index)}, index, std::stoi(choice), {}};
 }
 
-proto::DoneFrame done(const std::string& id, proto::FinishReason r, uint64_t completion,
+proto::DoneFrame done(const std::string& choice, proto::FinishReason r, uint64_t completion,
                       uint64_t cached = 0) {
   proto::DoneFrame d;
-  d.id = id;
+  d.id = "0";
+  d.choice = std::stoi(choice);
   d.finish_reason = r;
   d.usage = {7, completion, cached};
   return d;
@@ -145,6 +148,58 @@ TEST(OpenAiExchange, ErrorAfterTheHeadIsAnErrorEvent) {
   ASSERT_EQ(ev.size(), 2u);
   EXPECT_NE(ev[0].find("\"error\":{"), std::string::npos);
   EXPECT_EQ(ev[1], "[DONE]");
+}
+
+// Log-probabilities: chat puts each chunk's tokens under logprobs.content, completions under
+// tokens / token_logprobs / top_logprobs / text_offset (offsets running on across chunks); -inf
+// becomes -9999.0; a request that asked for none gets null.
+TEST(OpenAiExchange, LogprobsInChunksAndWholeResponses) {
+  auto frame = [](std::string text, int32_t tok, float lp, uint64_t index) {
+    proto::TokenFrame f{"0", text, {tok}, index, std::nullopt, {}};
+    f.logprobs.push_back({tok, text, lp, {{tok, text, lp}, {7, "\xE2\x80", -INFINITY}}});
+    return f;
+  };
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  {
+    proto::OpenAiRequest r = request(proto::ApiKind::chat, 1, true);
+    r.logprobs = true;
+    r.top_logprobs = 2;
+    OpenAiExchange ex(r, meta());
+    auto ev = events(ex.on_frame(frame("Hi", 5, -0.5f, 0)).body);
+    ASSERT_EQ(ev.size(), 2u);  // role chunk, then content with its logprobs
+    ASSERT_EQ(p.parse(ev[1]).get(e), simdjson::SUCCESS) << ev[1];
+    auto c = e["choices"].at(0)["logprobs"]["content"].at(0);
+    EXPECT_EQ(std::string_view(c["token"]), "Hi");
+    EXPECT_DOUBLE_EQ(double(c["logprob"]), -0.5);
+    EXPECT_EQ(c["bytes"].get_array().value().size(), 2u);
+    EXPECT_EQ(int64_t(c["top_logprobs"].at(1)["bytes"].at(1)), 0x80);
+    EXPECT_DOUBLE_EQ(double(c["top_logprobs"].at(1)["logprob"]), -9999.0);
+  }
+  {
+    proto::OpenAiRequest r = request(proto::ApiKind::completion, 1, false);
+    r.logprobs = true;
+    r.top_logprobs = 2;
+    OpenAiExchange ex(r, meta());
+    ex.on_frame(frame("ab", 5, -0.25f, 0));
+    ex.on_frame(frame("cd", 6, -1.0f, 1));
+    auto o = ex.on_frame(done("0", proto::FinishReason::length, 2));
+    ASSERT_TRUE(o.end);
+    ASSERT_EQ(p.parse(o.body).get(e), simdjson::SUCCESS) << o.body;
+    auto lp = e["choices"].at(0)["logprobs"];
+    EXPECT_EQ(std::string_view(lp["tokens"].at(1)), "cd");
+    EXPECT_DOUBLE_EQ(double(lp["token_logprobs"].at(0)), -0.25);
+    EXPECT_DOUBLE_EQ(double(lp["top_logprobs"].at(1)["cd"]), -1.0);
+    EXPECT_EQ(int64_t(lp["text_offset"].at(0)), 0);
+    EXPECT_EQ(int64_t(lp["text_offset"].at(1)), 2);
+  }
+  {
+    OpenAiExchange ex(request(proto::ApiKind::chat, 1, false), meta());
+    ex.on_frame(token("0", "x", 0));
+    auto o = ex.on_frame(done("0", proto::FinishReason::stop, 1));
+    ASSERT_EQ(p.parse(o.body).get(e), simdjson::SUCCESS) << o.body;
+    EXPECT_TRUE(e["choices"].at(0)["logprobs"].is_null());
+  }
 }
 
 }  // namespace

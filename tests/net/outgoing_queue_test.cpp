@@ -10,7 +10,7 @@ namespace rz::net {
 namespace {
 
 proto::TokenFrame tok(std::string id, std::string text, std::vector<int32_t> ids, uint64_t index) {
-  return proto::TokenFrame{std::move(id), std::move(text), std::move(ids), index};
+  return proto::TokenFrame{std::move(id), std::move(text), std::move(ids), index, std::nullopt, {}};
 }
 
 const proto::TokenFrame& as_tok(const std::optional<proto::ServerFrame>& f) {
@@ -21,7 +21,7 @@ TEST(OutgoingQueue, KeepsOrderOfDifferentFrames) {
   OutgoingQueue q;
   EXPECT_FALSE(q.push(proto::PongFrame{}).coalesced);
   q.push(tok("a", "x", {1}, 0));
-  q.push(proto::DoneFrame{"a", proto::FinishReason::stop, {}, {}});
+  q.push(proto::DoneFrame{"a", proto::FinishReason::stop, {}, {}, std::nullopt});
   ASSERT_EQ(q.size(), 3u);
   EXPECT_TRUE(std::holds_alternative<proto::PongFrame>(*q.pop()));
   EXPECT_EQ(as_tok(q.pop()).text, "x");
@@ -62,7 +62,7 @@ TEST(OutgoingQueue, NeverMergesIntoAPoppedFrameOrAcrossTheEnd) {
   EXPECT_EQ(as_tok(q.pop()).text, "3");
   // After a done frame too.
   q.push(tok("c", "x", {1}, 0));
-  q.push(proto::DoneFrame{"c", proto::FinishReason::length, {}, {}});
+  q.push(proto::DoneFrame{"c", proto::FinishReason::length, {}, {}, std::nullopt});
   EXPECT_FALSE(q.push(tok("c", "y", {2}, 0)).coalesced);
   EXPECT_EQ(q.size(), 3u);
 }
@@ -113,7 +113,11 @@ TEST(OutgoingQueue, ByteBoundCountsCoalescedText) {
 TEST(OutgoingQueue, EstimateBoundsRealSize) {
   const proto::ServerFrame frames[] = {
       tok("request-1", "Hello, world", {1, 22, 333, 4444, 55555, 2147483647}, 12),
-      proto::DoneFrame{"r", proto::FinishReason::cancelled, {123456, 654321}, {12345.678, 99999.5}},
+      proto::DoneFrame{"r",
+                       proto::FinishReason::cancelled,
+                       {123456, 654321},
+                       {12345.678, 99999.5},
+                       std::nullopt},
       proto::ErrorFrame{proto::ErrorCode::context_length_exceeded, "the prompt is too long",
                         std::string("abc")},
       proto::PongFrame{}};

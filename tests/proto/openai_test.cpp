@@ -71,7 +71,8 @@ TEST(OpenAiParse, EveryField) {
       {"role":"assistant","content":null},{"role":"assistant"}],
     "max_tokens":50,"max_completion_tokens":40,"temperature":0.5,"top_p":0.9,"seed":-1,
     "stop":["\n\n","END"],"n":3,"stream":true,"stream_options":{"include_usage":true},
-    "presence_penalty":0,"frequency_penalty":0.0,"user":"someone","top_k":-1,"min_p":0.1,
+    "presence_penalty":0.5,"frequency_penalty":-0.25,"user":"someone","top_k":-1,"min_p":0.1,
+    "logprobs":true,"top_logprobs":3,
     "repetition_penalty":1.1,"ignore_eos":true,"unknown_field":{"deep":[1,2]},
     "tools":[],"response_format":{"type":"text"},"logit_bias":{}})");
   ASSERT_EQ(r.messages.size(), 4u);
@@ -92,16 +93,27 @@ TEST(OpenAiParse, EveryField) {
   EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
   EXPECT_TRUE(r.ignore_eos);
 
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.25f);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+
+  // One engine request carrying the choices (the session gives choice i the seed s + i).
   const auto g = to_generate_requests(r, ProtocolLimits{});
-  ASSERT_EQ(g.size(), 3u);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(g[i].id, std::to_string(i));
-    EXPECT_EQ(g[i].max_tokens, 40);
-    EXPECT_FALSE(g[i].fit_max_tokens);
-    EXPECT_EQ(g[i].sampling.seed, UINT64_MAX + uint64_t(i));  // s + i: reproducible, distinct
-    EXPECT_EQ(g[i].stop, r.stop);
-    EXPECT_TRUE(g[i].ignore_eos);
-  }
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].n, 3);
+  EXPECT_EQ(g[0].logprobs, 3);
+  EXPECT_EQ(g[0].max_tokens, 40);
+  EXPECT_FALSE(g[0].fit_max_tokens);
+  EXPECT_EQ(g[0].sampling.seed, UINT64_MAX);
+  EXPECT_FLOAT_EQ(g[0].sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(g[0].sampling.frequency_penalty, -0.25f);
+  EXPECT_EQ(g[0].stop, r.stop);
+  EXPECT_TRUE(g[0].ignore_eos);
+  // Without logprobs: none asked of the engine; completions' logprobs K is top K.
+  EXPECT_EQ(to_generate_requests(ok(kText, R"({"prompt":"x"})"), {})[0].logprobs, -1);
+  EXPECT_EQ(to_generate_requests(ok(kText, R"({"prompt":"x","logprobs":0})"), {})[0].logprobs, 0);
+  EXPECT_EQ(to_generate_requests(ok(kText, R"({"prompt":"x","logprobs":20})"), {})[0].logprobs, 20);
 }
 
 TEST(OpenAiParse, CompletionsPromptAndDefaults) {
@@ -159,12 +171,16 @@ TEST(OpenAiParse, ErrorsNameTheParamInOpenAisShape) {
       {kText, R"({"prompt":"x","stream_options":{"include_usage":1}})", 400,
        "stream_options.include_usage", "bad_value"},
       {kText, R"({"prompt":"x","presence_penalty":3})", 400, "presence_penalty", "bad_value"},
+      {kText, R"({"prompt":"x","frequency_penalty":-2.5})", 400, "frequency_penalty", "bad_value"},
+      {kText, R"({"prompt":"x","logprobs":21})", 400, "logprobs", "bad_value"},
+      {kChat, R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
+       400, "top_logprobs", "bad_value"},
       {kText, R"({"prompt":"x","echo":true})", 400, "echo", "bad_value"},
       {kText, R"({"prompt":"x","best_of":3})", 400, "best_of", "bad_value"},
       {kText, R"({"prompt":"x","seed":1.5})", 400, "seed", "bad_value"},
       {kText, R"({"prompt":"x","prompt":"y"})", 400, "prompt", "bad_json"},
-      {kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
-       400, "tools", "bad_value"},
+      {kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400,
+       "tools", "bad_value"},
       {kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400,
        "top_logprobs", "bad_value"},
       {kChat, R"({"messages":[{"role":"user","content":"x"}],
@@ -233,7 +249,9 @@ TEST(OpenAiWrite, ChatChunksAndResponse) {
   EXPECT_EQ(uint64_t(c["usage"]["total_tokens"]), 17u);
   EXPECT_EQ(uint64_t(c["usage"]["prompt_tokens_details"]["cached_tokens"]), 8u);
 
-  c = parse_json(p, response_json(m, {{"Paris\xff", "stop"}, {"Lyon", "length"}}, {3, 4, 0}));
+  c = parse_json(
+      p, response_json(m, {{"Paris\xff", "stop", std::nullopt}, {"Lyon", "length", std::nullopt}},
+                       {3, 4, 0}));
   EXPECT_EQ(std::string_view(c["object"]), "chat.completion");
   EXPECT_EQ(std::string_view(c["choices"].at(0)["message"]["role"]), "assistant");
   EXPECT_EQ(std::string_view(c["choices"].at(0)["message"]["content"]), "Paris\xEF\xBF\xBD");
@@ -248,7 +266,7 @@ TEST(OpenAiWrite, CompletionObjectsAndModels) {
   auto c = parse_json(p, chunk_json(m, 0, std::nullopt, "abc", std::nullopt, false));
   EXPECT_EQ(std::string_view(c["object"]), "text_completion");
   EXPECT_EQ(std::string_view(c["choices"].at(0)["text"]), "abc");
-  c = parse_json(p, response_json(m, {{"xyz", "stop"}}, {1, 1, 0}));
+  c = parse_json(p, response_json(m, {{"xyz", "stop", std::nullopt}}, {1, 1, 0}));
   EXPECT_EQ(std::string_view(c["choices"].at(0)["text"]), "xyz");
   EXPECT_TRUE(c["choices"].at(0)["logprobs"].is_null());
   c = parse_json(p, models_json("smol", 7));

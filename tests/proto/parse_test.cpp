@@ -77,6 +77,27 @@ TEST(ProtoParse, GenerateEveryField) {
   EXPECT_TRUE(g.ignore_eos);
 }
 
+// The fields the OpenAI API shares: penalties, choices, log-probabilities, and their ranges.
+TEST(ProtoParse, PenaltiesChoicesAndLogprobs) {
+  const std::string h = R"({"type":"generate","id":"r1","prompt":"x")";
+  const GenerateRequest& d = as_generate(parse_client_message(h + "}"));
+  EXPECT_EQ(d.sampling.presence_penalty, 0.0f);
+  EXPECT_EQ(d.sampling.frequency_penalty, 0.0f);
+  EXPECT_EQ(d.n, 1);
+  EXPECT_EQ(d.logprobs, -1);
+  const GenerateRequest& g = as_generate(parse_client_message(
+      h + R"(,"presence_penalty":-2,"frequency_penalty":1.5,"n":16,"logprobs":20})"));
+  EXPECT_EQ(g.sampling.presence_penalty, -2.0f);
+  EXPECT_EQ(g.sampling.frequency_penalty, 1.5f);
+  EXPECT_EQ(g.n, 16);
+  EXPECT_EQ(g.logprobs, 20);
+  EXPECT_EQ(as_generate(parse_client_message(h + R"(,"logprobs":0,"n":null})")).logprobs, 0);
+  for (std::string_view bad : {R"("presence_penalty":2.01)", R"("frequency_penalty":-3)",
+                               R"("presence_penalty":"1")", R"("n":0)", R"("n":17)", R"("n":1.5)",
+                               R"("logprobs":-1)", R"("logprobs":21)", R"("logprobs":true)"})
+    expect_error(h + "," + std::string(bad) + "}", ErrorCode::bad_value, "r1");
+}
+
 TEST(ProtoParse, GenerateMessages) {
   auto r = parse_client_message(
       R"({"type":"generate","id":"c","messages":[{"role":"system","content":""},)"

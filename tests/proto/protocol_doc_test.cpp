@@ -45,10 +45,28 @@ std::string str(simdjson::dom::element e, const char* key) {
 std::string rewrite_server_frame(simdjson::dom::element e) {
   std::string type = str(e, "type");
   if (type == "token") {
-    TokenFrame f{str(e, "id"), str(e, "text"), {}, e["index"].get_uint64().value()};
+    TokenFrame f{
+        str(e, "id"), str(e, "text"), {}, e["index"].get_uint64().value(), std::nullopt, {}};
     simdjson::dom::array tokens;
     EXPECT_EQ(e["tokens"].get_array().get(tokens), simdjson::SUCCESS);
     for (simdjson::dom::element t : tokens) f.tokens.push_back(int32_t(t.get_int64().value()));
+    int64_t choice = 0;
+    if (!e["choice"].get_int64().get(choice)) f.choice = int(choice);
+    simdjson::dom::array lps;
+    if (!e["logprobs"].get_array().get(lps)) {
+      for (simdjson::dom::element l : lps) {
+        TokenLogprob t{int32_t(l["token"].get_int64().value()),
+                       str(l, "text"),
+                       float(l["logprob"].get_double().value()),
+                       {}};
+        simdjson::dom::array top;
+        EXPECT_EQ(l["top_logprobs"].get_array().get(top), simdjson::SUCCESS);
+        for (simdjson::dom::element a : top)
+          t.top.push_back({int32_t(a["token"].get_int64().value()), str(a, "text"),
+                           float(a["logprob"].get_double().value())});
+        f.logprobs.push_back(std::move(t));
+      }
+    }
     return to_json(f);
   }
   if (type == "done") {

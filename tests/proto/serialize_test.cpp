@@ -47,7 +47,7 @@ class Json {
 using Keys = std::vector<std::string>;
 
 TEST(ProtoSerialize, Token) {
-  TokenFrame f{"r1", "Hel\"lo\n", {9906, 0, 49151}, 17};
+  TokenFrame f{"r1", "Hel\"lo\n", {9906, 0, 49151}, 17, std::nullopt, {}};
   std::string s = to_json(f);
   Json j(s);
   EXPECT_EQ(j.keys(j.root()), (Keys{"type", "id", "text", "tokens", "index"}));
@@ -65,20 +65,42 @@ TEST(ProtoSerialize, Token) {
             R"({"type":"token","id":"r1","text":"Hel\"lo\n","tokens":[9906,0,49151],"index":17})");
 }
 
+// A choice of an n > 1 request, with log-probabilities (one per token, best alternatives first;
+// -inf as -9999.0; token text that is not UTF-8 replaced, its bytes exact).
+TEST(ProtoSerialize, TokenWithChoiceAndLogprobs) {
+  TokenFrame f{"r1", "ab", {5, 6}, 3, 2, {}};
+  f.logprobs.push_back({5, "a", -0.5f, {{5, "a", -0.5f}, {9, "\xE2\x80", -INFINITY}}});
+  f.logprobs.push_back({6, "b", -1.25f, {}});
+  const std::string s = to_json(f);
+  Json j(s);
+  EXPECT_EQ(j.keys(j.root()),
+            (Keys{"type", "id", "choice", "text", "tokens", "index", "logprobs"}));
+  EXPECT_EQ(s.substr(s.find("\"logprobs\"")),
+            R"("logprobs":[{"token":5,"text":"a","bytes":[97],"logprob":-0.5,"top_logprobs":)"
+            R"([{"token":5,"text":"a","bytes":[97],"logprob":-0.5},{"token":9,"text":")"
+            "\xEF\xBF\xBD"
+            R"(",)"
+            R"("bytes":[226,128],"logprob":-9999.0}]},{"token":6,"text":"b","bytes":[98],)"
+            R"("logprob":-1.25,"top_logprobs":[]}]})");
+  DoneFrame d{"r1", FinishReason::stop, {}, {}, 2};
+  EXPECT_EQ(Json(to_json(d)).keys(Json(to_json(d)).root()),
+            (Keys{"type", "id", "choice", "finish_reason", "usage", "timings"}));
+}
+
 TEST(ProtoSerialize, TokenWithEmptyTextAndNoTokens) {
-  Json j(to_json(TokenFrame{"x", "", {}, 0}));
+  Json j(to_json(TokenFrame{"x", "", {}, 0, std::nullopt, {}}));
   EXPECT_EQ(j.str("text"), "");
   EXPECT_EQ(j.root()["tokens"].get_array().value().size(), 0u);
 }
 
 TEST(ProtoSerialize, TokenTextWithInvalidUtf8IsStillValidJson) {
   std::string text = "ok \xF0\x9F\x98";  // an emoji cut short
-  Json j(to_json(TokenFrame{"r", text, {1}, 0}));
+  Json j(to_json(TokenFrame{"r", text, {1}, 0, std::nullopt, {}}));
   EXPECT_EQ(j.str("text"), "ok \xEF\xBF\xBD");
 }
 
 TEST(ProtoSerialize, Done) {
-  DoneFrame f{"r1", FinishReason::length, {5, 12, 3}, {12.3, 250.1}};
+  DoneFrame f{"r1", FinishReason::length, {5, 12, 3}, {12.3, 250.1}, std::nullopt};
   std::string s = to_json(f);
   Json j(s);
   EXPECT_EQ(j.keys(j.root()), (Keys{"type", "id", "finish_reason", "usage", "timings"}));
@@ -98,7 +120,7 @@ TEST(ProtoSerialize, Done) {
 
 TEST(ProtoSerialize, DoneFinishReasonsAndMissingTtft) {
   for (FinishReason r : {FinishReason::stop, FinishReason::length, FinishReason::cancelled}) {
-    DoneFrame f{"q", r, {3, 0}, {std::nullopt, 0.5}};
+    DoneFrame f{"q", r, {3, 0}, {std::nullopt, 0.5}, std::nullopt};
     Json j(to_json(f));
     EXPECT_EQ(j.str("finish_reason"), std::string(to_string(r)));
     EXPECT_TRUE(j.root()["timings"]["ttft_ms"].is_null());
@@ -110,7 +132,7 @@ TEST(ProtoSerialize, DoneFinishReasonsAndMissingTtft) {
 }
 
 TEST(ProtoSerialize, DoneWithNonFiniteTimingIsValidJson) {
-  Json j(to_json(DoneFrame{"q", FinishReason::stop, {}, {NAN, INFINITY}}));
+  Json j(to_json(DoneFrame{"q", FinishReason::stop, {}, {NAN, INFINITY}, std::nullopt}));
   EXPECT_TRUE(j.root()["timings"]["ttft_ms"].is_null());
   EXPECT_TRUE(j.root()["timings"]["total_ms"].is_null());
 }
@@ -153,7 +175,7 @@ TEST(ProtoSerialize, ParserErrorsBecomeFramesTiedToTheirId) {
 
 TEST(ProtoSerialize, PongAndVariant) {
   EXPECT_EQ(to_json(PongFrame{}), R"({"type":"pong"})");
-  ServerFrame f = TokenFrame{"a", "b", {1}, 2};
+  ServerFrame f = TokenFrame{"a", "b", {1}, 2, std::nullopt, {}};
   EXPECT_EQ(to_json(f), to_json(std::get<TokenFrame>(f)));
   f = PongFrame{};
   EXPECT_EQ(to_json(f), R"({"type":"pong"})");
