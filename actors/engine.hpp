@@ -48,6 +48,9 @@ struct EngineConfig {
   int max_inflight_per_session = 16;  // live requests of one session; more get `overloaded`
   proto::ProtocolLimits limits;       // max_tokens is also capped by the context
   std::string step_log;               // a CSV line per step to this file (sched/step_log.hpp)
+  // A bound on every request's wall time, from its arrival; 0: none. A request's own timeout_ms
+  // may make it shorter, never longer.
+  uint32_t request_timeout_ms = 0;
 };
 
 // Histogram with fixed upper bounds (Prometheus style: cumulative on export).
@@ -63,6 +66,7 @@ struct EngineMetrics {
   uint64_t requests_started = 0;    // accepted generate requests
   uint64_t requests_finished = 0;   // done frames (stop, length)
   uint64_t requests_cancelled = 0;  // done frames (cancelled)
+  uint64_t requests_timed_out = 0;  // ended by their time bound (done frames or timeout errors)
   uint64_t requests_failed = 0;     // error frames tied to an accepted request
   uint64_t requests_rejected = 0;   // error frames for requests never accepted
   uint64_t prompt_tokens = 0;

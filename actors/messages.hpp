@@ -29,6 +29,7 @@ using slow_atom = caf::atom_constant<caf::atom("slowcons")>;  // slow_consumer()
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using orphan_atom = caf::atom_constant<caf::atom("orphan")>;  // the last handle was dropped
 using estop_atom = caf::atom_constant<caf::atom("estop")>;    // engine shutdown: end and stop
+using rtimeout_atom = caf::atom_constant<caf::atom("rtimeout")>;  // a request's time bound
 // Session <-> batcher.
 using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using subres_atom = caf::atom_constant<caf::atom("subres")>;

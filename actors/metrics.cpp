@@ -55,6 +55,8 @@ void MetricsRegistry::request_done(proto::FinishReason reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (reason == proto::FinishReason::cancelled)
     ++m_.requests_cancelled;
+  else if (reason == proto::FinishReason::timeout)
+    ++m_.requests_timed_out;
   else
     ++m_.requests_finished;
 }

@@ -244,6 +244,9 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
                       std::to_string(ctx.max_context) + " tokens");
 
   const int prompt_tokens = static_cast<int>(prompt.size());
+  uint32_t timeout_ms = ctx.config.request_timeout_ms;
+  if (req.timeout_ms > 0 && (timeout_ms == 0 || req.timeout_ms < timeout_ms))
+    timeout_ms = req.timeout_ms;
   for (int i = 0; i < req.n; ++i) {
     if (i > 0) st.ctx->request_began();
     BatchRequest b;
@@ -264,7 +267,43 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
     st.by_gid.emplace(gid, key);
     self->send(ctx.batcher, submit_atom::value, SubmitMsg{std::move(b)},
                caf::actor_cast<caf::actor>(self));
+    if (timeout_ms > 0) {
+      const auto left =
+          std::chrono::milliseconds(timeout_ms) -
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - arrival);
+      self->delayed_send(self, std::max(left, std::chrono::milliseconds(0)), rtimeout_atom::value,
+                         gid, timeout_ms);
+    }
   }
+}
+
+// A request's time bound ran out. With a token already out it ends now with what it has,
+// finish_reason timeout (the text held back flushed first); with none yet (queued, or its prompt
+// still running) it ends with an error of code timeout. Either way it is cancelled at the batcher
+// (a zombie until the batcher's final event) and counted as timed out.
+void on_timeout(Self* self, uint64_t gid, uint32_t timeout_ms) {
+  auto& st = self->state;
+  if (st.stopped || st.zombies.count(gid)) return;
+  auto g = st.by_gid.find(gid);
+  if (g == st.by_gid.end()) return;  // it ended in time
+  const Key key = g->second;
+  LiveRequest& r = st.live.at(key);
+  st.zombies.insert(gid);
+  cancel_at_batcher(self, gid);
+  if (!r.first_token) {
+    const std::optional<int> choice = r.choice;
+    erase_request(self, key);
+    st.ctx->metrics->request_done(proto::FinishReason::timeout);
+    std::string why = "the request's time bound of " + std::to_string(timeout_ms) +
+                      " ms ran out before its first token (timeout_ms, --request-timeout)";
+    if (deliver(self, proto::ErrorFrame{proto::ErrorCode::timeout, std::move(why), key.first,
+                                        choice}))
+      maybe_quit_orphan(self);
+    return;
+  }
+  std::optional<proto::TokenFrame> f = r.stream.finish();
+  if (f && !deliver(self, std::move(*f))) return;
+  finish_done(self, key, proto::FinishReason::timeout);
 }
 
 void on_submit_reply(Self* self, const SubmitReply& rep) {
@@ -422,6 +461,7 @@ caf::behavior session_actor(Self* self, const std::shared_ptr<EngineContext>& ct
         maybe_quit_orphan(self);
       },
       [self](estop_atom) { on_engine_stop(self); },
+      [self](rtimeout_atom, uint64_t gid, uint32_t ms) { on_timeout(self, gid, ms); },
       [self](subres_atom, const SubmitReply& rep) { on_submit_reply(self, rep); },
       [self](events_atom, const EventBatch& batch) {
         // A step boundary: a sink that is gone ends everything now, frames or not.

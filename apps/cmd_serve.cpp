@@ -1,7 +1,8 @@
 // rz serve: loads a model onto the CPU or CUDA executor (apps/executor_factory.hpp), starts the
 // actor engine (actors/engine.hpp) in a caf::actor_system, and serves it on one port
 // (net/server.hpp): the browser page at /, /health, /metrics and the WebSocket protocol at /v1/ws
-// (docs/protocol.md). SIGINT/SIGTERM stop accepting, drain the engine for up to --drain-seconds,
+// (docs/protocol.md); over TLS (HTTPS, WSS) with --tls-cert and --tls-key (net/tls.hpp,
+// docs/security.md). SIGINT/SIGTERM stop accepting, drain the engine for up to --drain-seconds,
 // close every connection cleanly and exit 0; a second one during the drain exits at once
 // (128 + the signal).
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include "net/fd_limit.hpp"
 #include "net/origin_policy.hpp"
 #include "net/server.hpp"
+#include "net/tls.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -56,8 +58,8 @@ std::string base_name(const std::string& path) {
 int serve(int argc, char** argv) {
   cli::Flags f("serve",
                "Serve a model over WebSocket (/v1/ws) and HTTP: a browser page at /, "
-               "/health and /metrics. SIGINT/SIGTERM drain and exit (a second one "
-               "exits at once).");
+               "/health, /metrics and the OpenAI API; HTTPS and WSS with --tls-cert and "
+               "--tls-key. SIGINT/SIGTERM drain and exit (a second one exits at once).");
   f.opt("model", "FILE", "model file (.gguf, .safetensors or a directory)")
       .opt("host", "ADDR", "address to listen on", "127.0.0.1")
       .opt("port", "N", "port; 0 picks a free one (printed at start)", "8080")
@@ -102,8 +104,8 @@ int serve(int argc, char** argv) {
            "twice this plus 8)",
            "32")
       .opt("first-frame-timeout", "S",
-           "close a connection that sends no HTTP request, or after "
-           "the upgrade no WebSocket frame, within S seconds "
+           "close a connection that sends no HTTP request (with --tls-cert: TLS handshake "
+           "included), or after the upgrade no WebSocket frame, within S seconds "
            "(0: no deadline)",
            "10")
       .opt("api-key", "KEY",
@@ -113,6 +115,12 @@ int serve(int argc, char** argv) {
            "")
       .opt("api-key-file", "FILE", "API keys, one per line ('#' comments)", "")
       .sw("metrics-public", "serve /metrics without a key when keys are set")
+      .opt("tls-cert", "FILE",
+           "serve HTTPS and WSS (TLS 1.2 or 1.3) instead of HTTP and WS on the same port, with "
+           "this PEM certificate (the server's first, then any intermediates); needs --tls-key "
+           "(docs/security.md)",
+           "")
+      .opt("tls-key", "FILE", "the PEM private key of --tls-cert (unencrypted)", "")
       .opt("allowed-origins", "LIST",
            "comma-separated origins (http://host:port) whose pages "
            "may open the WebSocket besides the server's own (bound "
@@ -136,6 +144,11 @@ int serve(int argc, char** argv) {
            "the model's id in the OpenAI-compatible API (/v1/models and every response); "
            "default: the model file's name without its extension",
            "")
+      .opt("request-timeout", "S",
+           "end every request S seconds after it arrived (finish_reason timeout with the "
+           "tokens sent so far, or error code timeout before the first; a request's timeout_ms "
+           "may shorten it); 0: no bound",
+           "0")
       .opt("io-threads", "N", "network threads", "1")
       .opt("drain-seconds", "S",
            "at SIGINT/SIGTERM, let running requests finish for up to S "
@@ -168,6 +181,17 @@ int serve(int argc, char** argv) {
     scfg.api_keys.emplace_back(env);
   }
   scfg.metrics_public = f.has("metrics-public");
+  if (f.has("tls-cert") != f.has("tls-key"))
+    throw Error(std::string(f.has("tls-cert") ? "--tls-cert needs --tls-key"
+                                              : "--tls-key needs --tls-cert") +
+                " (TLS takes a certificate and its private key)");
+  std::string tls_line;  // checked here, before the model loads; the server loads them again
+  if (f.has("tls-cert")) {
+    scfg.tls_cert_file = f.str("tls-cert");
+    scfg.tls_key_file = f.str("tls-key");
+    tls_line = net::describe_tls_certificate(
+        *net::load_tls_context(scfg.tls_cert_file, scfg.tls_key_file));
+  }
   scfg.idle_timeout = std::chrono::seconds(ranged(f, "idle-timeout", 1, 86400));
   scfg.queue.max_frames = static_cast<std::size_t>(ranged(f, "queue-frames", 1, 1 << 24));
   scfg.queue.max_bytes = static_cast<std::size_t>(ranged(f, "queue-bytes", 1024, 1LL << 32));
@@ -175,6 +199,7 @@ int serve(int argc, char** argv) {
   engine::EngineConfig ecfg;
   ecfg.max_queue = static_cast<int>(ranged(f, "max-queue", 0, 1 << 20));
   ecfg.max_inflight_per_session = static_cast<int>(ranged(f, "max-inflight", 1, 1 << 16));
+  ecfg.request_timeout_ms = static_cast<uint32_t>(ranged(f, "request-timeout", 0, 86400) * 1000);
   ecfg.prefix_cache = !f.has("no-prefix-cache");
   if (f.has("step-log")) ecfg.step_log = f.str("step-log");
   ecfg.limits.max_frame_bytes =
@@ -285,8 +310,12 @@ int serve(int argc, char** argv) {
     if (!scfg.api_keys.empty())
       std::fprintf(stderr, "rz serve: %zu API key(s): the OpenAI API, the WebSocket%s need one\n",
                    scfg.api_keys.size(), scfg.metrics_public ? "" : " and /metrics");
-    std::fprintf(stderr, "rz serve: listening on http://%s:%u/ — open it in a browser\n",
-                 scfg.host.c_str(), static_cast<unsigned>(server.port()));
+    if (!tls_line.empty())
+      std::fprintf(stderr, "rz serve: TLS: %s (%s)\n", tls_line.c_str(),
+                   scfg.tls_cert_file.c_str());
+    std::fprintf(stderr, "rz serve: listening on %s://%s:%u/ — open it in a browser\n",
+                 scfg.tls_cert_file.empty() ? "http" : "https", scfg.host.c_str(),
+                 static_cast<unsigned>(server.port()));
     std::fflush(stderr);
 
     int sig = 0;

@@ -1,7 +1,9 @@
-// rz-wsbench: a load generator for the rz server's WebSocket protocol (docs/protocol.md). Opens
-// --connections WebSockets, sends generate requests (closed loop, or Poisson arrivals with
-// --rate), records when each token frame arrives, and prints TTFT / ITL / TPOT / end-to-end
-// latency, throughput and errors by code (bench/wsbench_report.hpp).
+// rz-wsbench: a load generator for the rz server's WebSocket protocol (docs/protocol.md) or, with
+// --api openai, its OpenAI-compatible HTTP API streamed as server-sent events (docs/openai.md).
+// Opens --connections connections, sends generate requests (closed loop, or Poisson arrivals with
+// --rate), records when each token frame (or content chunk) arrives, and prints TTFT / ITL / TPOT
+// / end-to-end latency, throughput and errors by code (bench/wsbench_report.hpp), the same
+// report whichever protocol was spoken.
 //
 // All Beast code is in this one file (Beast templates are slow to compile). Everything runs on
 // one thread and one io_context, so no state needs a lock or a strand; the client's own work per
@@ -9,7 +11,10 @@
 //
 //   Bench ── owns the run: setup (connect all), issuing (closed or open loop), the deadline,
 //     │      the results
-//     └─ Conn × N ── one WebSocket: write queue, read loop, requests running on it by id
+//     └─ Client × N ── one connection, either of
+//          Conn ──── one WebSocket: write queue, read loop, requests running on it by id
+//          HttpConn ─ one keep-alive HTTP connection: one streamed request at a time, its SSE
+//                     body read by bench/wsbench_sse.hpp
 #include <simdjson.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -23,9 +28,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <iostream>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +42,7 @@
 #include "bench/wsbench_frames.hpp"
 #include "bench/wsbench_options.hpp"
 #include "bench/wsbench_report.hpp"
+#include "bench/wsbench_sse.hpp"
 #include "bench/wsbench_stats.hpp"
 #include "bench/wsbench_workload.hpp"
 #include "proto/serialize.hpp"
@@ -47,6 +57,7 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using Ws = websocket::stream<beast::tcp_stream>;
+using Stream = beast::tcp_stream;
 
 constexpr int kMaxReconnects = 5;           // consecutive failed attempts before giving up
 constexpr double kReconnectBackoffS = 0.2;  // doubled after each failed attempt
@@ -67,23 +78,53 @@ struct Running {
   uint64_t tokens = 0;  // tokens received so far (= the next frame's expected index)
 };
 
+// A request that ended well, whichever protocol carried it.
+struct Completed {
+  RequestMetrics metrics;
+  uint64_t prompt_tokens = 0;
+  std::string finish_reason;
+  bool usage_mismatch = false;           // the usage does not match the tokens received
+  std::optional<double> server_ttft_ms;  // the WebSocket's timings.ttft_ms
+};
+
+// One connection to the server, as Bench sees it.
+class Client {
+ public:
+  explicit Client(std::size_t slot) : slot_(slot) {}
+  virtual ~Client() = default;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  virtual void connect() = 0;
+  virtual void send(const proto::GenerateRequest& r, double t_send) = 0;
+  virtual void close() = 0;                 // politely, at the end of a run
+  virtual void kill(const char* code) = 0;  // fail every running request with `code`, drop it
+
+  virtual bool open() const = 0;
+  virtual bool dead() const = 0;  // gave up reconnecting
+  virtual std::size_t running() const = 0;
+  std::size_t slot() const { return slot_; }
+
+ private:
+  std::size_t slot_;
+};
+
 // One WebSocket connection. Handlers hold the Ws they were started on (a shared_ptr), so a stream
 // lives until its last operation completes even after the connection was replaced by a new one;
 // a handler whose stream is no longer the current one does nothing.
-class Conn : public std::enable_shared_from_this<Conn> {
+class Conn : public Client, public std::enable_shared_from_this<Conn> {
  public:
   Conn(Bench& bench, net::io_context& ioc, std::size_t slot)
-      : bench_(bench), ioc_(ioc), slot_(slot) {}
+      : Client(slot), bench_(bench), ioc_(ioc) {}
 
-  void connect();
-  void send(const proto::GenerateRequest& r, double t_send);
-  void close();                 // closing handshake, at the end of a run
-  void kill(const char* code);  // fail every running request with `code`, drop the socket
+  void connect() override;
+  void send(const proto::GenerateRequest& r, double t_send) override;
+  void close() override;                 // closing handshake, at the end of a run
+  void kill(const char* code) override;  // fail every running request with `code`, drop the socket
 
-  bool open() const { return open_; }
-  bool dead() const { return dead_; }
-  std::size_t running() const { return running_.size(); }
-  std::size_t slot() const { return slot_; }
+  bool open() const override { return open_; }
+  bool dead() const override { return dead_; }
+  std::size_t running() const override { return running_.size(); }
 
  private:
   void on_connect(const std::shared_ptr<Ws>& ws, beast::error_code ec);
@@ -98,7 +139,6 @@ class Conn : public std::enable_shared_from_this<Conn> {
 
   Bench& bench_;
   net::io_context& ioc_;
-  std::size_t slot_;
   std::shared_ptr<Ws> ws_;  // the current stream; null while not connected
   beast::flat_buffer buffer_;
   std::deque<std::string> out_;  // frames waiting to be written; front() is being written
@@ -109,6 +149,61 @@ class Conn : public std::enable_shared_from_this<Conn> {
   int failed_attempts_ = 0;
   std::unordered_map<std::string, Running> running_;
   simdjson::dom::parser parser_;
+  std::unique_ptr<net::steady_timer> retry_timer_;
+};
+
+// One keep-alive HTTP connection of --api openai: one streamed request at a time (HTTP/1.1 has no
+// multiplexing), its body fed to an OpenAiStream as it arrives. Handlers hold the Stream they were
+// started on, as in Conn. A request whose reused connection turns out closed by the server (a
+// keep-alive connection it timed out) before any byte of the answer came is sent once more on a
+// fresh connection, as HTTP clients do; its time then includes the new connection's.
+class HttpConn : public Client, public std::enable_shared_from_this<HttpConn> {
+ public:
+  HttpConn(Bench& bench, net::io_context& ioc, std::size_t slot)
+      : Client(slot), bench_(bench), ioc_(ioc) {}
+
+  void connect() override;
+  // Sends at once on an open connection; otherwise connects first (the request's time includes
+  // the connecting).
+  void send(const proto::GenerateRequest& r, double t_send) override;
+  void close() override;
+  void kill(const char* code) override;
+
+  bool open() const override { return open_; }
+  bool dead() const override { return dead_; }
+  std::size_t running() const override { return cur_ ? 1 : 0; }
+
+ private:
+  struct Request {
+    double t_send = 0.0;
+    bool fresh = false;    // the connection was opened for this request
+    bool retried = false;  // sent again after a stale keep-alive connection
+  };
+
+  void on_connect(const std::shared_ptr<Stream>& s, beast::error_code ec);
+  void connect_failed(const std::string& why);
+  void write_request(const std::shared_ptr<Stream>& s);
+  void read(const std::shared_ptr<Stream>& s);
+  void on_read(const std::shared_ptr<Stream>& s, beast::error_code ec);
+  void on_response_end(double t);
+  void failed(const std::shared_ptr<Stream>& s, const std::string& why);
+  void drop_socket();
+
+  Bench& bench_;
+  net::io_context& ioc_;
+  std::shared_ptr<Stream> s_;  // the current stream; null while not connected
+  beast::flat_buffer buffer_;
+  http::request<http::string_body> req_;  // the current request, kept for a second try
+  std::optional<http::response_parser<http::string_body>> parser_;
+  std::optional<OpenAiStream> stream_;  // the current response, when it is an event stream
+  bool header_read_ = false;
+  std::optional<Request> cur_;
+  bool open_ = false;
+  bool connecting_ = false;
+  bool closing_ = false;
+  bool dead_ = false;
+  int failed_attempts_ = 0;
+  simdjson::dom::parser parser_json_;
   std::unique_ptr<net::steady_timer> retry_timer_;
 };
 
@@ -130,11 +225,16 @@ class Bench {
   const tcp::resolver::results_type& endpoints() const { return endpoints_; }
   bool stopping() const { return stopping_; }
   Results& results() { return results_; }
-  void connected(Conn& c);
-  void connect_failed(Conn& c, const std::string& why);
-  void connection_lost(Conn& c, const std::string& why);
-  void request_completed(Conn& c, const Running& r, const ServerFrameInfo& done, double t);
-  void request_failed(Conn& c, const std::string& code);
+  void connected(Client& c);
+  void connect_failed(Client& c, const std::string& why);
+  void connection_lost(Client& c, const std::string& why);
+  void request_completed(Client& c, const Completed& done);
+  // `message`, when given, is printed once per code (the server's words for what went wrong).
+  void request_failed(Client& c, const std::string& code, const std::string& message = {});
+  // The Host header ("host:port", IPv6 in brackets); --api openai: the request target
+  // (BASE/completions, or BASE/chat/completions with --chat).
+  const std::string& target() const { return target_; }
+  const std::string& host_header() const { return host_header_; }
   void close_started() { ++closing_left_; }
   void close_done() {
     if (--closing_left_ == 0) deadline_.cancel();  // nothing else keeps ioc_.run() going
@@ -143,11 +243,13 @@ class Bench {
  private:
   void start();
   bool may_issue() const;
-  void issue(Conn& c);
-  void fill(Conn& c);
+  void issue(Client& c);
+  void fill(Client& c);
   void next_arrival();
   void on_arrival();
-  void request_ended(Conn& c);
+  Client* open_loop_target();
+  std::shared_ptr<Client> make_client(std::size_t slot);
+  void request_ended(Client& c);
   void maybe_finish();
   void finish();
   void abort_run(const char* code);
@@ -156,7 +258,8 @@ class Bench {
   net::io_context ioc_;
   Clock::time_point origin_;
   tcp::resolver::results_type endpoints_;
-  std::vector<std::shared_ptr<Conn>> conns_;
+  std::string target_, host_header_;
+  std::vector<std::shared_ptr<Client>> conns_;
   net::steady_timer deadline_;
   net::steady_timer arrival_timer_;
   net::signal_set signals_;
@@ -171,8 +274,10 @@ class Bench {
   std::string first_connect_error_;
   double t_start_ = 0.0, t_end_ = 0.0;
   uint64_t in_flight_ = 0;
-  std::size_t closing_left_ = 0;  // closing handshakes under way at the end
-  std::size_t rr_ = 0;            // open loop: next connection, round-robin
+  std::size_t closing_left_ = 0;    // closing handshakes under way at the end
+  std::size_t rr_ = 0;              // open loop: next connection, round-robin
+  std::size_t grown_ = 0;           // openai open loop: connections opened for busy arrivals
+  std::set<std::string> reported_;  // error codes whose message was printed
 };
 
 // ---- Conn ---------------------------------------------------------------------------------------
@@ -200,14 +305,13 @@ void Conn::on_connect(const std::shared_ptr<Ws>& ws, beast::error_code ec) {
   t.idle_timeout = websocket::stream_base::none();
   t.keep_alive_pings = false;
   ws->set_option(t);
-  ws->set_option(websocket::stream_base::decorator(
-      [](websocket::request_type& req) { req.set(http::field::user_agent, "rz-wsbench"); }));
   const Options& o = bench_.options();
-  const std::string host =
-      (o.url.host.find(':') != std::string::npos ? "[" + o.url.host + "]" : o.url.host) + ":" +
-      o.url.port;
+  ws->set_option(websocket::stream_base::decorator([key = o.api_key](websocket::request_type& req) {
+    req.set(http::field::user_agent, "rz-wsbench");
+    if (key) req.set(http::field::authorization, "Bearer " + *key);
+  }));
   auto res = std::make_shared<websocket::response_type>();
-  ws->async_handshake(*res, host, o.url.path,
+  ws->async_handshake(*res, bench_.host_header(), o.url.path,
                       [self = shared_from_this(), ws, res](beast::error_code ec) {
                         self->on_handshake(ws, res, ec);
                       });
@@ -245,13 +349,10 @@ void Conn::on_handshake(const std::shared_ptr<Ws>& ws,
 void Conn::connect_failed(const std::string& why) {
   ws_.reset();
   open_ = false;
-  ++failed_attempts_;
+  // Given up before Bench hears of it, so that it sees the last live connection go.
+  if (++failed_attempts_ > kMaxReconnects) dead_ = true;
   bench_.connect_failed(*this, why);
   if (bench_.stopping() || dead_) return;
-  if (failed_attempts_ > kMaxReconnects) {
-    dead_ = true;
-    return;
-  }
   // Reconnect after a back-off (only during a run: Bench marks setup failures dead).
   retry_timer_ = std::make_unique<net::steady_timer>(ioc_);
   retry_timer_->expires_after(seconds(kReconnectBackoffS * (1 << (failed_attempts_ - 1))));
@@ -334,10 +435,13 @@ void Conn::on_frame(std::string_view text, double t) {
   }
   Running r = std::move(it->second);
   running_.erase(it);
-  if (f.kind == Kind::done)
-    bench_.request_completed(*this, r, f, t);
-  else
-    bench_.request_failed(*this, f.code);
+  if (f.kind == Kind::done) {
+    Completed c{request_metrics(r.t_send, r.frames, t), f.prompt_tokens, f.finish_reason,
+                f.completion_tokens != r.tokens, f.server_ttft_ms};
+    bench_.request_completed(*this, c);
+  } else {
+    bench_.request_failed(*this, f.code, f.message);
+  }
 }
 
 void Conn::lost(const std::shared_ptr<Ws>& ws, const std::string& why) {
@@ -381,6 +485,211 @@ void Conn::kill(const char* code) {
   open_ = false;
 }
 
+// ---- HttpConn -----------------------------------------------------------------------------------
+
+void HttpConn::connect() {
+  open_ = false;
+  connecting_ = true;
+  auto s = std::make_shared<Stream>(ioc_);
+  s_ = s;
+  buffer_.clear();
+  s->expires_after(seconds(bench_.options().connect_timeout_s));
+  s->async_connect(bench_.endpoints(),
+                   [self = shared_from_this(), s](beast::error_code ec, const tcp::endpoint&) {
+                     self->on_connect(s, ec);
+                   });
+}
+
+void HttpConn::on_connect(const std::shared_ptr<Stream>& s, beast::error_code ec) {
+  if (s != s_) return;
+  connecting_ = false;
+  if (ec) return connect_failed("cannot connect: " + error_text(ec));
+  s->socket().set_option(tcp::no_delay(true), ec);
+  s->expires_never();  // a generation takes as long as it takes; --timeout bounds the run
+  open_ = true;
+  failed_attempts_ = 0;
+  if (cur_) write_request(s);  // a request waited for this connection
+  bench_.connected(*this);
+}
+
+void HttpConn::connect_failed(const std::string& why) {
+  s_.reset();
+  open_ = false;
+  connecting_ = false;
+  if (++failed_attempts_ > kMaxReconnects) dead_ = true;
+  bench_.connect_failed(*this, why);
+  if (cur_) {  // the request that waited for this connection was not sent (or not again)
+    const char* code = cur_->retried ? kErrConnectionLost : kErrNotSent;
+    cur_.reset();
+    bench_.request_failed(*this, code);
+  }
+  if (bench_.stopping() || dead_ || closing_) return;
+  retry_timer_ = std::make_unique<net::steady_timer>(ioc_);
+  retry_timer_->expires_after(seconds(kReconnectBackoffS * (1 << (failed_attempts_ - 1))));
+  retry_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec && !self->bench_.stopping() && !self->dead_ && !self->open_ && !self->connecting_)
+      self->connect();
+  });
+}
+
+void HttpConn::send(const proto::GenerateRequest& r, double t_send) {
+  const Options& o = bench_.options();
+  cur_ = Request{t_send, !open_, false};
+  req_ = {};
+  req_.method(http::verb::post);
+  req_.target(bench_.target());
+  req_.version(11);
+  req_.set(http::field::host, bench_.host_header());
+  req_.set(http::field::user_agent, "rz-wsbench");
+  req_.set(http::field::content_type, "application/json");
+  req_.set(http::field::accept, "text/event-stream");
+  if (o.api_key) req_.set(http::field::authorization, "Bearer " + *o.api_key);
+  req_.keep_alive(true);
+  req_.body() = openai_request_json(r, o.model);
+  req_.prepare_payload();
+  if (open_) return write_request(s_);
+  if (retry_timer_) retry_timer_->cancel();
+  if (!connecting_) connect();
+}
+
+void HttpConn::write_request(const std::shared_ptr<Stream>& s) {
+  parser_.emplace();
+  parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // a stream's body is read
+  stream_.reset();                                                 // as it comes and dropped
+  header_read_ = false;
+  http::async_write(*s, req_, [self = shared_from_this(), s](beast::error_code ec, std::size_t) {
+    if (s != self->s_) return;
+    if (ec) return self->failed(s, "write failed: " + error_text(ec));
+    self->read(s);
+  });
+}
+
+void HttpConn::read(const std::shared_ptr<Stream>& s) {
+  http::async_read_some(
+      *s, buffer_, *parser_,
+      [self = shared_from_this(), s](beast::error_code ec, std::size_t) { self->on_read(s, ec); });
+}
+
+void HttpConn::on_read(const std::shared_ptr<Stream>& s, beast::error_code ec) {
+  if (s != s_ || !cur_) return;
+  if (ec) {
+    if (closing_) return;
+    return failed(s, ec == http::error::end_of_stream ? "the server closed the connection"
+                                                      : "read failed: " + error_text(ec));
+  }
+  const double t = bench_.now();
+  auto& res = parser_->get();
+  if (!header_read_ && parser_->is_header_done()) {
+    header_read_ = true;
+    const auto type = res[http::field::content_type];
+    if (res.result_int() == 200 && type.substr(0, 17) == "text/event-stream") stream_.emplace();
+  }
+  if (stream_ && !res.body().empty()) {
+    stream_->feed(res.body(), t);
+    res.body().clear();  // the string body's reader appends after what is left: nothing
+  }
+  if (parser_->is_done()) return on_response_end(t);
+  read(s);
+}
+
+// The whole answer is in: a streamed one's outcome, or an error answered as one JSON object.
+void HttpConn::on_response_end(double t) {
+  Results& results = bench_.results();
+  const Request req = *cur_;
+  cur_.reset();
+  const bool keep_alive = parser_->get().keep_alive();
+  const unsigned status = parser_->get().result_int();
+  const std::string body = std::move(parser_->get().body());
+  std::optional<OpenAiStream> stream = std::move(stream_);
+  parser_.reset();
+  stream_.reset();
+  if (!keep_alive) drop_socket();
+
+  if (stream) {
+    OpenAiStream::Outcome o = stream->finish(t);
+    results.protocol_violations += o.violations;
+    if (o.completed) {
+      bench_.request_completed(
+          *this, Completed{request_metrics(req.t_send, o.frames, o.t_end), o.prompt_tokens,
+                           o.finish_reason, o.usage_mismatch, std::nullopt});
+    } else {
+      bench_.request_failed(*this, o.error_code, o.error_message);
+    }
+  } else {
+    // {"error": {"message", "type", "param", "code"}}; the code names the error as the
+    // WebSocket's error frames do (overloaded, invalid_api_key, ...).
+    std::string code = "http_" + std::to_string(status), message;
+    simdjson::dom::element doc;
+    if (!parser_json_.parse(body).get(doc)) {
+      std::string_view v;
+      if (!doc.at_pointer("/error/code").get_string().get(v) && !v.empty())
+        code = v;
+      else if (!doc.at_pointer("/error/type").get_string().get(v) && !v.empty())
+        code = v;
+      if (!doc.at_pointer("/error/message").get_string().get(v)) message = v;
+    }
+    if (status == 200) {  // a whole response where a stream was asked for
+      ++results.protocol_violations;
+      code = OpenAiStream::kErrBadStream;
+      message = "the answer was not an event stream";
+    } else {
+      message = "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
+    }
+    bench_.request_failed(*this, code, message);
+  }
+  if (!open_ && !connecting_ && !dead_ && !closing_ && !bench_.stopping()) connect();
+}
+
+void HttpConn::failed(const std::shared_ptr<Stream>& s, const std::string& why) {
+  if (s != s_) return;
+  const bool answered = buffer_.size() > 0 || (parser_ && parser_->got_some());
+  drop_socket();
+  parser_.reset();
+  stream_.reset();
+  if (cur_ && !cur_->fresh && !cur_->retried && !answered && !bench_.stopping()) {
+    // A keep-alive connection the server had closed: once more on a fresh one.
+    cur_->retried = true;
+    cur_->fresh = true;
+    return connect();
+  }
+  bench_.connection_lost(*this, why);
+  if (cur_) {
+    cur_.reset();
+    bench_.request_failed(*this, kErrConnectionLost);
+  }
+  if (!bench_.stopping() && !dead_ && !closing_ && !open_ && !connecting_) connect();
+}
+
+void HttpConn::drop_socket() {
+  if (s_) {
+    beast::error_code ignored;
+    s_->socket().shutdown(tcp::socket::shutdown_both, ignored);
+    s_->socket().close(ignored);
+  }
+  s_.reset();
+  open_ = false;
+  connecting_ = false;
+  buffer_.clear();
+}
+
+void HttpConn::close() {
+  closing_ = true;
+  if (retry_timer_) retry_timer_->cancel();
+  drop_socket();  // nothing to say first: HTTP has no closing handshake
+}
+
+void HttpConn::kill(const char* code) {
+  closing_ = true;
+  dead_ = true;
+  if (retry_timer_) retry_timer_->cancel();
+  drop_socket();  // a pending read ends with operation_aborted; it still holds parser_, kept
+  stream_.reset();
+  if (cur_) {
+    cur_.reset();
+    bench_.request_failed(*this, code);
+  }
+}
+
 // ---- Bench --------------------------------------------------------------------------------------
 
 int Bench::run() {
@@ -400,12 +709,19 @@ int Bench::run() {
       abort_run("interrupted");
     }
   });
+  host_header_ =
+      (o_.url.host.find(':') != std::string::npos ? "[" + o_.url.host + "]" : o_.url.host) + ":" +
+      o_.url.port;
+  target_ = o_.url.path + (o_.chat ? "/chat/completions" : "/completions");
   setup_left_ = static_cast<std::size_t>(o_.connections);
-  for (std::size_t i = 0; i < setup_left_; ++i) {
-    conns_.push_back(std::make_shared<Conn>(*this, ioc_, i));
-  }
+  for (std::size_t i = 0; i < setup_left_; ++i) conns_.push_back(make_client(i));
   for (auto& c : conns_) c->connect();
   ioc_.run();
+  if (grown_)
+    std::fprintf(stderr,
+                 "rz-wsbench: opened %zu more connection(s) for arrivals that found every "
+                 "connection busy (--connections %lld)\n",
+                 grown_, static_cast<long long>(o_.connections));
   if (!started_) {
     std::fprintf(stderr, "rz-wsbench: %s: %s\n", o_.url.text.c_str(), first_connect_error_.c_str());
     return 1;
@@ -422,7 +738,12 @@ int Bench::run() {
   return 0;
 }
 
-void Bench::connected(Conn& c) {
+std::shared_ptr<Client> Bench::make_client(std::size_t slot) {
+  if (o_.api == Api::openai) return std::make_shared<HttpConn>(*this, ioc_, slot);
+  return std::make_shared<Conn>(*this, ioc_, slot);
+}
+
+void Bench::connected(Client& c) {
   if (!started_) {
     if (--setup_left_ == 0) start();
     return;
@@ -430,7 +751,7 @@ void Bench::connected(Conn& c) {
   if (!o_.rate) fill(c);
 }
 
-void Bench::connect_failed(Conn& c, const std::string& why) {
+void Bench::connect_failed(Client& c, const std::string& why) {
   ++results_.connect_failures;
   if (!started_) {
     // A connection that fails during setup is not retried: the run goes on with the others
@@ -446,7 +767,7 @@ void Bench::connect_failed(Conn& c, const std::string& why) {
   maybe_finish();  // the last live connection may just have given up
 }
 
-void Bench::connection_lost(Conn& c, const std::string& why) {
+void Bench::connection_lost(Client& c, const std::string& why) {
   std::fprintf(stderr, "rz-wsbench: connection %zu lost: %s\n", c.slot(), why.c_str());
 }
 
@@ -480,7 +801,7 @@ bool Bench::may_issue() const {
   return true;
 }
 
-void Bench::issue(Conn& c) {
+void Bench::issue(Client& c) {
   const uint64_t index = results_.issued++;
   ++in_flight_;
   results_.peak_in_flight = std::max(results_.peak_in_flight, in_flight_);
@@ -488,7 +809,7 @@ void Bench::issue(Conn& c) {
 }
 
 // Closed loop: an open connection with nothing running gets the next request.
-void Bench::fill(Conn& c) {
+void Bench::fill(Client& c) {
   if (c.open() && c.running() == 0 && may_issue()) issue(c);
 }
 
@@ -508,17 +829,28 @@ void Bench::next_arrival() {
   });
 }
 
-// Open loop: the request goes to the next open connection, round-robin; with none open it is
-// counted as not sent.
-void Bench::on_arrival() {
-  Conn* target = nullptr;
-  for (std::size_t k = 0; k < conns_.size() && !target; ++k) {
-    Conn& c = *conns_[(rr_ + k) % conns_.size()];
-    if (c.open()) {
-      target = &c;
+// Open loop: the request goes to the next open connection, round-robin (--api openai: the next
+// open one with no request running, or else a new connection while any is alive); with none it
+// is counted as not sent.
+Client* Bench::open_loop_target() {
+  const bool one_at_a_time = o_.api == Api::openai;
+  bool any_live = false;
+  for (std::size_t k = 0; k < conns_.size(); ++k) {
+    Client& c = *conns_[(rr_ + k) % conns_.size()];
+    any_live |= !c.dead();
+    if (c.open() && (!one_at_a_time || c.running() == 0)) {
       rr_ = (rr_ + k + 1) % conns_.size();
+      return &c;
     }
   }
+  if (!one_at_a_time || !any_live) return nullptr;
+  conns_.push_back(make_client(conns_.size()));
+  ++grown_;
+  return conns_.back().get();  // connects when given the request
+}
+
+void Bench::on_arrival() {
+  Client* target = open_loop_target();
   if (target) {
     issue(*target);
   } else {
@@ -529,22 +861,24 @@ void Bench::on_arrival() {
   maybe_finish();
 }
 
-void Bench::request_completed(Conn& c, const Running& r, const ServerFrameInfo& done, double t) {
-  RequestMetrics m = request_metrics(r.t_send, r.frames, t);
-  results_.add_completed(m);
+void Bench::request_completed(Client& c, const Completed& done) {
+  results_.add_completed(done.metrics);
   results_.prompt_tokens += done.prompt_tokens;
   ++results_.finish_reasons[done.finish_reason];
-  if (done.completion_tokens != r.tokens) ++results_.usage_mismatches;
+  if (done.usage_mismatch) ++results_.usage_mismatches;
   if (done.server_ttft_ms) results_.server_ttft_ms.push_back(*done.server_ttft_ms);
   request_ended(c);
 }
 
-void Bench::request_failed(Conn& c, const std::string& code) {
+void Bench::request_failed(Client& c, const std::string& code, const std::string& message) {
   results_.add_error(code);
+  if (!message.empty() && !stopping_ && reported_.insert(code).second)
+    std::fprintf(stderr, "rz-wsbench: connection %zu: error %s: %s\n", c.slot(), code.c_str(),
+                 message.c_str());
   request_ended(c);
 }
 
-void Bench::request_ended(Conn& c) {
+void Bench::request_ended(Client& c) {
   --in_flight_;
   t_end_ = now();
   if (stopping_) return;
@@ -598,6 +932,7 @@ int main(int argc, char** argv) {
   Options o;
   try {
     o = parse_args(std::vector<std::string>(argv + 1, argv + argc));
+    key_from_environment(o, std::getenv("RZ_API_KEY"));
   } catch (const rz::Error& e) {
     std::fprintf(stderr, "rz-wsbench: %s\n", e.what());
     return 2;

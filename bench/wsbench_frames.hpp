@@ -29,22 +29,30 @@ struct ServerFrameInfo {
   std::string message;
 };
 
+// Parses `text` as one JSON object (valid until the parser's next parse); false with `why` set
+// when it is not JSON or not an object.
+inline bool parse_json_object(simdjson::dom::parser& parser, std::string_view text,
+                              simdjson::dom::object& obj, std::string& why) {
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(text.data(), text.size()).get(doc)) {
+    why = std::string("not JSON: ") + simdjson::error_message(err);
+    return false;
+  }
+  if (doc.get_object().get(obj)) {
+    why = "not a JSON object";
+    return false;
+  }
+  return true;
+}
+
 // Reads one text frame. Returns false with `why` set when it is not a frame of the protocol
 // (bad JSON, unknown type, a required field missing or of the wrong type).
 inline bool parse_server_frame(simdjson::dom::parser& parser, std::string_view text,
                                ServerFrameInfo& out, std::string& why) {
   using namespace simdjson;
   out = ServerFrameInfo{};
-  dom::element doc;
-  if (auto err = parser.parse(text.data(), text.size()).get(doc)) {
-    why = std::string("not JSON: ") + error_message(err);
-    return false;
-  }
   dom::object obj;
-  if (doc.get_object().get(obj)) {
-    why = "not a JSON object";
-    return false;
-  }
+  if (!parse_json_object(parser, text, obj, why)) return false;
   std::string_view type;
   if (obj["type"].get_string().get(type)) {
     why = "no string \"type\"";

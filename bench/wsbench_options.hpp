@@ -22,27 +22,28 @@ struct IntRange {
   bool operator==(const IntRange&) const = default;
 };
 
-// ws://HOST[:PORT][/PATH]. HOST may be a name, an IPv4 address or a bracketed IPv6 address
-// ([::1]); PORT defaults to 80; PATH defaults to /v1/ws, the server's WebSocket endpoint.
+// The server's URL: ws://HOST[:PORT][/PATH] for the WebSocket (--api ws), or
+// http://HOST[:PORT][/BASE] for the OpenAI API (--api openai). HOST may be a name, an IPv4 address
+// or a bracketed IPv6 address ([::1]); PORT defaults to 80; PATH defaults to /v1/ws, the server's
+// WebSocket endpoint; BASE is the API's base path as OpenAI clients take it, /v1 by default (also
+// for "/"), without a trailing '/'; requests go to BASE/completions or BASE/chat/completions.
 struct WsUrl {
   std::string host;  // without brackets
   std::string port;  // decimal
-  std::string path;  // starts with '/'
+  std::string path;  // starts with '/' (http: the base path, "" only for none)
   std::string text;  // as given, for messages
 };
 
-inline WsUrl parse_ws_url(std::string_view s) {
-  const std::string text(s);
-  auto bad = [&](const std::string& why) { return Error(text + ": " + why); };
-  constexpr std::string_view kScheme = "ws://";
-  if (s.substr(0, 6) == "wss://") throw bad("wss:// (TLS) is not supported; use ws://");
-  if (s.substr(0, kScheme.size()) != kScheme) throw bad("expected a ws://HOST:PORT/PATH URL");
-  std::string_view rest = s.substr(kScheme.size());
+namespace detail {
+
+// The part after "SCHEME://": the authority and path of `u` (host, port, path as given).
+inline void parse_authority(std::string_view s, std::string_view scheme, WsUrl& u,
+                            std::string& path) {
+  auto bad = [&](const std::string& why) { return Error(u.text + ": " + why); };
+  std::string_view rest = s.substr(scheme.size());
   const std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
-  WsUrl u;
-  u.text = text;
-  u.path = slash == std::string_view::npos ? "/v1/ws" : std::string(rest.substr(slash));
+  path = slash == std::string_view::npos ? "" : std::string(rest.substr(slash));
   if (authority.find('@') != std::string_view::npos) throw bad("user info is not supported");
   std::string_view port;
   if (!authority.empty() && authority.front() == '[') {
@@ -59,7 +60,7 @@ inline WsUrl parse_ws_url(std::string_view s) {
     const std::size_t colon = authority.rfind(':');
     if (colon != std::string_view::npos) {
       if (authority.find(':') != colon)
-        throw bad("an IPv6 host must be in brackets: ws://[::1]:PORT");
+        throw bad("an IPv6 host must be in brackets: " + std::string(scheme) + "[::1]:PORT");
       port = authority.substr(colon + 1);
       if (port.empty()) throw bad("empty port");
       authority = authority.substr(0, colon);
@@ -76,18 +77,59 @@ inline WsUrl parse_ws_url(std::string_view s) {
     if (p < 1 || p > 65535) throw bad("port must be a number from 1 to 65535");
     u.port = std::to_string(p);
   }
+}
+
+}  // namespace detail
+
+inline WsUrl parse_ws_url(std::string_view s) {
+  WsUrl u;
+  u.text = std::string(s);
+  constexpr std::string_view kScheme = "ws://";
+  if (s.substr(0, 6) == "wss://")
+    throw Error(u.text + ": wss:// (TLS) is not supported; use ws://");
+  if (s.substr(0, kScheme.size()) != kScheme)
+    throw Error(u.text + ": expected a ws://HOST:PORT/PATH URL");
+  detail::parse_authority(s, kScheme, u, u.path);
+  if (u.path.empty()) u.path = "/v1/ws";
   return u;
 }
 
+// http://HOST:PORT/BASE, the OpenAI API's base URL (see WsUrl).
+inline WsUrl parse_http_url(std::string_view s) {
+  WsUrl u;
+  u.text = std::string(s);
+  constexpr std::string_view kScheme = "http://";
+  if (s.substr(0, 8) == "https://")
+    throw Error(u.text + ": https:// (TLS) is not supported; use http://");
+  if (s.substr(0, kScheme.size()) != kScheme)
+    throw Error(u.text + ": expected an http://HOST:PORT/v1 URL (the API's base)");
+  detail::parse_authority(s, kScheme, u, u.path);
+  if (const std::size_t q = u.path.find_first_of("?#"); q != std::string::npos)
+    throw Error(u.text + ": the API's base URL takes no query or fragment");
+  while (!u.path.empty() && u.path.back() == '/') u.path.pop_back();
+  if (u.path.empty()) u.path = "/v1";
+  return u;
+}
+
+// Which protocol the benchmark speaks: rz's WebSocket (docs/protocol.md) or OpenAI's HTTP API
+// with server-sent events (docs/openai.md).
+enum class Api { ws, openai };
+
+inline constexpr std::string_view kDefaultWsUrl = "ws://127.0.0.1:8080/v1/ws";
+inline constexpr std::string_view kDefaultHttpUrl = "http://127.0.0.1:8080/v1";
+
 struct Options {
-  WsUrl url = parse_ws_url("ws://127.0.0.1:8080/v1/ws");
-  int64_t connections = 1;           // WebSocket connections
-  std::optional<double> rate;        // requests/s (open loop, Poisson); absent: closed loop
-  std::optional<int64_t> requests;   // total requests to issue
-  std::optional<double> duration_s;  // stop issuing after this many seconds
-  IntRange prompt_tokens{64, 64};    // words in a prompt (about one token each)
-  IntRange max_tokens{64, 64};       // max_tokens of each request
-  uint64_t seed = 0;                 // prompts, lengths and arrival times derive from it
+  Api api = Api::ws;
+  WsUrl url = parse_ws_url(kDefaultWsUrl);  // --api openai: parse_http_url, kDefaultHttpUrl
+  std::optional<std::string> api_key;       // sent as Authorization: Bearer KEY
+  std::optional<std::string> model;         // --api openai: the request's "model" (else none)
+  int64_t connections = 1;                  // WebSocket connections (openai: keep-alive HTTP ones)
+  std::optional<double> rate;               // requests/s (open loop, Poisson); absent: closed loop
+  std::optional<int64_t> requests;          // total requests to issue
+  std::optional<double> duration_s;         // stop issuing after this many seconds
+  IntRange prompt_tokens{64, 64};           // words in a prompt (about one token each)
+  IntRange max_tokens{64, 64};              // max_tokens of each request
+  uint64_t seed = 0;                        // prompts, lengths and arrival times derive from it
   float temperature = 0.0f;
   bool ignore_eos = true;
   bool chat = false;       // send "messages" (chat template) instead of "prompt"
@@ -103,14 +145,26 @@ inline constexpr double kDrainS = 60.0;  // default timeout with --duration: dur
 
 inline std::string usage() {
   return R"(usage: rz-wsbench [flags]
-Load generator for the rz server's WebSocket protocol (docs/protocol.md). Prints TTFT, ITL, TPOT
-and end-to-end latency (mean, p50, p90, p99), throughput and errors by code.
+Load generator for the rz server: its WebSocket protocol (docs/protocol.md) or, with --api openai,
+its OpenAI-compatible HTTP API streamed as server-sent events (docs/openai.md). Prints TTFT, ITL,
+TPOT and end-to-end latency (mean, p50, p90, p99), throughput and errors by code, measured the
+same way over either.
 
 flags:
-  --url URL              server endpoint (default ws://127.0.0.1:8080/v1/ws; path defaults to /v1/ws)
-  --connections N        WebSocket connections (default 1)
+  --api ws|openai        ws (default): generate frames over WebSockets at /v1/ws; openai: POST
+                         /v1/completions (/v1/chat/completions with --chat) with "stream": true
+                         over keep-alive HTTP connections, one request at a time on each
+  --url URL              server endpoint: ws://HOST:PORT/PATH (default ws://127.0.0.1:8080/v1/ws;
+                         path defaults to /v1/ws); with --api openai the API's base URL
+                         http://HOST:PORT/v1 (default http://127.0.0.1:8080/v1)
+  --api-key KEY          send Authorization: Bearer KEY (the WebSocket upgrade, or every API
+                         request); default: the RZ_API_KEY environment variable when set
+  --model NAME           --api openai: the requests' "model" (default: none; rz serves its model
+                         whatever they name)
+  --connections N        connections (default 1)
   --rate R               open loop: Poisson arrivals at R requests/s, spread round-robin over the
-                         connections (several in flight per connection); without it, closed loop:
+                         connections (ws: several in flight per connection; openai: an arrival
+                         that finds every connection busy opens one more); without it, closed loop:
                          each connection sends a request, waits for its end, sends the next
   --requests N           total requests (default 100 when --duration is not given either)
   --duration S           stop issuing requests after S seconds (in-flight ones finish)
@@ -174,10 +228,21 @@ inline IntRange parse_range(const std::string& flag, const std::string& v, int64
 
 }  // namespace detail
 
+// A key must fit in a header (and, for browsers, a subprotocol token): visible ASCII without
+// spaces or commas, the rule of `rz serve --api-key` (net/auth.hpp).
+inline void check_api_key(const std::string& where, std::string_view key) {
+  if (key.empty()) throw Error(where + ": an API key must not be empty");
+  for (char c : key)
+    if (c <= ' ' || c > '~' || c == ',')
+      throw Error(where +
+                  ": an API key may hold visible ASCII characters only (no spaces or commas)");
+}
+
 // Parses the arguments after the program name. --help sets `help` and stops checking.
 inline Options parse_args(const std::vector<std::string>& args) {
   Options o;
   std::optional<double> timeout;
+  std::optional<std::string> url;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string flag = a, value;
@@ -199,8 +264,24 @@ inline Options parse_args(const std::vector<std::string>& args) {
     if (flag == "--help" || flag == "-h") {
       o.help = true;
       return o;
+    } else if (flag == "--api") {
+      const std::string v = take();
+      if (v == "ws")
+        o.api = Api::ws;
+      else if (v == "openai")
+        o.api = Api::openai;
+      else
+        throw Error(flag + ": expected ws or openai, got '" + v + "'");
     } else if (flag == "--url") {
-      o.url = parse_ws_url(take());
+      url = take();
+    } else if (flag == "--api-key") {
+      const std::string v = take();
+      check_api_key(flag, v);
+      o.api_key = v;
+    } else if (flag == "--model") {
+      const std::string v = take();
+      if (v.empty()) throw Error(flag + ": must not be empty");
+      o.model = v;
     } else if (flag == "--connections" || flag == "-c") {
       o.connections = parse_int(flag, take(), 1, 100000);
     } else if (flag == "--rate") {
@@ -246,9 +327,28 @@ inline Options parse_args(const std::vector<std::string>& args) {
       throw Error(a + ": unexpected argument (the URL goes after --url)");
     }
   }
+  if (o.api == Api::openai) {
+    if (url && url->rfind("ws", 0) == 0)
+      throw Error("--url: --api openai takes the API's base URL, http://HOST:PORT/v1, not " + *url);
+    o.url = parse_http_url(url ? *url : std::string(kDefaultHttpUrl));
+  } else {
+    if (url && url->rfind("http", 0) == 0)
+      throw Error("--url: " + *url +
+                  " is an HTTP URL: the WebSocket needs ws://HOST:PORT/PATH (or use --api openai)");
+    o.url = parse_ws_url(url ? *url : std::string(kDefaultWsUrl));
+  }
+  if (o.model && o.api != Api::openai) throw Error("--model: only with --api openai");
   if (!o.requests && !o.duration_s) o.requests = kDefaultRequests;
   o.timeout_s = timeout ? *timeout : o.duration_s ? *o.duration_s + kDrainS : kDefaultTimeoutS;
   return o;
+}
+
+// The key from the environment (RZ_API_KEY, as `rz serve` reads it) when --api-key was not given;
+// `env_key` is getenv's answer (null: unset; empty: as if unset).
+inline void key_from_environment(Options& o, const char* env_key) {
+  if (o.api_key || !env_key || !*env_key) return;
+  check_api_key("RZ_API_KEY", env_key);
+  o.api_key = env_key;
 }
 
 }  // namespace rz::wsbench

@@ -63,6 +63,15 @@ inline std::string range_text(const IntRange& r) {
                         : std::to_string(r.min) + ":" + std::to_string(r.max);
 }
 
+// What the run talked to: the WebSocket URL, or the OpenAI endpoint the requests were posted to.
+inline std::string server_text(const Options& o) {
+  if (o.api == Api::ws) return o.url.text;
+  const std::string host =
+      o.url.host.find(':') != std::string::npos ? "[" + o.url.host + "]" : o.url.host;
+  return "http://" + host + ":" + o.url.port + o.url.path +
+         (o.chat ? "/chat/completions" : "/completions") + " (OpenAI API, streamed)";
+}
+
 inline std::string mode_text(const Options& o) {
   char buf[160];
   if (o.rate)
@@ -138,7 +147,7 @@ inline std::string format_table(const Options& o, const Results& r) {
     s += line;
   };
   s += "================ rz-wsbench ================\n";
-  row("Server:", o.url.text);
+  row("Server:", server_text(o));
   row("Mode:", mode_text(o));
   row("Prompt words / max tokens:", range_text(o.prompt_tokens) + " / " + range_text(o.max_tokens));
   row("Requests issued:", std::to_string(r.issued));
@@ -200,6 +209,8 @@ inline std::string format_json(const Options& o, const Results& r) {
   s += '{';
   json_key(s, "url");
   proto::append_json_string(s, o.url.text);
+  json_key(s, "api");
+  proto::append_json_string(s, o.api == Api::openai ? "openai" : "ws");
   json_key(s, "mode");
   proto::append_json_string(s, o.rate ? "open" : "closed");
   json_key(s, "connections");

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "bench/wsbench_options.hpp"
+#include "proto/json_writer.hpp"
 #include "proto/messages.hpp"
 
 namespace rz::wsbench {
@@ -136,6 +138,84 @@ inline proto::GenerateRequest make_request(const Options& o, uint64_t index) {
   r.sampling.seed = rng.next() >> 11;  // below 2^53: exact in any JSON reader
   r.ignore_eos = o.ignore_eos;
   return r;
+}
+
+// The same request for OpenAI's API (--api openai): the body of POST BASE/completions ("prompt")
+// or BASE/chat/completions ("messages", for a chat request), with the same max_tokens, sampling
+// fields, seed, penalties and ignore_eos as the WebSocket frame (top_k, min_p, repetition_penalty
+// and ignore_eos are rz extensions that the API takes too; docs/openai.md), streamed, with the
+// usage chunk asked for (it gives the request's token count). One choice: the benchmark's
+// requests never ask for n or logprobs. "model" is left out unless given (rz answers any).
+inline std::string openai_request_json(const proto::GenerateRequest& r,
+                                       const std::optional<std::string>& model = std::nullopt) {
+  std::string out = "{";
+  auto key = [&](const char* k) {
+    if (out.size() > 1) out.push_back(',');
+    proto::append_json_string(out, k);
+    out.push_back(':');
+  };
+  if (model) {
+    key("model");
+    proto::append_json_string(out, *model);
+  }
+  if (r.prompt) {
+    key("prompt");
+    proto::append_json_string(out, *r.prompt);
+  } else {
+    key("messages");
+    out.push_back('[');
+    for (std::size_t i = 0; i < r.messages.size(); ++i) {
+      if (i) out.push_back(',');
+      out.append("{\"role\":");
+      proto::append_json_string(out, r.messages[i].role);
+      out.append(",\"content\":");
+      proto::append_json_string(out, r.messages[i].content);
+      out.push_back('}');
+    }
+    out.push_back(']');
+  }
+  key("max_tokens");
+  proto::append_int(out, r.max_tokens);
+  const proto::Sampling& s = r.sampling;
+  key("temperature");
+  proto::append_float(out, s.temperature);
+  key("top_k");
+  proto::append_int(out, s.top_k);
+  key("top_p");
+  proto::append_float(out, s.top_p);
+  key("min_p");
+  proto::append_float(out, s.min_p);
+  key("repetition_penalty");
+  proto::append_float(out, s.repetition_penalty);
+  if (s.seed) {
+    key("seed");
+    proto::append_uint(out, *s.seed);
+  }
+  if (s.presence_penalty != 0.0f) {
+    key("presence_penalty");
+    proto::append_float(out, s.presence_penalty);
+  }
+  if (s.frequency_penalty != 0.0f) {
+    key("frequency_penalty");
+    proto::append_float(out, s.frequency_penalty);
+  }
+  if (!r.stop.empty()) {
+    key("stop");
+    out.push_back('[');
+    for (std::size_t i = 0; i < r.stop.size(); ++i) {
+      if (i) out.push_back(',');
+      proto::append_json_string(out, r.stop[i]);
+    }
+    out.push_back(']');
+  }
+  key("ignore_eos");
+  out.append(r.ignore_eos ? "true" : "false");
+  key("stream");
+  out.append("true");
+  key("stream_options");
+  out.append("{\"include_usage\":true}");
+  out.push_back('}');
+  return out;
 }
 
 }  // namespace rz::wsbench

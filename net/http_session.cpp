@@ -1,4 +1,5 @@
-// The HTTP side of a connection (see http_session.hpp).
+// The HTTP side of a connection (see http_session.hpp), over plain TCP or TLS: HttpSession is a
+// template on the stream (net/streams.hpp), both instances made by serve_http at the end.
 #include "net/http_session.hpp"
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -16,6 +18,7 @@
 #include "net/http_handler.hpp"
 #include "net/openai_exchange.hpp"
 #include "net/origin_policy.hpp"
+#include "net/streams.hpp"
 #include "net/ws_session.hpp"
 #include "proto/openai.hpp"
 #include "proto/openai_write.hpp"
@@ -70,27 +73,37 @@ void append_chunk(std::string& out, std::string_view data) {  // HTTP/1.1 chunke
   out.append("\r\n");
 }
 
-class HttpSession;
-
 // The engine session's sink of one exchange: frames go onto the connection's strand, tagged with
 // the exchange they belong to (frames of an ended exchange are dropped there).
+template <class Session>
 class ApiSink : public engine::FrameSink {
  public:
-  ApiSink(std::weak_ptr<HttpSession> s, uint64_t exchange, asio::any_io_executor ex)
+  ApiSink(std::weak_ptr<Session> s, uint64_t exchange, asio::any_io_executor ex)
       : session_(std::move(s)), exchange_(exchange), ex_(std::move(ex)) {}
-  void deliver(proto::ServerFrame frame) override;
+  void deliver(proto::ServerFrame frame) override {
+    asio::post(ex_, [s = session_, id = exchange_, f = std::move(frame)]() mutable {
+      if (auto p = s.lock()) p->on_api_frame(id, std::move(f));
+    });
+  }
 
  private:
-  std::weak_ptr<HttpSession> session_;
+  std::weak_ptr<Session> session_;
   uint64_t exchange_;
   asio::any_io_executor ex_;
 };
 
-class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
+// The answer to a client that speaks plain HTTP (or anything but TLS) to the TLS port.
+constexpr std::string_view kNotTls =
+    "HTTP/1.1 400 Bad Request\r\nServer: rz\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    "Content-Length: 63\r\nConnection: close\r\n\r\n"
+    "this port speaks TLS: use https:// (wss:// for the WebSocket)\r\n";
+
+template <class Stream>
+class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession<Stream>> {
  public:
-  HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state, std::string address,
+  HttpSession(Stream&& stream, std::shared_ptr<ServerState> state, std::string address,
               SocketSlot slot)
-      : stream_(std::move(socket)),
+      : stream_(std::move(stream)),
         state_(std::move(state)),
         address_(std::move(address)),
         slot_(std::move(slot)) {}
@@ -99,15 +112,15 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
 
   void run() {
     asio::dispatch(stream_.get_executor(),
-                   beast::bind_front_handler(&HttpSession::do_read, shared_from_this()));
+                   beast::bind_front_handler(&HttpSession::start, this->shared_from_this()));
   }
 
   // Shutdown (the engine has drained already): an exchange still running is cut off.
   void begin_close() override { force_close(); }
   void force_close() override {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
       beast::error_code ignored;
-      self->stream_.socket().close(ignored);
+      self->tcp().socket().close(ignored);
       self->end_exchange();
     });
   }
@@ -118,19 +131,93 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   }
 
  private:
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+
+  // ---- TLS -----------------------------------------------------------------------------------
+
+  // The first request must come soon (an idle socket holds a place): on the TLS port the
+  // handshake too, within the same deadline.
+  void start() {
+    const auto first = state_->config.first_frame_timeout;
+    first_deadline_ = std::chrono::steady_clock::now() +
+                      (first.count() > 0 ? first : state_->config.handshake_timeout);
+    if constexpr (kIsTls<Stream>) {
+      tcp().expires_at(first_deadline_);
+      beast::async_detect_ssl(
+          tcp(), buf_,
+          beast::bind_front_handler(&HttpSession::on_detect, this->shared_from_this()));
+    } else {
+      do_read();
+    }
+  }
+
+  // The first bytes say whether the client speaks TLS at all.
+  void on_detect(beast::error_code ec, bool tls) {
+    if (!ec && tls)
+      return stream_.async_handshake(
+          asio::ssl::stream_base::server, buf_.data(),
+          beast::bind_front_handler(&HttpSession::on_handshake, this->shared_from_this()));
+    tls_failed(ec);
+    if (ec) return;  // gone, or silent until the deadline
+    // Plain HTTP (say) to the TLS port: a plain answer that says so, then the rest of the request
+    // read and dropped (closing with unread bytes would reset the answer away), bounded by the
+    // deadline and a byte count.
+    asio::async_write(tcp(), asio::buffer(kNotTls),
+                      [self = this->shared_from_this()](beast::error_code e, std::size_t) {
+                        if (e) return;
+                        beast::error_code ignored;
+                        self->tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+                        self->discard_input(0);
+                      });
+  }
+
+  void discard_input(std::size_t so_far) {
+    if (so_far > (64 << 10)) return;  // the session ends: the socket closes
+    buf_.clear();
+    tcp().async_read_some(buf_.prepare(4096), [self = this->shared_from_this(), so_far](
+                                                  beast::error_code e, std::size_t n) {
+      if (!e) self->discard_input(so_far + n);
+    });
+  }
+
+  void on_handshake(beast::error_code ec, std::size_t used) {
+    if (ec) return tls_failed(ec);  // not TLS after all, no shared version or cipher, too slow...
+    buf_.consume(used);             // the ClientHello bytes read while detecting
+    do_read();
+  }
+
+  void tls_failed(beast::error_code ec) {
+    state_->counters.tls_handshake_failures++;
+    if (ec == beast::error::timeout) state_->counters.first_frame_timeouts++;
+  }
+
+  // After the last response of a connection: TLS says close_notify first (bounded by the
+  // handshake timeout: a peer that never answers it holds the socket no longer), plain TCP just
+  // stops sending. The session, and with it the socket, ends after that.
+  void close_gracefully() {
+    if constexpr (kIsTls<Stream>) {
+      tcp().expires_after(state_->config.handshake_timeout);
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {});
+    } else {
+      beast::error_code ignored;
+      tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    }
+  }
+
   // ---- plain HTTP ----------------------------------------------------------------------------
 
   void do_read() {
     parser_.emplace();
     parser_->header_limit(16 << 10);
     parser_->body_limit(std::max<std::size_t>(64 << 10, state_->limits.max_frame_bytes));
-    // The first request must come soon (an idle socket holds a place); later keep-alive ones
-    // within the handshake timeout.
-    const auto first = state_->config.first_frame_timeout;
-    stream_.expires_after(!got_request_ && first.count() > 0 ? first
-                                                             : state_->config.handshake_timeout);
+    // The first request by the deadline set at start; later keep-alive ones within the handshake
+    // timeout.
+    if (got_request_)
+      tcp().expires_after(state_->config.handshake_timeout);
+    else
+      tcp().expires_at(first_deadline_);
     http::async_read(stream_, buf_, *parser_,
-                     beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
+                     beast::bind_front_handler(&HttpSession::on_read, this->shared_from_this()));
   }
 
   static std::string_view header(const http::request<http::string_body>& req, http::field f) {
@@ -139,7 +226,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   }
 
   void on_read(beast::error_code ec, std::size_t) {
-    if (ec == http::error::end_of_stream) return shutdown_send();
+    if (ec == http::error::end_of_stream) return close_gracefully();
     if (ec == beast::error::timeout && !got_request_) state_->counters.first_frame_timeouts++;
     if (ec) return;  // timeout, reset, malformed request: drop the connection
     got_request_ = true;
@@ -160,20 +247,22 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
         !origin.empty() && (api || options)) {
       if (!origin_allowed(origin, header(req, http::field::host), state_->origins)) {
         state_->counters.origins_refused++;
-        return reply(openai_error_response(403, "invalid_request_error",
-                                           "this origin may not use the API (see --allowed-origins)",
-                                           "origin_not_allowed"),
-                     false);
+        return reply(
+            openai_error_response(403, "invalid_request_error",
+                                  "this origin may not use the API (see --allowed-origins)",
+                                  "origin_not_allowed"),
+            false);
       }
       cors_.emplace_back("Access-Control-Allow-Origin", std::string(origin));
       cors_.emplace_back("Vary", "Origin");
     }
-    if (options) return reply(preflight(header(req, http::field::access_control_request_headers)), false);
+    if (options)
+      return reply(preflight(header(req, http::field::access_control_request_headers)), false);
     if (!authorized(state_->auth, path, header(req, http::field::authorization)))
       return reply(unauthorized(api), false);
     if (req.method() == http::verb::post && is_openai_generate_path(path))
-      return start_exchange(req, path == "/v1/completions" ? proto::ApiKind::completion
-                                                           : proto::ApiKind::chat);
+      return start_exchange(
+          req, path == "/v1/completions" ? proto::ApiKind::completion : proto::ApiKind::chat);
     const std::string_view method(req.method_string().data(), req.method_string().size());
     reply(route_http(method, target, [this] { return take_snapshot(*state_); }), false);
   }
@@ -183,21 +272,21 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     HttpResponse r{204, "text/plain; charset=utf-8", "", ""};
     r.headers.emplace_back("Allow", "GET, HEAD, POST, OPTIONS");
     r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    r.headers.emplace_back("Access-Control-Allow-Headers", requested_headers.empty()
-                                                               ? std::string("Authorization, Content-Type")
-                                                               : std::string(requested_headers));
+    r.headers.emplace_back("Access-Control-Allow-Headers",
+                           requested_headers.empty() ? std::string("Authorization, Content-Type")
+                                                     : std::string(requested_headers));
     r.headers.emplace_back("Access-Control-Max-Age", "600");
     return r;
   }
 
   static HttpResponse unauthorized(bool api) {
-    HttpResponse r = api ? openai_error_response(
-                               401, "invalid_request_error",
-                               "a valid API key is needed: send it as Authorization: Bearer KEY",
-                               "invalid_api_key")
-                         : HttpResponse{401, "text/plain; charset=utf-8",
-                                        "this server needs an API key: Authorization: Bearer KEY\n",
-                                        ""};
+    HttpResponse r =
+        api ? openai_error_response(
+                  401, "invalid_request_error",
+                  "a valid API key is needed: send it as Authorization: Bearer KEY",
+                  "invalid_api_key")
+            : HttpResponse{401, "text/plain; charset=utf-8",
+                           "this server needs an API key: Authorization: Bearer KEY\n", ""};
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
@@ -223,7 +312,8 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
                             : "too many connections; retry later\n";
       return reply({503, "text/plain; charset=utf-8", why, ""}, true);
     }
-    auto ws = std::make_shared<WsSession>(std::move(stream_), state_, address_, std::move(slot_));
+    auto ws =
+        std::make_shared<WsSession<Stream>>(std::move(stream_), state_, address_, std::move(slot_));
     ws->run(std::move(req));
   }
 
@@ -240,8 +330,8 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     res->body() = std::move(r.body);
     res->prepare_payload();
     if (head_) res->body().clear();  // Content-Length stays that of the GET
-    auto self = shared_from_this();
-    stream_.expires_after(state_->config.idle_timeout);
+    auto self = this->shared_from_this();
+    tcp().expires_after(state_->config.idle_timeout);
     if (head_) {
       auto sr = std::make_shared<http::response_serializer<http::string_body>>(*res);
       http::async_write_header(stream_, *sr, [self, res, sr](beast::error_code ec, std::size_t) {
@@ -257,27 +347,24 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void after_write(beast::error_code ec, bool keep_alive) {
     if (ec) return end_exchange();
     end_exchange();
-    if (!keep_alive) return shutdown_send();
+    if (!keep_alive) return close_gracefully();
     if (watching_) {  // the peer watch read is still pending: cancel it, then read on
       resume_after_watch_ = true;
-      stream_.socket().cancel();
+      // Bounded: over TLS a read that got part of a record reads on, past the cancel.
+      tcp().expires_after(state_->config.handshake_timeout);
+      tcp().socket().cancel();
       return;
     }
     do_read();
-  }
-
-  void shutdown_send() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
   // ---- the OpenAI API ------------------------------------------------------------------------
 
   void start_exchange(const http::request<http::string_body>& req, proto::ApiKind kind) {
     if (state_->draining)
-      return reply(openai_error_response(503, "server_error", "the server is shutting down",
-                                         "overloaded"),
-                   true);
+      return reply(
+          openai_error_response(503, "server_error", "the server is shutting down", "overloaded"),
+          true);
     proto::OpenAiParse parsed = proto::parse_openai_request(kind, req.body(), state_->limits);
     if (auto* e = std::get_if<proto::ApiError>(&parsed))
       return reply({e->status, "application/json", proto::error_json(*e) + "\n", ""}, false);
@@ -286,12 +373,14 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     proto::ResponseMeta meta{kind, response_id(kind), unix_now(), state_->served_model};
     ex_.emplace(std::move(request), std::move(meta));
     ++exchange_id_;
-    self_ = shared_from_this();  // the engine holds the sink only weakly; ended by end_exchange
-    state_->add_exchange(this, weak_from_this());
-    sink_ = std::make_shared<ApiSink>(weak_from_this(), exchange_id_, stream_.get_executor());
+    // The engine holds the sink only weakly: the session holds itself, until end_exchange.
+    self_ = this->shared_from_this();
+    state_->add_exchange(this, this->weak_from_this());
+    sink_ = std::make_shared<ApiSink<HttpSession>>(this->weak_from_this(), exchange_id_,
+                                                   stream_.get_executor());
     session_ = state_->engine->open_session(std::weak_ptr<engine::FrameSink>(sink_));
     for (auto& g : gens) session_.generate(std::move(g));
-    stream_.expires_never();  // the watch read waits as long as the generation takes
+    tcp().expires_never();  // the watch read waits as long as the generation takes
     watch_peer();
   }
 
@@ -300,8 +389,9 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void watch_peer() {
     if (watching_ || !ex_) return;
     watching_ = true;
-    stream_.async_read_some(buf_.prepare(4096),
-                            beast::bind_front_handler(&HttpSession::on_peer, shared_from_this()));
+    stream_.async_read_some(
+        buf_.prepare(4096),
+        beast::bind_front_handler(&HttpSession::on_peer, this->shared_from_this()));
   }
 
   void on_peer(beast::error_code ec, std::size_t n) {
@@ -313,7 +403,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     }
     if (ec) {  // the peer closed or reset: cancel its requests, close the socket
       beast::error_code ignored;
-      stream_.socket().close(ignored);
+      tcp().socket().close(ignored);
       return end_exchange();
     }
     buf_.commit(n);
@@ -323,9 +413,10 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     if (out.status > 0 && !out.event_stream)  // one whole response (or an error before any)
       return reply({out.status, out.content_type, std::move(out.body), ""}, false);
     if (out.status > 0) {
-      pending_.append("HTTP/1.1 200 OK\r\nServer: rz\r\nContent-Type: text/event-stream\r\n"
-                      "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
-                      "Transfer-Encoding: chunked\r\n");
+      pending_.append(
+          "HTTP/1.1 200 OK\r\nServer: rz\r\nContent-Type: text/event-stream\r\n"
+          "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+          "Transfer-Encoding: chunked\r\n");
       for (const auto& [name, value] : cors_) pending_.append(name + ": " + value + "\r\n");
       pending_.append(keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
     }
@@ -340,7 +431,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     if (pending_.size() > state_->config.queue.max_bytes) {
       state_->counters.slow_consumers++;
       beast::error_code ignored;
-      stream_.socket().close(ignored);
+      tcp().socket().close(ignored);
       return end_exchange();
     }
     pump();
@@ -351,9 +442,10 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     writing_ = true;
     wbuf_.swap(pending_);
     pending_.clear();
-    stream_.expires_after(state_->config.idle_timeout);  // a write that never completes ends it
-    asio::async_write(stream_, asio::buffer(wbuf_),
-                      beast::bind_front_handler(&HttpSession::on_stream_write, shared_from_this()));
+    tcp().expires_after(state_->config.idle_timeout);  // a write that never completes ends it
+    asio::async_write(
+        stream_, asio::buffer(wbuf_),
+        beast::bind_front_handler(&HttpSession::on_stream_write, this->shared_from_this()));
   }
 
   void on_stream_write(beast::error_code ec, std::size_t) {
@@ -361,10 +453,10 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     wbuf_.clear();
     if (ec) {
       beast::error_code ignored;
-      stream_.socket().close(ignored);
+      tcp().socket().close(ignored);
       return end_exchange();
     }
-    stream_.expires_never();
+    tcp().expires_never();
     if (!pending_.empty()) return pump();
     if (stream_done_) {
       stream_done_ = false;
@@ -387,10 +479,11 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     self_.reset();  // every caller runs in a handler that holds its own reference
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   std::shared_ptr<ServerState> state_;
   std::string address_;  // the peer's IP
   SocketSlot slot_;
+  std::chrono::steady_clock::time_point first_deadline_;  // of the first request (and TLS)
   bool got_request_ = false;
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -402,26 +495,27 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   std::optional<OpenAiExchange> ex_;
   uint64_t exchange_id_ = 0;
   std::shared_ptr<HttpSession> self_;
-  std::shared_ptr<ApiSink> sink_;
+  std::shared_ptr<ApiSink<HttpSession>> sink_;
   engine::Session session_;
   bool watching_ = false, resume_after_watch_ = false;
   bool stream_done_ = false, writing_ = false;
   std::string pending_, wbuf_;
 };
 
-void ApiSink::deliver(proto::ServerFrame frame) {
-  asio::post(ex_, [s = session_, id = exchange_, f = std::move(frame)]() mutable {
-    if (auto p = s.lock()) p->on_api_frame(id, std::move(f));
-  });
-}
-
 }  // namespace
 
 void serve_http(tcp::socket&& socket, std::shared_ptr<ServerState> state, std::string address,
                 SocketSlot slot) {
-  std::make_shared<HttpSession>(std::move(socket), std::move(state), std::move(address),
-                                std::move(slot))
-      ->run();
+  if (state->tls) {
+    TlsStream stream(std::move(socket), *state->tls);
+    std::make_shared<HttpSession<TlsStream>>(std::move(stream), std::move(state),
+                                             std::move(address), std::move(slot))
+        ->run();
+  } else {
+    std::make_shared<HttpSession<PlainStream>>(PlainStream(std::move(socket)), std::move(state),
+                                               std::move(address), std::move(slot))
+        ->run();
+  }
 }
 
 }  // namespace rz::net

@@ -2,7 +2,9 @@
 // through route_http (net/http_handler.hpp); the OpenAI API's POST /v1/chat/completions and
 // /v1/completions run as an OpenAiExchange on an engine session of their own, streamed as
 // server-sent events (chunked) or answered in one body; an upgrade at /v1/ws is handed to a
-// WsSession (net/ws_session.hpp).
+// WsSession (net/ws_session.hpp). When the server has a TLS context all of it runs over TLS
+// (net/streams.hpp): the first bytes must be a TLS ClientHello (plain HTTP gets a plain 400 that
+// says so) and the handshake must end within the first-request deadline.
 //
 //   request ─▶ route_http ─▶ reply ─▶ next request
 //   POST API ─▶ parse ─▶ Engine::open_session + generate × n ─▶ frames ─▶ OpenAiExchange ─▶ bytes

@@ -63,10 +63,12 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_requests_started_total", "counter", "Generate requests accepted by the engine.",
          m.requests_started);
   family(out, "rz_requests_ended_total", "counter",
-         "Generate requests ended, by outcome (finished: stop or length; cancelled; failed: an "
-         "error after acceptance; rejected: refused before acceptance).");
+         "Generate requests ended, by outcome (finished: stop or length; cancelled; timed_out: "
+         "their time bound ran out; failed: an error after acceptance; rejected: refused before "
+         "acceptance).");
   sample(out, "rz_requests_ended_total", "outcome=\"finished\"", m.requests_finished);
   sample(out, "rz_requests_ended_total", "outcome=\"cancelled\"", m.requests_cancelled);
+  sample(out, "rz_requests_ended_total", "outcome=\"timed_out\"", m.requests_timed_out);
   sample(out, "rz_requests_ended_total", "outcome=\"failed\"", m.requests_failed);
   sample(out, "rz_requests_ended_total", "outcome=\"rejected\"", m.requests_rejected);
   scalar(out, "rz_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
@@ -111,6 +113,10 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
          "Times a connection's outgoing queue overflowed its bound.", n.slow_consumers);
   scalar(out, "rz_http_requests_total", "counter", "Plain HTTP requests answered.",
          n.http_requests);
+  scalar(out, "rz_tls_handshake_failures_total", "counter",
+         "Connections to the TLS port dropped before their handshake was done: not TLS, a "
+         "failed handshake, or none done within the first-frame timeout.",
+         n.tls_handshake_failures);
   return out;
 }
 

@@ -22,6 +22,9 @@ struct NetStats {
   uint64_t frames_coalesced = 0;      // token frames merged into a waiting one
   uint64_t slow_consumers = 0;        // times a connection's queue overflowed
   uint64_t http_requests = 0;         // plain HTTP requests answered
+  // TLS port: connections dropped before their TLS handshake was done: not TLS, a failed
+  // handshake, or one not done by the first-request deadline
+  uint64_t tls_handshake_failures = 0;
 };
 
 std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n);

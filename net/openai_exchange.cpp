@@ -61,10 +61,30 @@ OpenAiExchange::Output OpenAiExchange::on_error(const proto::ErrorFrame& e) {
   return out;
 }
 
+void OpenAiExchange::end_choice(Output& out, int i, std::string reason) {
+  if (req_.stream) {
+    start_stream(out);
+    proto::append_sse(out.body, proto::chunk_json(meta_, i, std::nullopt,
+                                                  req_.kind == proto::ApiKind::chat
+                                                      ? std::nullopt
+                                                      : std::optional<std::string_view>(""),
+                                                  reason, req_.include_usage));
+  }
+  choices_[i].finish_reason = std::move(reason);
+  if (++done_ == req_.n) finish(out);
+}
+
 OpenAiExchange::Output OpenAiExchange::on_frame(const proto::ServerFrame& f) {
   Output out;
   if (ended_) return out;
-  if (const auto* e = std::get_if<proto::ErrorFrame>(&f)) return on_error(*e);
+  if (const auto* e = std::get_if<proto::ErrorFrame>(&f)) {
+    const int i = choice_of(e->choice);
+    if (e->code != proto::ErrorCode::timeout || !e->choice || i < 0) return on_error(*e);
+    if (choices_[i].finish_reason) return out;
+    if (++timed_out_empty_ == req_.n && !head_sent_) return on_error(*e);
+    end_choice(out, i, std::string(proto::to_string(proto::FinishReason::timeout)));
+    return out;
+  }
   if (const auto* t = std::get_if<proto::TokenFrame>(&f)) {
     const int i = choice_of(t->choice);
     if (i < 0 || choices_[i].finish_reason) return out;
@@ -87,23 +107,13 @@ OpenAiExchange::Output OpenAiExchange::on_frame(const proto::ServerFrame& f) {
   if (const auto* d = std::get_if<proto::DoneFrame>(&f)) {
     const int i = choice_of(d->choice);
     if (i < 0 || choices_[i].finish_reason) return out;
-    const std::string reason(proto::to_string(d->finish_reason));
-    choices_[i].finish_reason = reason;
     if (!usage_set_ || i == 0) {  // the prompt is counted once, as choice 0 saw it
       usage_.prompt_tokens = d->usage.prompt_tokens;
       usage_.cached_tokens = d->usage.cached_tokens;
       usage_set_ = true;
     }
     usage_.completion_tokens += d->usage.completion_tokens;
-    if (req_.stream) {
-      start_stream(out);
-      proto::append_sse(out.body, proto::chunk_json(meta_, i, std::nullopt,
-                                                    req_.kind == proto::ApiKind::chat
-                                                        ? std::nullopt
-                                                        : std::optional<std::string_view>(""),
-                                                    reason, req_.include_usage));
-    }
-    if (++done_ == req_.n) finish(out);
+    end_choice(out, i, std::string(proto::to_string(d->finish_reason)));
     return out;
   }
   return out;  // pong: not used here

@@ -8,6 +8,9 @@
 //                  token ─▶ content chunk    done ─▶ finish chunk    all done ─▶ [usage] [DONE]
 //   error frame    before the head: its HTTP status + the error JSON; after it: an error event,
 //                  then [DONE]. Either way the response ends (the caller cancels the rest).
+//   timeout error of one choice (n > 1): that choice ends with finish_reason "timeout" and no
+//                  text, like a done frame; only when every choice timed out so before the head
+//                  went out is it the error (408).
 #pragma once
 #include <optional>
 #include <string>
@@ -47,6 +50,8 @@ class OpenAiExchange {
   int choice_of(const std::optional<int>& choice) const;  // -1: not one of ours
   void start_stream(Output& out);
   Output on_error(const proto::ErrorFrame& e);
+  // Choice i ended with `reason` (done frame, or a choice's timeout error).
+  void end_choice(Output& out, int i, std::string reason);
   void finish(Output& out);
 
   proto::OpenAiRequest req_;
@@ -54,6 +59,7 @@ class OpenAiExchange {
   std::vector<Choice> choices_;
   proto::ApiUsage usage_;
   int done_ = 0;
+  int timed_out_empty_ = 0;  // choices ended by a timeout error (no token)
   bool usage_set_ = false;
   bool head_sent_ = false;
   bool ended_ = false;

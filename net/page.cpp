@@ -1,7 +1,14 @@
 // The browser page served at GET /: plain HTML, CSS and JavaScript in one string, no external
 // resources. It talks to /v1/ws with the protocol of docs/protocol.md: a chat box (or raw prompt
 // continuation), sampling controls, streaming output, a cancel button and live tokens/s.
-// Element ids used by tests/net/page_browser.py: prompt, send, cancel, output, status, tps.
+// An API key field for `rz serve --api-key` (docs/security.md): a non-empty key is offered as the
+// WebSocket subprotocol "rz-key.KEY" next to "rz" (a page cannot set an Authorization header on a
+// WebSocket), kept in sessionStorage (this tab only, gone with it; never localStorage, never the
+// URL). A page cannot see why an upgrade failed, so when a connection closes before it opened the
+// page asks GET /v1/models (with the key as a Bearer header, when there is one) whether a key is
+// what is missing, and says so instead of retrying. Without a key it behaves as it always did.
+// Element ids used by tests/net/page_browser.py: prompt, send, cancel, output, status, tps, ntok,
+// key, keymsg.
 #include "net/http_handler.hpp"
 
 namespace rz::net {
@@ -38,11 +45,20 @@ label input[type=number],label input[type=text]{width:96px;font:inherit;padding:
 #stats{margin-top:12px;font-size:13px;color:var(--mute);display:grid;grid-template-columns:auto auto;gap:2px 10px}
 #stats b{color:var(--fg);font-weight:600}
 #status.streaming{color:var(--acc)}#status.error{color:#b91c1c}
+header form{margin:0 0 0 auto;gap:6px;align-items:center}
+header label{margin:0;font-size:13px;color:var(--mute)}
+header input{width:170px;font:inherit;font-size:13px;padding:4px 8px;border:1px solid var(--line);border-radius:6px}
+header button{padding:4px 12px;font-size:13px}
+#keymsg{background:#fff6e0;border:1px solid #e8c36a;color:#6b4700;border-radius:8px;padding:8px 12px;margin:0 0 10px}
 </style></head>
 <body>
-<header><h1>rz</h1><span class="info" id="model">connecting…</span></header>
+<header><h1>rz</h1><span class="info" id="model">connecting…</span>
+<form id="keyform" autocomplete="off"><label for="key">API key</label>
+<input id="key" type="password" placeholder="none" autocomplete="off" spellcheck="false">
+<button id="keyuse" type="submit" class="secondary">Use</button></form></header>
 <main>
 <section>
+<div id="keymsg" role="alert" hidden></div>
 <div id="log"><div id="empty">Ask something. The answer streams in token by token.</div></div>
 <form id="form">
 <textarea id="prompt" placeholder="Type a message (Enter sends, Shift+Enter for a new line)"></textarea>
@@ -72,7 +88,14 @@ label input[type=number],label input[type=text]{width:96px;font:inherit;padding:
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
-let ws = null, cur = null, history = [], seq = 0, backoff = 500;
+let ws = null, cur = null, history = [], seq = 0, backoff = 500, retry = null, usedKey = "";
+const KEY_ITEM = "rz-api-key";  // in sessionStorage: this tab only, gone when it closes
+
+function storedKey() { try { return sessionStorage.getItem(KEY_ITEM) || ""; } catch (e) { return ""; } }
+function storeKey(k) {
+  try { if (k) sessionStorage.setItem(KEY_ITEM, k); else sessionStorage.removeItem(KEY_ITEM); } catch (e) {}
+}
+function keyMsg(text) { $("keymsg").textContent = text || ""; $("keymsg").hidden = !text; }
 
 function setStatus(s, cls) { $("status").textContent = s; $("status").className = cls || ""; }
 function busy(on) { $("send").disabled = on || !ws || ws.readyState !== 1; $("cancel").disabled = !on; }
@@ -89,20 +112,73 @@ function addMsg(role, text) {
 }
 
 function connect() {
+  if (retry) { clearTimeout(retry); retry = null; }
   const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws";
-  ws = new WebSocket(url);
-  ws.onopen = () => {
+  const key = $("key").value.trim();
+  let sock;
+  try {
+    // The key as a subprotocol next to "rz" (the server selects "rz"); never in the URL.
+    sock = key ? new WebSocket(url, ["rz", "rz-key." + key]) : new WebSocket(url);
+  } catch (e) {  // a SyntaxError: the key holds characters a subprotocol cannot
+    ws = null; usedKey = key;
+    setStatus("API key not usable", "error"); busy(false);
+    keyMsg("This API key has characters a browser cannot send to the server: it may hold " +
+           "letters, digits and ! # $ % & ' * + - . ^ _ ` | ~ only.");
+    return;
+  }
+  ws = sock; usedKey = key;
+  let opened = false;
+  sock.onopen = () => {
+    if (sock !== ws) return;
+    opened = true;
     // A first frame at once: the server closes a connection that sends none within its
     // first-frame timeout (the prompt may take the user longer to type).
-    ws.send(JSON.stringify({type: "ping"}));
-    backoff = 500; setStatus("ready"); busy(false);
+    sock.send(JSON.stringify({type: "ping"}));
+    backoff = 500; keyMsg(""); setStatus("ready"); busy(false);
   };
-  ws.onclose = () => {
+  sock.onclose = () => {
+    if (sock !== ws) return;  // replaced (a new key): the new socket reports
     if (cur) finish("error: connection closed", "error");
-    setStatus("disconnected, retrying", "error"); busy(false); $("send").disabled = true;
-    setTimeout(connect, backoff); backoff = Math.min(backoff * 2, 8000);
+    busy(false); $("send").disabled = true;
+    if (opened) return retryLater();
+    // Refused before it opened: a page cannot see the status (401 for a missing key), so ask
+    // the API, with the same key, whether the key is what is wrong.
+    keyRefused(key).then((refused) => {
+      if (sock !== ws) return;
+      if (!refused) return retryLater();
+      setStatus(key ? "API key refused" : "API key needed", "error");
+      keyMsg(key ? "The server refused this API key. Check it in the API key field and press Enter."
+                 : "This server needs an API key: type it in the API key field (top right) and press Enter.");
+      $("key").focus();
+    });
   };
-  ws.onmessage = (ev) => onFrame(JSON.parse(ev.data));
+  sock.onmessage = (ev) => { if (sock === ws) onFrame(JSON.parse(ev.data)); };
+}
+
+function retryLater() {
+  setStatus("disconnected, retrying", "error");
+  retry = setTimeout(connect, backoff); backoff = Math.min(backoff * 2, 8000);
+}
+
+// Whether the server refuses this key (or its absence): 401 from GET /v1/models. No answer within
+// 10 s (or none at all) counts as no: the page retries as for any lost connection.
+function keyRefused(key) {
+  const headers = key ? {Authorization: "Bearer " + key} : {};
+  const answer = fetch("/v1/models", {headers, cache: "no-store"}).then((r) => r.status === 401, () => false);
+  return Promise.race([answer, new Promise((done) => setTimeout(() => done(false), 10000))]);
+}
+
+// A key typed in (Enter or "Use"): remembered for this tab, and a new connection with it unless
+// the open one already uses it.
+function useKey() {
+  const key = $("key").value.trim();
+  storeKey(key);
+  if (ws && ws.readyState === 1 && key === usedKey) return;
+  const old = ws; ws = null;
+  if (cur) finish("error: connection closed", "error");
+  if (old) old.close();
+  backoff = 500; keyMsg(""); setStatus("connecting"); busy(false);
+  connect();
 }
 
 function onFrame(f) {
@@ -156,6 +232,7 @@ function send() {
 }
 
 $("form").addEventListener("submit", (e) => { e.preventDefault(); send(); });
+$("keyform").addEventListener("submit", (e) => { e.preventDefault(); useKey(); });
 $("prompt").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }
 });
@@ -166,6 +243,7 @@ $("chat").addEventListener("change", () => { history = []; });
 fetch("/health").then((r) => r.json()).then((h) => {
   $("model").textContent = h.model + " · " + h.slots.max + " slots";
 }).catch(() => {});
+$("key").value = storedKey();
 connect();
 </script>
 </body></html>

@@ -1,5 +1,6 @@
 // The listener and the Server's start/shutdown (see server.hpp). An accepted socket gets its own
-// strand and an HTTP session (net/http_session.hpp), which may hand it to a WsSession.
+// strand and an HTTP session (net/http_session.hpp; over TLS when the server has a certificate),
+// which may hand it to a WsSession.
 #include "net/server.hpp"
 
 #include <future>
@@ -15,6 +16,7 @@
 #include "formats/common.hpp"
 #include "net/http_session.hpp"
 #include "net/server_state.hpp"
+#include "net/tls.hpp"
 
 namespace rz::net {
 
@@ -90,6 +92,8 @@ void Server::start() {
   Impl& m = *impl_;
   const ServerConfig& cfg = m.state->config;
   const std::string where = cfg.host + ":" + std::to_string(cfg.port);
+  if (!cfg.tls_cert_file.empty() || !cfg.tls_key_file.empty())
+    m.state->tls = load_tls_context(cfg.tls_cert_file, cfg.tls_key_file);
   beast::error_code ec;
   tcp::resolver resolver(m.ioc);
   auto results = resolver.resolve(cfg.host, std::to_string(cfg.port), ec);

@@ -1,6 +1,7 @@
 // The network edge: one listening port serving plain HTTP (the browser page, /health, /metrics),
 // the OpenAI-compatible API (docs/openai.md) and the WebSocket protocol at /v1/ws
-// (docs/protocol.md), in front of an engine::Engine. No Boost types here: the Beast code lives in
+// (docs/protocol.md), in front of an engine::Engine; all of it over TLS instead (HTTPS, WSS) when
+// given a certificate (net/tls.hpp). No Boost types here: the Beast code lives in
 // net/server.cpp (listener), net/http_session.cpp (HTTP and the OpenAI API) and
 // net/ws_session.cpp (one WebSocket connection), so only those files pay its compile time.
 //
@@ -59,6 +60,10 @@ struct ServerConfig {
   // unless metrics_public. Never logged.
   std::vector<std::string> api_keys;
   bool metrics_public = false;
+  // TLS (net/tls.hpp): with both set the port speaks only HTTPS and WSS, from this PEM
+  // certificate (chain) and its PEM private key; with neither, plain TCP. Server::start throws
+  // rz::Error when only one is set or a file cannot be used.
+  std::string tls_cert_file, tls_key_file;
 };
 
 class Server {
@@ -68,8 +73,9 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and listens, then runs the io threads. Throws rz::Error when the address cannot be
-  // bound ("127.0.0.1:8080: Address already in use").
+  // Loads the TLS certificate and key (when configured), binds and listens, then runs the io
+  // threads. Throws rz::Error when a TLS file cannot be used (net/tls.hpp) or the address cannot
+  // be bound ("127.0.0.1:8080: Address already in use").
   void start();
   uint16_t port() const;  // the bound port (after start)
 

@@ -1,8 +1,9 @@
 // What the listener, the HTTP sessions and the WebSocket sessions share: the configuration, the
 // engine, the edge's counters, the registry of open WebSocket connections (for the connection
 // limits, total and per address, and for closing them all at shutdown) and the count of open
-// sockets. Shared by shared_ptr, so a connection that
-// outlives the listener for a moment still has it. No Boost types here.
+// sockets, and the TLS context when the port speaks TLS. Shared by shared_ptr, so a connection
+// that outlives the listener for a moment still has it. No Boost types here (the TLS context only
+// declared, net/tls.hpp).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "net/metrics_text.hpp"
 #include "net/origin_policy.hpp"
 #include "net/server.hpp"
+#include "net/tls.hpp"
 #include "proto/parse.hpp"  // ProtocolLimits, used by engine.hpp
 
 namespace rz::net {
@@ -23,7 +25,7 @@ namespace rz::net {
 struct NetCounters {
   std::atomic<uint64_t> connections_total{0}, connections_refused{0}, origins_refused{0},
       sockets_refused{0}, first_frame_timeouts{0}, frames_received{0}, frames_sent{0},
-      frames_coalesced{0}, slow_consumers{0}, http_requests{0};
+      frames_coalesced{0}, slow_consumers{0}, http_requests{0}, tls_handshake_failures{0};
 };
 
 // A live WebSocket connection as the registry sees it.
@@ -43,10 +45,13 @@ struct ServerState {
   NetCounters counters;
   std::atomic<bool> draining{false};
 
-  OriginPolicy origins;  // set by Server::start (loopback_bound from the bound address)
-  AuthPolicy auth;       // from the config's api_keys and metrics_public
+  OriginPolicy origins;      // set by Server::start (loopback_bound from the bound address)
+  AuthPolicy auth;           // from the config's api_keys and metrics_public
   std::string served_model;  // config.served_model_name, or model_name without its extension
   int64_t started = 0;       // Unix seconds at Server::start
+  // Set by Server::start from config.tls_cert_file and tls_key_file: every accepted socket then
+  // speaks TLS (net/streams.hpp). Null: plain TCP.
+  std::shared_ptr<boost::asio::ssl::context> tls;
 
   enum class Reserve { ok, full, address_full, draining };
   // Reserves a WebSocket connection place for a peer at `address` (its IP as text); refused when
@@ -131,7 +136,7 @@ struct ServerState {
  private:
   std::mutex mu;
   int reserved = 0;
-  int exchanges = 0;  // OpenAI API requests in progress
+  int exchanges = 0;                                 // OpenAI API requests in progress
   std::unordered_map<std::string, int> per_address;  // WebSocket places held per peer address
   int open_sockets = 0;                              // accepted sockets open
   std::unordered_map<std::string, int> sockets_per_address;
@@ -151,6 +156,7 @@ inline NetStats net_stats(ServerState& st) {
   n.frames_coalesced = st.counters.frames_coalesced;
   n.slow_consumers = st.counters.slow_consumers;
   n.http_requests = st.counters.http_requests;
+  n.tls_handshake_failures = st.counters.tls_handshake_failures;
   return n;
 }
 

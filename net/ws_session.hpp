@@ -11,6 +11,10 @@
 //   queue past its hard bound (any frames, error frames too) ─▶ socket closed (slow consumer)
 //   no frame within first_frame_timeout ─▶ closed with 1008 (policy violation)
 //   read error / peer close ─▶ Session::close() (requests cancelled, slots freed)
+//
+// A template on the stream below the WebSocket (net/streams.hpp): PlainStream, or TlsStream for
+// WSS (the close then ends with TLS close_notify, which Beast's teardown sends). Both are
+// instantiated in ws_session.cpp.
 #pragma once
 #include <memory>
 #include <string>
@@ -22,17 +26,19 @@
 
 #include "net/outgoing_queue.hpp"
 #include "net/server_state.hpp"
+#include "net/streams.hpp"
 
 namespace rz::net {
 
+template <class Stream>
 class WsSession : public engine::FrameSink,
                   public Connection,
-                  public std::enable_shared_from_this<WsSession> {
+                  public std::enable_shared_from_this<WsSession<Stream>> {
  public:
   // `stream` carries the upgrade request already read; a place was reserved in `state` for the
   // peer `address`; `slot` is the socket's place among the open sockets.
-  WsSession(boost::beast::tcp_stream&& stream, std::shared_ptr<ServerState> state,
-            std::string address, SocketSlot slot);
+  WsSession(Stream&& stream, std::shared_ptr<ServerState> state, std::string address,
+            SocketSlot slot);
   ~WsSession() override;
 
   // Accepts the upgrade (answers the handshake) and starts reading.
@@ -55,7 +61,7 @@ class WsSession : public engine::FrameSink,
   void close_slow_consumer();  // the queue went past its hard bound: drop the connection
   void end();  // the connection is over: close the engine session once, drop the queue
 
-  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::websocket::stream<Stream> ws_;
   std::shared_ptr<ServerState> state_;
   std::string address_;  // the peer's IP, for the per-address limit
   SocketSlot slot_;
@@ -72,5 +78,8 @@ class WsSession : public engine::FrameSink,
   bool ended_ = false;
   bool slow_signalled_ = false;
 };
+
+extern template class WsSession<PlainStream>;
+extern template class WsSession<TlsStream>;
 
 }  // namespace rz::net

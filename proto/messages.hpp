@@ -50,6 +50,11 @@ struct GenerateRequest {
   int n = 1;  // [1, kMaxChoices]
   // < 0: no log-probabilities; k in [0, kMaxTopLogprobs]: each token's, with the k most likely.
   int logprobs = -1;
+  // A bound on the request's wall time from its arrival, in milliseconds; 0: none (the server's
+  // --request-timeout still applies, and the smaller of the two wins). Past it the request ends
+  // with finish_reason "timeout", keeping the tokens it was sent, or, when no token was sent yet,
+  // with an error of code timeout.
+  uint32_t timeout_ms = 0;
   // Not on the wire: max_tokens is only an upper bound, lowered to what the context leaves after
   // the prompt (the HTTP API's chat requests without max_tokens).
   bool fit_max_tokens = false;
@@ -83,6 +88,7 @@ enum class ErrorCode {
                             // limit full)
   slow_consumer,            // the client did not read its frames fast enough; the request ended
   internal,                 // a bug or a failure on the server's side
+  timeout,                  // the request's time bound ran out before its first token
 };
 
 inline constexpr ErrorCode kAllErrorCodes[] = {
@@ -91,7 +97,7 @@ inline constexpr ErrorCode kAllErrorCodes[] = {
     ErrorCode::duplicate_id,  ErrorCode::unknown_id,
     ErrorCode::too_large,     ErrorCode::context_length_exceeded,
     ErrorCode::overloaded,    ErrorCode::slow_consumer,
-    ErrorCode::internal,
+    ErrorCode::internal,      ErrorCode::timeout,
 };
 
 constexpr std::string_view to_string(ErrorCode c) {
@@ -107,6 +113,7 @@ constexpr std::string_view to_string(ErrorCode c) {
     case ErrorCode::overloaded: return "overloaded";
     case ErrorCode::slow_consumer: return "slow_consumer";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::timeout: return "timeout";
   }
   return "internal";
 }
@@ -121,6 +128,7 @@ enum class FinishReason {
   stop,       // end-of-sequence token or a stop string
   length,     // max_tokens reached
   cancelled,  // the client cancelled (or closed the connection)
+  timeout,    // the request's time bound (timeout_ms, --request-timeout) ran out
 };
 
 constexpr std::string_view to_string(FinishReason r) {
@@ -128,6 +136,7 @@ constexpr std::string_view to_string(FinishReason r) {
     case FinishReason::stop: return "stop";
     case FinishReason::length: return "length";
     case FinishReason::cancelled: return "cancelled";
+    case FinishReason::timeout: return "timeout";
   }
   return "stop";
 }

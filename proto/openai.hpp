@@ -33,6 +33,7 @@ struct OpenAiRequest {
   Sampling sampling{1.0f, 0, 1.0f, 0.0f, 1.0f, std::nullopt, 0.0f, 0.0f};
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  uint32_t timeout_ms = 0;  // rz's extension: the request's own time bound (0: the server's)
   int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

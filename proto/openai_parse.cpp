@@ -29,6 +29,7 @@ enum Key : int {
   kSeed,
   kStop,
   kIgnoreEos,
+  kTimeoutMs,
   kN,
   kStream,
   kStreamOptions,
@@ -62,6 +63,7 @@ constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"model",
                                                                "seed",
                                                                "stop",
                                                                "ignore_eos",
+                                                               "timeout_ms",
                                                                "n",
                                                                "stream",
                                                                "stream_options",
@@ -213,6 +215,8 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
   if (auto e = f.get(kStop))
     r.stop = parse_stop_strings(*e, limits.max_stop, limits.max_stop_bytes);
   if (auto e = f.get(kIgnoreEos)) r.ignore_eos = get_bool(*e, "ignore_eos");
+  if (auto e = f.get(kTimeoutMs))
+    r.timeout_ms = uint32_t(get_int(*e, "timeout_ms", 1, std::numeric_limits<int32_t>::max()));
   if (auto e = f.get(kN)) r.n = int(get_int(*e, "n", 1, kMaxChoices));
   if (auto e = f.get(kStream)) r.stream = get_bool(*e, "stream");
   if (auto e = f.get(kStreamOptions)) {
@@ -295,6 +299,7 @@ std::vector<GenerateRequest> to_generate_requests(const OpenAiRequest& r,
   g.sampling = r.sampling;
   g.stop = r.stop;
   g.ignore_eos = r.ignore_eos;
+  g.timeout_ms = r.timeout_ms;
   g.n = r.n;
   g.logprobs = r.logprobs ? r.top_logprobs : -1;
   std::vector<GenerateRequest> out;
@@ -317,6 +322,10 @@ ApiError api_error_of(const ErrorFrame& e) {
       a.type = "server_error";
       break;
     case ErrorCode::too_large: a.status = 413; break;
+    case ErrorCode::timeout:  // the request's own time bound, or the server's, ran out
+      a.status = 408;
+      a.type = "timeout_error";
+      break;
     default: a.status = 400; break;
   }
   if (const auto colon = e.message.find(": ");

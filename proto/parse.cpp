@@ -45,6 +45,7 @@ enum Key : int {
   kFrequencyPenalty,
   kLogprobs,
   kN,
+  kTimeoutMs,
   kRole,
   kContent,
   kKeyCount
@@ -66,6 +67,7 @@ constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"type",
                                                                "frequency_penalty",
                                                                "logprobs",
                                                                "n",
+                                                               "timeout_ms",
                                                                "role",
                                                                "content"};
 
@@ -183,6 +185,8 @@ GenerateRequest parse_generate(const KeyFields& f, const ProtocolLimits& limits)
   s.frequency_penalty = penalty_field(f.get(kFrequencyPenalty), "frequency_penalty");
   if (auto e = f.get(kLogprobs)) req.logprobs = int(get_int(*e, "logprobs", 0, kMaxTopLogprobs));
   if (auto e = f.get(kN)) req.n = int(get_int(*e, "n", 1, kMaxChoices));
+  if (auto e = f.get(kTimeoutMs))
+    req.timeout_ms = uint32_t(get_int(*e, "timeout_ms", 1, std::numeric_limits<int32_t>::max()));
   return req;
 }
 

@@ -161,6 +161,10 @@ void append_json(std::string& out, const GenerateRequest& r) {
     key(out, "logprobs");
     append_int(out, r.logprobs);
   }
+  if (r.timeout_ms > 0) {
+    key(out, "timeout_ms");
+    append_uint(out, r.timeout_ms);
+  }
   key(out, "stop");
   out.push_back('[');
   for (std::size_t i = 0; i < r.stop.size(); ++i) {

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config python3-venv
-  libcaf-dev libboost1.81-dev libsimdjson-dev libgtest-dev libgmock-dev libpcre2-dev
+  libcaf-dev libboost1.81-dev libsimdjson-dev libgtest-dev libgmock-dev libpcre2-dev libssl-dev
   chromium chromium-driver)  # the browser page test (tests/net/page_browser.py)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

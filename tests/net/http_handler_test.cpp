@@ -73,6 +73,19 @@ TEST(HttpRoutes, PageIsSelfContainedHtml) {
   EXPECT_EQ(get("/", "HEAD").status, 200);
 }
 
+// The key for `rz serve --api-key` (docs/security.md): a password field, offered as the
+// subprotocol rz-key.KEY next to rz, kept in sessionStorage only; tests/net/page_browser.py
+// checks the behaviour in Chromium.
+TEST(HttpRoutes, PageKeyFieldIsAPasswordKeptForTheTabOnly) {
+  const std::string page = get("/").body;
+  EXPECT_NE(page.find("<input id=\"key\" type=\"password\""), std::string::npos);
+  EXPECT_NE(page.find("id=\"keymsg\""), std::string::npos);
+  EXPECT_NE(page.find("[\"rz\", \"rz-key.\" + key]"), std::string::npos);
+  EXPECT_NE(page.find("sessionStorage.setItem"), std::string::npos);
+  EXPECT_EQ(page.find("localStorage"), std::string::npos);
+  EXPECT_NE(page.find("Authorization: \"Bearer \" + key"), std::string::npos);  // the 401 check
+}
+
 TEST(HttpRoutes, HealthIsJson) {
   const HttpResponse r = get("/health");
   EXPECT_EQ(r.status, 200);

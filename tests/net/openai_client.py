@@ -135,6 +135,18 @@ def main():
     check("penalties change the greedy text", pen_c.choices[0].text != base_c.choices[0].text,
           (base_c.choices[0].text, pen_c.choices[0].text))
 
+    # rz's timeout_ms extension (extra_body): a long generation ends with finish_reason "timeout"
+    # and the text so far, or a 408 with code timeout if no token came in time.
+    try:
+        t = client.completions.create(model=model, prompt="Once upon a time", max_tokens=1000,
+                                      temperature=0, extra_body={"timeout_ms": 300,
+                                                                 "ignore_eos": True})
+        check("timeout_ms ends the completion", t.choices[0].finish_reason == "timeout" and
+              0 < t.usage.completion_tokens < 1000, (t.choices[0].finish_reason, t.usage))
+    except openai.APIStatusError as e:
+        check("timeout_ms before the first token: 408 timeout", e.status_code == 408 and
+              e.body.get("code") == "timeout", e.body)
+
     try:
         client.completions.create(model=model, prompt="x", n=99)
         check("n=99 refused", False)

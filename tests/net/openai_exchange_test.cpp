@@ -150,6 +150,58 @@ TEST(OpenAiExchange, ErrorAfterTheHeadIsAnErrorEvent) {
   EXPECT_EQ(ev[1], "[DONE]");
 }
 
+// A time bound: a choice that timed out with tokens ends with finish_reason "timeout"; one that
+// timed out before its first token (an error frame with its choice) ends the same way with no
+// text; only when every choice timed out so before the head is the response an HTTP 408.
+TEST(OpenAiExchange, TimeoutsEndChoicesAndOnlyAllOfThemMakeAnError) {
+  const proto::ErrorFrame late1{proto::ErrorCode::timeout, "ran out", "0", 1};
+  {
+    OpenAiExchange ex(request(proto::ApiKind::chat, 2, false), meta());
+    ex.on_frame(token("0", "Par", 0));
+    EXPECT_FALSE(ex.on_frame(done("0", proto::FinishReason::timeout, 1)).end);
+    auto o = ex.on_frame(late1);
+    ASSERT_TRUE(o.end);
+    EXPECT_EQ(o.status, 200);
+    simdjson::dom::parser p;
+    simdjson::dom::element e;
+    ASSERT_EQ(p.parse(o.body).get(e), simdjson::SUCCESS) << o.body;
+    EXPECT_EQ(std::string_view(e["choices"].at(0)["message"]["content"]), "Par");
+    EXPECT_EQ(std::string_view(e["choices"].at(0)["finish_reason"]), "timeout");
+    EXPECT_EQ(std::string_view(e["choices"].at(1)["message"]["content"]), "");
+    EXPECT_EQ(std::string_view(e["choices"].at(1)["finish_reason"]), "timeout");
+    EXPECT_EQ(uint64_t(e["usage"]["completion_tokens"]), 1u);
+  }
+  {
+    OpenAiExchange ex(request(proto::ApiKind::completion, 2, true), meta());
+    auto o = ex.on_frame(late1);
+    EXPECT_FALSE(o.end);
+    EXPECT_EQ(o.status, 200);  // the stream began with choice 1's finish chunk
+    ASSERT_EQ(events(o.body).size(), 1u);
+    EXPECT_NE(o.body.find("\"finish_reason\":\"timeout\""), std::string::npos) << o.body;
+    o = ex.on_frame(token("0", "x", 0));
+    o = ex.on_frame(done("0", proto::FinishReason::timeout, 1));
+    ASSERT_TRUE(o.end);
+    const auto ev = events(o.body);
+    ASSERT_EQ(ev.size(), 2u);
+    EXPECT_NE(ev[0].find("\"finish_reason\":\"timeout\""), std::string::npos) << ev[0];
+    EXPECT_EQ(ev[1], "[DONE]");
+  }
+  {
+    OpenAiExchange ex(request(proto::ApiKind::chat, 2, false), meta());
+    EXPECT_FALSE(ex.on_frame(late1).end);
+    auto o = ex.on_frame(proto::ErrorFrame{proto::ErrorCode::timeout, "ran out", "0", 0});
+    ASSERT_TRUE(o.end);
+    EXPECT_EQ(o.status, 408);
+    EXPECT_NE(o.body.find("\"code\":\"timeout\""), std::string::npos) << o.body;
+  }
+  {  // n = 1: the error is the response
+    OpenAiExchange ex(request(proto::ApiKind::chat, 1, true), meta());
+    auto o = ex.on_frame(proto::ErrorFrame{proto::ErrorCode::timeout, "ran out", "0"});
+    ASSERT_TRUE(o.end);
+    EXPECT_EQ(o.status, 408);
+  }
+}
+
 // Log-probabilities: chat puts each chunk's tokens under logprobs.content, completions under
 // tokens / token_logprobs / top_logprobs / text_offset (offsets running on across chunks); -inf
 // becomes -9999.0; a request that asked for none gets null.

@@ -19,15 +19,7 @@ simdjson::dom::element json(simdjson::dom::parser& p, const std::string& s) {
   return e;
 }
 
-class OpenAiServerTest : public ServerTest {
- protected:
-  // The text of the greedy tokens of `prompt`, as the executor alone makes them.
-  std::string greedy_text(const std::string& prompt, int max_tokens) {
-    std::vector<int32_t> ids;
-    for (int64_t t : direct_greedy(prompt, max_tokens)) ids.push_back(int32_t(t));
-    return tok_->decode(ids);
-  }
-};
+class OpenAiServerTest : public ServerTest {};
 
 TEST_F(OpenAiServerTest, CompletionsWholeAndStreamedGiveTheGreedyText) {
   start();
@@ -182,6 +174,42 @@ TEST_F(OpenAiServerTest, ErrorsComeInOpenAisShapeWithTheirStatus) {
   // Nothing was left running, and the server still serves.
   EXPECT_EQ(metric(metrics(), "rz_active_slots"), 0);
   EXPECT_EQ(http_send(port_, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})").status, 200);
+}
+
+// The server's bound (--request-timeout) ends a long completion: finish_reason "timeout" with
+// the text so far, or a 408 with code timeout when no token came in time.
+TEST_F(OpenAiServerTest, RequestTimeoutEndsALongCompletion) {
+  engine::EngineConfig ec;
+  ec.request_timeout_ms = 400;
+  start({}, ec);
+  for (const char* stream : {"false", "true"}) {
+    SCOPED_TRACE(stream);
+    const HttpResult r = http_send(port_, "/v1/completions",
+                                   R"({"prompt":"Once upon a time","max_tokens":1500,)"
+                                   R"("ignore_eos":true,"stream":)" +
+                                       std::string(stream) + "}");
+    simdjson::dom::parser p;
+    if (r.status == 408) {
+      EXPECT_EQ(std::string_view(json(p, r.body)["error"]["code"]), "timeout") << r.body;
+      continue;
+    }
+    ASSERT_EQ(r.status, 200) << r.body;
+    std::string finish;
+    if (std::string_view(stream) == "false") {
+      auto e = json(p, r.body);
+      finish = std::string_view(e["choices"].at(0)["finish_reason"]);
+      EXPECT_LT(uint64_t(e["usage"]["completion_tokens"]), 1500u);
+    } else {
+      const auto events = sse_events(r.body);
+      ASSERT_GE(events.size(), 2u);
+      EXPECT_EQ(events.back(), "[DONE]");
+      auto c = json(p, events[events.size() - 2]);
+      finish = std::string_view(c["choices"].at(0)["finish_reason"]);
+    }
+    EXPECT_EQ(finish, "timeout") << r.body.substr(0, 400);
+  }
+  EXPECT_TRUE(wait_metric("rz_active_slots", 0, 5s)) << metrics();
+  EXPECT_EQ(metric(metrics(), "rz_requests_ended_total{outcome=\"timed_out\"}"), 2);
 }
 
 TEST_F(OpenAiServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {

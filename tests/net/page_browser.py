@@ -5,7 +5,13 @@ Starts `rz serve --port 0` on the given model, loads /, submits a prompt, and ch
 answer streams in (the output grows over several polls) and that the page reaches its done
 state; then saves a screenshot, stops the server with SIGTERM and checks it exits 0.
 
-    python tests/net/page_browser.py RZ_BIN MODEL SCREENSHOT.png
+With --api-key KEY the server needs that key (`rz serve --api-key KEY`), and the page must first
+say so (status "API key needed" and a message), refuse a key a browser cannot send and say that
+the server refused a wrong one, then connect once KEY is typed into its password field (+Enter)
+and stream the answer as above; the key is in sessionStorage, not localStorage nor the URL, and a
+reload connects again with it without typing.
+
+    python tests/net/page_browser.py RZ_BIN MODEL SCREENSHOT.png [--api-key KEY]
 
 Exit 0 on success; 1 with a reason on stderr otherwise (a missing chromium or chromedriver is a
 failure: scripts/setup.sh installs them). Every wait is bounded.
@@ -69,6 +75,12 @@ class WebDriver:
     def element(self, css):
         return self.call("POST", self.s("/element"), {"using": "css selector", "value": css})[ELEMENT_KEY]
 
+    def type_into(self, css, text, clear=False):
+        el = self.element(css)
+        if clear:
+            self.call("POST", self.s(f"/element/{el}/clear"), {})
+        self.call("POST", self.s(f"/element/{el}/value"), {"text": text})
+
 
 def start_driver():
     """Starts chromedriver on a free port; returns (its process, a WebDriver once it is ready)."""
@@ -96,10 +108,111 @@ def wait_for(pred, seconds, what):
     fail("timed out waiting for " + what)
 
 
+ENTER = "\ue007"
+
+
+def text_of(wd, element_id):
+    return wd.js(f"return document.getElementById('{element_id}').textContent")
+
+
+def wait_status(wd, want, seconds, what):
+    wait_for(lambda: text_of(wd, "status") == want, seconds, f"{what} (status {want!r}); "
+             f"status is {text_of(wd, 'status')!r}")
+
+
+def key_message(wd):
+    """The key notice's text, or None while it is hidden."""
+    return wd.js("const m = document.getElementById('keymsg');"
+                 "return m.hidden ? null : m.textContent;")
+
+
+def generate(wd):
+    """Sends a prompt and checks that the answer streams in; returns (tokens, visible steps, tps)."""
+    # Greedy and a bounded length, so the run is repeatable.
+    wd.js("document.getElementById('temperature').value = '0';"
+          "document.getElementById('max_tokens').value = '120';")
+    wd.type_into("#prompt", "Write a short poem about the sea.")
+    wd.call("POST", wd.s(f"/element/{wd.element('#send')}/click"), {})
+
+    # 120 tokens take a few seconds in a Release build; sanitizer builds run the model many
+    # times slower and scale this bound (scripts/sanitize.sh sets RZ_TEST_TIME_SCALE).
+    scale = float(os.environ.get("RZ_TEST_TIME_SCALE", "1"))
+    lengths, status, until = [], "", time.monotonic() + 60 * scale
+    while time.monotonic() < until:
+        status, n = wd.js("const o = document.getElementById('output');"
+                          "return [document.getElementById('status').textContent,"
+                          "        o ? o.textContent.length : -1];")
+        lengths.append(n)
+        if status != "streaming":
+            break
+        time.sleep(0.03)
+    if status != "done":
+        fail(f"the page ended in status {status!r}, not 'done'")
+    growth = sorted(set(n for n in lengths if n > 0))
+    if len(growth) < 3:
+        fail(f"the output did not grow while streaming: lengths seen {lengths}")
+    if lengths != sorted(lengths):
+        fail(f"the output shrank while streaming: {lengths}")
+    final = text_of(wd, "output")
+    tps = text_of(wd, "tps")
+    ntok = int(text_of(wd, "ntok"))
+    if not final.strip() or ntok < 2 or not re.match(r"^\d+(\.\d+)?$", tps):
+        fail(f"no final answer/stats: text {final!r}, tokens {ntok}, tokens/s {tps!r}")
+    return ntok, len(growth), tps
+
+
+def ask_for_key(wd, key):
+    """The page on a server that needs `key`: it asks for one, refuses what it cannot send, says
+    a wrong one was refused, then connects with `key` (kept in sessionStorage only)."""
+    wait_status(wd, "API key needed", 20, "the page to ask for an API key")
+    msg = key_message(wd)
+    if not msg or "needs an API key" not in msg:
+        fail(f"no message asking for the key: {msg!r}")
+    if wd.js("return document.getElementById('key').type") != "password":
+        fail("the key field is not a password field")
+    time.sleep(1.5)  # it waits for the key instead of retrying (the first retry is at 0.5 s)
+    if text_of(wd, "status") != "API key needed":
+        fail(f"the page went on after asking for the key: status {text_of(wd, 'status')!r}")
+
+    wd.type_into("#key", "bad/key" + ENTER)  # '/' cannot be in a subprotocol token
+    wait_status(wd, "API key not usable", 10, "the page to refuse a key it cannot send")
+    if "characters" not in (key_message(wd) or ""):
+        fail(f"no message about the key's characters: {key_message(wd)!r}")
+
+    wd.type_into("#key", "wrong-key" + ENTER, clear=True)
+    wait_status(wd, "API key refused", 20, "the page to say the server refused a wrong key")
+    if "refused" not in (key_message(wd) or ""):
+        fail(f"no message saying the key was refused: {key_message(wd)!r}")
+
+    wd.type_into("#key", key + ENTER, clear=True)
+    wait_status(wd, "ready", 20, "the page to connect with the key")
+    if key_message(wd) is not None:
+        fail(f"the key message is still shown: {key_message(wd)!r}")
+    check_key_kept(wd, key)
+
+
+def check_key_kept(wd, key):
+    stored, local, href = wd.js(
+        "const l = []; for (let i = 0; i < localStorage.length; i++) {"
+        "  const k = localStorage.key(i); l.push(k + '=' + localStorage.getItem(k)); }"
+        "return [sessionStorage.getItem('rz-api-key'), l.join(';'), location.href];")
+    if stored != key:
+        fail(f"the key is not in sessionStorage: {stored!r}")
+    if key in local:
+        fail("the key is in localStorage")
+    if key in href:
+        fail(f"the key is in the URL: {href}")
+
+
 def main():
-    if len(sys.argv) != 4:
-        fail("usage: page_browser.py RZ_BIN MODEL SCREENSHOT.png")
-    rz, model, shot = sys.argv[1:]
+    args = sys.argv[1:]
+    key = None
+    if len(args) == 5 and args[3] == "--api-key":
+        key = args[4]
+        args = args[:3]
+    if len(args) != 3:
+        fail("usage: page_browser.py RZ_BIN MODEL SCREENSHOT.png [--api-key KEY]")
+    rz, model, shot = args
     for path, what in ((CHROMIUM, "chromium"), (DRIVER, "chromedriver")):
         if not os.access(path, os.X_OK):
             fail(f"{what} is missing ({path}): run scripts/setup.sh")
@@ -107,8 +220,9 @@ def main():
         if not os.path.exists(path):
             fail(f"{path} is missing (build rz; run scripts/setup.sh for the model)")
 
+    extra = ["--api-key", key] if key else []
     server = subprocess.Popen([rz, "serve", "--model", model, "--port", "0", "--max-slots", "2",
-                               "--ctx", "1024"], stderr=subprocess.PIPE, text=True)
+                               "--ctx", "1024"] + extra, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(l) for l in server.stderr], daemon=True).start()
     driver_proc = None
@@ -129,46 +243,29 @@ def main():
 
         driver_proc, wd = start_driver()
         wd.start()
-        wd.call("POST", wd.s("/url"), {"url": f"http://127.0.0.1:{port}/"})
-        wait_for(lambda: wd.js("return document.getElementById('status').textContent") == "ready",
-                 20, "the page to connect (status 'ready')")
-        # Greedy and a bounded length, so the run is repeatable.
-        wd.js("document.getElementById('temperature').value = '0';"
-              "document.getElementById('max_tokens').value = '120';")
-        wd.call("POST", wd.s(f"/element/{wd.element('#prompt')}/value"),
-                {"text": "Write a short poem about the sea."})
-        wd.call("POST", wd.s(f"/element/{wd.element('#send')}/click"), {})
-
-        # 120 tokens take a few seconds in a Release build; sanitizer builds run the model many
-        # times slower and scale this bound (scripts/sanitize.sh sets RZ_TEST_TIME_SCALE).
-        scale = float(os.environ.get("RZ_TEST_TIME_SCALE", "1"))
-        lengths, status, until = [], "", time.monotonic() + 60 * scale
-        while time.monotonic() < until:
-            status, n = wd.js("const o = document.getElementById('output');"
-                              "return [document.getElementById('status').textContent,"
-                              "        o ? o.textContent.length : -1];")
-            lengths.append(n)
-            if status != "streaming":
-                break
-            time.sleep(0.03)
-        if status != "done":
-            fail(f"the page ended in status {status!r}, not 'done'")
-        growth = sorted(set(n for n in lengths if n > 0))
-        if len(growth) < 3:
-            fail(f"the output did not grow while streaming: lengths seen {lengths}")
-        if lengths != sorted(lengths):
-            fail(f"the output shrank while streaming: {lengths}")
-        final = wd.js("return document.getElementById('output').textContent")
-        tps = wd.js("return document.getElementById('tps').textContent")
-        ntok = int(wd.js("return document.getElementById('ntok').textContent"))
-        if not final.strip() or ntok < 2 or not re.match(r"^\d+(\.\d+)?$", tps):
-            fail(f"no final answer/stats: text {final!r}, tokens {ntok}, tokens/s {tps!r}")
+        page = f"http://127.0.0.1:{port}/"
+        wd.call("POST", wd.s("/url"), {"url": page})
+        if key:
+            ask_for_key(wd, key)
+        else:
+            wait_status(wd, "ready", 20, "the page to connect")
+            if key_message(wd) is not None:
+                fail(f"a key message on a server without keys: {key_message(wd)!r}")
+        ntok, steps, tps = generate(wd)
         png = base64.b64decode(wd.call("GET", wd.s("/screenshot")))
         with open(shot, "wb") as f:
             f.write(png)
+        if key:
+            # A reload keeps the key (sessionStorage) and connects with it at once.
+            wd.call("POST", wd.s("/url"), {"url": page})
+            wait_status(wd, "ready", 20, "the reloaded page to connect with the kept key")
+            if wd.js("return document.getElementById('key').value") != key:
+                fail("the reloaded page does not show the kept key")
+            check_key_kept(wd, key)
         wd.call("DELETE", wd.s(""))
-        print(f"page_browser: streamed {ntok} tokens in {len(growth)} visible steps "
-              f"({tps} tokens/s); screenshot {shot}")
+        print(("page_browser: asked for the key, then " if key else "page_browser: ") +
+              f"streamed {ntok} tokens in {steps} visible steps ({tps} tokens/s); "
+              f"screenshot {shot}")
     finally:
         if driver_proc:
             driver_proc.terminate()

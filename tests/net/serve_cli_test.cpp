@@ -2,9 +2,11 @@
 // the chosen port), answer a chat request through examples/chat_client.py and through the
 // official openai package (tests/net/openai_client.py) and compare the text with `rz generate`
 // on the same settings, /health, then SIGTERM -> exit 0. Also the browser
-// page in headless Chromium (tests/net/page_browser.py), a foreign page refused there
-// (page_origin_browser.py), the --device errors, a low open-file limit, and a second signal
-// during the drain.
+// page in headless Chromium (tests/net/page_browser.py), keyless and behind --api-key, a foreign
+// page refused there (page_origin_browser.py), the --device errors, a low open-file limit, a
+// second signal during the drain, and rz-wsbench over both of its protocols (--api ws|openai)
+// against a server that needs a key.
+// TLS: the --tls-cert/--tls-key errors, and HTTPS and WSS to Python's clients.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -15,8 +17,11 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include "apps/executor_factory.hpp"
+#include "bench/wsbench_workload.hpp"
+#include "tests/net/test_certificate.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -109,7 +114,7 @@ Served serve_with(const std::vector<std::string>& args,
     all.push_back(a);
   all.insert(all.end(), args.begin(), args.end());
   s.pid = spawn(all, "/dev/null", s.err);
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+)/)");
+  const std::regex listening(R"(listening on https?://127\.0\.0\.1:(\d+)/)");
   for (auto until = std::chrono::steady_clock::now() + 60s;
        s.pid > 0 && std::chrono::steady_clock::now() < until;) {
     std::smatch m;
@@ -312,6 +317,203 @@ TEST_F(ServeCliTest, BrowserPageStreamsInHeadlessChromium) {
   EXPECT_GT(std::filesystem::exists(shot) ? std::filesystem::file_size(shot) : 0, 10000u);
 }
 
+// Behind `rz serve --api-key`: the page says it needs the key (and that a wrong one was refused),
+// then streams an answer once the key is typed in, keeps it over a reload (sessionStorage), and
+// never puts it in the URL or localStorage (tests/net/page_browser.py --api-key).
+TEST_F(ServeCliTest, BrowserPageAsksForTheApiKeyInHeadlessChromium) {
+  ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
+  const std::string shot = RZ_BINARY_DIR "/screenshot-page-key.png";
+  const ProcResult r = run({kPython, RZ_SOURCE_DIR "/tests/net/page_browser.py", RZ_BIN, kModel,
+                            shot, "--api-key", "page-test.Key_42~"},
+                           240s);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("asked for the key"), std::string::npos) << r.out << r.err;
+  EXPECT_GT(std::filesystem::exists(shot) ? std::filesystem::file_size(shot) : 0, 10000u);
+}
+
+// rz-wsbench (RZ_BINARY_DIR/rz-wsbench) against a real server that needs a key: the OpenAI API
+// streamed (completions and chat, closed and open loop) and the WebSocket, read from --json. Both
+// protocols send the same requests (the same prompt tokens by the server's usage) and count every
+// token (ignore_eos: max_tokens each); a wrong key fails every request with invalid_api_key; a
+// keep-alive connection the server closed while it idled is reopened without an error.
+TEST_F(ServeCliTest, WsbenchMeasuresTheOpenAiApiAndTheWebSocket) {
+  const std::string bench = RZ_BINARY_DIR "/rz-wsbench";
+  ASSERT_TRUE(std::filesystem::exists(bench)) << bench << " is missing: build rz-wsbench";
+  // A first-request timeout of 1 s closes idle keep-alive connections opened at setup.
+  const Served s = serve_with(
+      {"--max-slots", "2", "--ctx", "512", "--api-key", "bench-key", "--first-frame-timeout", "1"});
+  ASSERT_GT(s.pid, 0) << slurp(s.err);
+  const std::string port = std::to_string(s.port);
+  const std::string http_url = "http://127.0.0.1:" + port + "/v1";
+  const std::string ws_url = "ws://127.0.0.1:" + port + "/v1/ws";
+
+  struct Run {
+    ProcResult r;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    uint64_t u(const char* pointer) {
+      uint64_t v = 0;
+      EXPECT_EQ(doc.at_pointer(pointer).get_uint64().get(v), simdjson::SUCCESS) << pointer;
+      return v;
+    }
+  };
+  auto bench_run = [&](std::vector<std::string> args, Run& run_out) {
+    args.insert(args.begin(), bench);
+    args.push_back("--json");
+    run_out.r = run(args, 120s);
+    ASSERT_EQ(run_out.parser.parse(run_out.r.out).get(run_out.doc), simdjson::SUCCESS)
+        << run_out.r.out << run_out.r.err;
+  };
+
+  // OpenAI completions, closed loop, 2 connections: 4 requests of 12 tokens each.
+  Run oa;
+  bench_run({"--api", "openai", "--url", http_url, "--api-key", "bench-key", "--connections", "2",
+             "--requests", "4", "--prompt-tokens", "8", "--max-tokens", "12"},
+            oa);
+  EXPECT_EQ(oa.r.code, 0) << oa.r.out << oa.r.err;
+  EXPECT_EQ(std::string(oa.doc["config"]["api"].get_string().value()), "openai");
+  EXPECT_EQ(oa.u("/completed"), 4u) << oa.r.out;
+  EXPECT_EQ(oa.u("/failed"), 0u) << oa.r.out << oa.r.err;
+  EXPECT_EQ(oa.u("/total_output_tokens"), 48u);
+  EXPECT_EQ(oa.u("/ttft_ms/count"), 4u);
+  EXPECT_EQ(oa.u("/itl_ms/count"), 44u);  // tokens - 1 per request
+  EXPECT_EQ(oa.u("/tpot_ms/count"), 4u);
+  EXPECT_EQ(oa.u("/e2e_ms/count"), 4u);
+  EXPECT_EQ(oa.u("/server_ttft_ms/count"), 0u);  // the WebSocket's own timings only
+  EXPECT_EQ(oa.u("/finish_reasons/length"), 4u);
+  EXPECT_EQ(oa.u("/usage_mismatches"), 0u);
+  EXPECT_EQ(oa.u("/protocol_violations"), 0u);
+  EXPECT_EQ(oa.u("/connect_failures"), 0u);
+  EXPECT_GT(oa.u("/total_input_tokens"), 4u * 8u - 1u);
+
+  // The WebSocket with the same workload: refused without a key (HTTP 401 at the upgrade), then
+  // with the key from RZ_API_KEY: the same prompts and tokens.
+  const std::vector<std::string> ws_args = {"--url",        ws_url, "--connections",   "2",
+                                            "--requests",   "4",    "--prompt-tokens", "8",
+                                            "--max-tokens", "12",   "--json"};
+  std::vector<std::string> no_key = {"/usr/bin/env", "-u", "RZ_API_KEY", bench};
+  no_key.insert(no_key.end(), ws_args.begin(), ws_args.end());
+  const ProcResult refused = run(no_key, 60s);
+  EXPECT_EQ(refused.code, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("WebSocket handshake refused: HTTP 401"), std::string::npos)
+      << refused.err;
+  Run ws_key;
+  std::vector<std::string> env_key = {"/usr/bin/env", "RZ_API_KEY=bench-key", bench};
+  env_key.insert(env_key.end(), ws_args.begin(), ws_args.end());
+  ws_key.r = run(env_key, 120s);
+  ASSERT_EQ(ws_key.parser.parse(ws_key.r.out).get(ws_key.doc), simdjson::SUCCESS)
+      << ws_key.r.out << ws_key.r.err;
+  EXPECT_EQ(ws_key.r.code, 0) << ws_key.r.err;
+  EXPECT_EQ(std::string(ws_key.doc["config"]["api"].get_string().value()), "ws");
+  EXPECT_EQ(ws_key.u("/completed"), 4u);
+  EXPECT_EQ(ws_key.u("/total_output_tokens"), 48u);
+  EXPECT_EQ(ws_key.u("/itl_ms/count"), 44u);
+  EXPECT_EQ(ws_key.u("/server_ttft_ms/count"), 4u);
+  EXPECT_EQ(ws_key.u("/total_input_tokens"), oa.u("/total_input_tokens"));
+
+  // Chat: /v1/chat/completions, the chat template around the same prompts (more prompt tokens).
+  Run chat;
+  bench_run({"--api", "openai", "--url", http_url, "--api-key", "bench-key", "--chat", "--requests",
+             "2", "--prompt-tokens", "8", "--max-tokens", "6"},
+            chat);
+  EXPECT_EQ(chat.r.code, 0) << chat.r.out << chat.r.err;
+  EXPECT_EQ(chat.u("/completed"), 2u);
+  EXPECT_EQ(chat.u("/total_output_tokens"), 12u);
+  EXPECT_EQ(chat.u("/itl_ms/count"), 10u);
+  EXPECT_EQ(chat.u("/protocol_violations"), 0u);
+  EXPECT_GT(chat.u("/total_input_tokens"), 2u * 8u + 4u);
+
+  // Open loop faster than one connection serves: more connections open, every request ends.
+  Run open;
+  bench_run({"--api", "openai", "--url", http_url, "--api-key", "bench-key", "--rate", "50",
+             "--requests", "3", "--prompt-tokens", "8", "--max-tokens", "12"},
+            open);
+  EXPECT_EQ(open.r.code, 0) << open.r.out << open.r.err;
+  EXPECT_EQ(open.u("/completed"), 3u) << open.r.out;
+  EXPECT_EQ(open.u("/total_output_tokens"), 36u);
+  EXPECT_NE(open.r.err.find("more connection(s) for arrivals"), std::string::npos) << open.r.err;
+
+  // Open loop whose first arrival comes after the server closed the idle connection (1 s): the
+  // request goes out again on a new connection, no error. The seed puts it 2 to 5 s in.
+  uint64_t seed = 0;
+  while (true) {
+    rz::wsbench::PoissonArrivals a(0.5, seed);
+    const double t = a.next();
+    if (t > 2.0 && t < 5.0) break;
+    ++seed;
+  }
+  Run stale;
+  bench_run({"--api", "openai", "--url", http_url, "--api-key", "bench-key", "--rate", "0.5",
+             "--requests", "1", "--seed", std::to_string(seed), "--prompt-tokens", "8",
+             "--max-tokens", "4"},
+            stale);
+  EXPECT_EQ(stale.r.code, 0) << stale.r.out << stale.r.err;
+  EXPECT_EQ(stale.u("/completed"), 1u) << stale.r.out << stale.r.err;
+  EXPECT_EQ(stale.u("/failed"), 0u);
+  EXPECT_EQ(stale.u("/connect_failures"), 0u);
+  EXPECT_EQ(stale.r.err.find("lost"), std::string::npos) << stale.r.err;
+
+  // A wrong key: every request fails with the server's code; exit 1.
+  Run wrong;
+  bench_run({"--api", "openai", "--url", http_url, "--api-key", "wrong-key", "--requests", "2",
+             "--prompt-tokens", "4", "--max-tokens", "4"},
+            wrong);
+  EXPECT_EQ(wrong.r.code, 1);
+  EXPECT_EQ(wrong.u("/errors/invalid_api_key"), 2u) << wrong.r.out;
+  EXPECT_EQ(wrong.u("/completed"), 0u);
+  EXPECT_NE(wrong.r.err.find("HTTP 401"), std::string::npos) << wrong.r.err;
+
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(s.pid, 30s), 0) << slurp(s.err);
+  std::filesystem::remove(s.err);
+}
+
+// The server goes away mid-run: rz-wsbench (either protocol) counts the running requests as
+// connection_lost, tries to reconnect a few times, and ends well before its --timeout.
+TEST_F(ServeCliTest, WsbenchEndsSoonWhenTheServerGoesAway) {
+  const std::string bench = RZ_BINARY_DIR "/rz-wsbench";
+  ASSERT_TRUE(std::filesystem::exists(bench)) << bench << " is missing: build rz-wsbench";
+  const Served s = serve_with({"--max-slots", "2", "--ctx", "512"});
+  ASSERT_GT(s.pid, 0) << slurp(s.err);
+  const std::string port = std::to_string(s.port);
+  struct Client {
+    std::string out, err;
+    pid_t pid = -1;
+  };
+  std::vector<Client> clients(2);
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    Client& c = clients[i];
+    c.out = tmp_path("gone_out" + std::to_string(i));
+    c.err = tmp_path("gone_err" + std::to_string(i));
+    std::vector<std::string> args = {bench, "--requests",      "100", "--max-tokens",
+                                     "64",  "--prompt-tokens", "8",   "--timeout",
+                                     "120", "--json"};
+    if (i == 0) {
+      args.insert(args.end(), {"--url", "ws://127.0.0.1:" + port + "/v1/ws"});
+    } else {
+      args.insert(args.end(), {"--api", "openai", "--url", "http://127.0.0.1:" + port + "/v1"});
+    }
+    c.pid = spawn(args, c.out, c.err);
+    ASSERT_GT(c.pid, 0);
+  }
+  std::this_thread::sleep_for(1500ms);  // both have requests running
+  kill(s.pid, SIGKILL);
+  waitpid(s.pid, nullptr, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (Client& c : clients) {
+    const int code = wait_exit(c.pid, 60s);
+    EXPECT_TRUE(code == 0 || code == 1) << code << "\n" << slurp(c.err);
+    const std::string out = slurp(c.out), err = slurp(c.err);
+    EXPECT_EQ(err.find("timed out"), std::string::npos) << err;
+    EXPECT_NE(out.find("\"connection_lost\":"), std::string::npos) << out << err;
+    std::filesystem::remove(c.out);
+    std::filesystem::remove(c.err);
+  }
+  // Five reconnects with back-off take about 6 s; far from the 120 s bound.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  std::filesystem::remove(s.err);
+}
+
 // Under a 128 open-file limit the server caps its sockets below what is left (and says so),
 // refuses sockets past the cap at accept instead of spinning on EMFILE, closes the silent ones
 // after the first-frame timeout, and /health answers again.
@@ -399,6 +601,77 @@ TEST_F(ServeCliTest, ForeignPageCannotOpenTheWebSocketInHeadlessChromium) {
   const ProcResult r =
       run({kPython, RZ_SOURCE_DIR "/tests/net/page_origin_browser.py", RZ_BIN, kModel}, 180s);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
+}
+
+// --tls-cert and --tls-key go together, and a file that cannot be used stops rz serve at once
+// (before the model loads) with one line naming it.
+TEST_F(ServeCliTest, TlsFlagsNeedEachOtherAndUsableFiles) {
+  const rz::net::testing::TestCertificate& c = rz::net::testing::test_certificate();
+  auto serve = [&](const std::vector<std::string>& tls) {
+    std::vector<std::string> args = {RZ_BIN, "serve", "--model", kModel};
+    args.insert(args.end(), tls.begin(), tls.end());
+    return run(args, 30s);
+  };
+  ProcResult r = serve({"--tls-cert", c.cert_file});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--tls-cert needs --tls-key"), std::string::npos) << r.err;
+  r = serve({"--tls-key", c.key_file});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--tls-key needs --tls-cert"), std::string::npos) << r.err;
+  r = serve({"--tls-cert", c.dir + "/missing.pem", "--tls-key", c.key_file});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("rz serve: error: " + c.dir +
+                       "/missing.pem: cannot read the TLS certificate (--tls-cert): No such file "
+                       "or directory"),
+            std::string::npos)
+      << r.err;
+  r = serve({"--tls-cert", c.cert_file, "--tls-key", c.other_key_file});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("the private key does not match the certificate"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("rz serve: model"), std::string::npos) << "the model loaded first";
+}
+
+// rz serve with a certificate: the log says https, Python's websockets streams a chat answer over
+// wss:// and the openai package the same answer over https:// (both trusting the test
+// certificate), a plain HTTP request gets the 400 that names https, and SIGTERM exits 0.
+TEST_F(ServeCliTest, ServesHttpsAndWssWithTlsFlags) {
+  ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
+  const rz::net::testing::TestCertificate& c = rz::net::testing::test_certificate();
+  const Served s = serve_with({"--tls-cert", c.cert_file, "--tls-key", c.key_file, "--max-slots",
+                               "1", "--ctx", "512", "--drain-seconds", "5"});
+  ASSERT_GT(s.pid, 0) << slurp(s.err);
+  const std::string port = std::to_string(s.port);
+  const std::string log = slurp(s.err);
+  EXPECT_NE(log.find("listening on https://127.0.0.1:" + port + "/"), std::string::npos) << log;
+  EXPECT_NE(log.find("TLS: subject CN=rz test, valid until"), std::string::npos) << log;
+
+  const ProcResult ws =
+      run({"/usr/bin/env", "SSL_CERT_FILE=" + c.cert_file, kPython,
+           RZ_SOURCE_DIR "/examples/chat_client.py", "--url", "wss://127.0.0.1:" + port + "/v1/ws",
+           "--temperature", "0", "--max-tokens", "8", "What is the capital of France?"});
+  EXPECT_EQ(ws.code, 0) << ws.out << ws.err;
+  EXPECT_GT(ws.out.size(), 1u) << ws.err;
+  const std::string script =
+      "import openai, sys\n"
+      "client = openai.OpenAI(base_url='https://127.0.0.1:" +
+      port +
+      "/v1', api_key='unused',\n"
+      "    max_retries=0, http_client=openai.DefaultHttpxClient(verify=sys.argv[1]))\n"
+      "stream = client.chat.completions.create(model='any', max_tokens=8, temperature=0,\n"
+      "    stream=True, messages=[{'role': 'user', 'content': 'What is the capital of France?'}])\n"
+      "print(''.join(c.choices[0].delta.content or '' for c in stream if c.choices))\n";
+  const ProcResult oa = run({kPython, "-c", script, c.cert_file}, 120s);
+  EXPECT_EQ(oa.code, 0) << oa.out << oa.err;
+  EXPECT_EQ(oa.out, ws.out);  // the same greedy answer, each ended with a newline
+
+  const std::string plain = get_health(s.port);
+  EXPECT_NE(plain.find("400 Bad Request"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("use https://"), std::string::npos) << plain;
+
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(s.pid, 30s), 0) << slurp(s.err);
+  std::filesystem::remove(s.err);
 }
 
 }  // namespace

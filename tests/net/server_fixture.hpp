@@ -1,7 +1,9 @@
 // The fixture of the in-process server tests (tests/net/server_test.cpp,
-// tests/net/openai_server_test.cpp): the real default model on the CPU executor behind the
-// engine, the Beast server on an ephemeral port of 127.0.0.1, /metrics polling, and the
-// reference greedy tokens straight from a fresh CPU executor.
+// tests/net/openai_server_test.cpp, tests/net/security_server_test.cpp,
+// tests/net/tls_server_test.cpp): the real default model on the CPU executor behind the engine,
+// the Beast server on an ephemeral port of 127.0.0.1 (start(), or start_tls() for HTTPS and WSS
+// with the test certificate), /metrics polling, the reference greedy tokens straight from a fresh
+// CPU executor, and the protocol's generate request and stream check.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -16,8 +18,10 @@
 #include "formats/gguf.hpp"
 #include "formats/model_file.hpp"
 #include "net/server.hpp"
+#include "proto/serialize.hpp"
 #include "sched/slot_runner.hpp"
 #include "tests/net/net_test_util.hpp"
+#include "tests/net/test_certificate.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -28,6 +32,43 @@ using namespace std::chrono_literals;
 
 inline const char* kModel = RZ_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 inline constexpr int kSlots = 4, kCtx = 2048;
+
+// A generate request of the WebSocket protocol, as JSON.
+inline std::string generate_json(const std::string& id, const std::string& prompt, int max_tokens,
+                                 float temperature = 0.0f, bool ignore_eos = false,
+                                 std::optional<uint64_t> seed = std::nullopt) {
+  proto::GenerateRequest r;
+  r.id = id;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  r.ignore_eos = ignore_eos;
+  return proto::to_json(proto::ClientMessage(r));
+}
+
+// Checks the frames of one request: token frames with contiguous indices from 0, then exactly
+// one final frame. Returns the generated tokens.
+inline std::vector<int64_t> check_stream(const std::vector<Frame>& frames,
+                                         std::string* text = nullptr) {
+  std::vector<int64_t> toks;
+  EXPECT_FALSE(frames.empty());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    if (i + 1 < frames.size()) {
+      EXPECT_EQ(f.type, "token") << f.raw;
+      EXPECT_EQ(f.index, toks.size()) << f.raw;
+      EXPECT_FALSE(f.tokens.empty()) << f.raw;
+      toks.insert(toks.end(), f.tokens.begin(), f.tokens.end());
+      if (text) *text += f.text;
+    } else if (f.type == "done") {
+      EXPECT_EQ(f.completion_tokens, toks.size()) << f.raw;
+    } else {
+      EXPECT_EQ(f.type, "error") << f.raw;
+    }
+  }
+  return toks;
+}
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -52,11 +93,25 @@ class ServerTest : public ::testing::Test {
     sc.port = 0;
     sc.io_threads = 2;
     sc.model_name = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (sc.tls_cert_file.empty()) client_tls_.reset();
     server_ = std::make_unique<Server>(engine_, sc);
     server_->start();
     port_ = server_->port();
     ASSERT_NE(port_, 0);
   }
+
+  // start() over TLS with the test certificate (tests/net/test_certificate.hpp); ep() then
+  // reaches the server as a client that trusts that certificate.
+  void start_tls(ServerConfig sc = {}, engine::EngineConfig ec = {}) {
+    const TestCertificate& cert = test_certificate();
+    sc.tls_cert_file = cert.cert_file;
+    sc.tls_key_file = cert.key_file;
+    client_tls_ = tls_client_context(cert.cert_pem);
+    start(std::move(sc), ec);
+  }
+
+  // The running server as the test clients reach it: over TLS after start_tls().
+  Endpoint ep() const { return Endpoint(port_, client_tls_.get()); }
 
   void TearDown() override {
     if (server_) server_->shutdown(0ms);
@@ -65,7 +120,7 @@ class ServerTest : public ::testing::Test {
     sys_.reset();
   }
 
-  std::string metrics() { return http_request(port_, "/metrics").body; }
+  std::string metrics() { return http_request(ep(), "/metrics").body; }
 
   // Polls /metrics until NAME has VALUE (bounded).
   bool wait_metric(const std::string& name, double value, std::chrono::milliseconds limit = 10s) {
@@ -93,6 +148,13 @@ class ServerTest : public ::testing::Test {
     return out;
   }
 
+  // The text of the greedy tokens of `prompt`, as the executor alone makes them.
+  std::string greedy_text(const std::string& prompt, int max_tokens) {
+    std::vector<int32_t> ids;
+    for (int64_t t : direct_greedy(prompt, max_tokens)) ids.push_back(int32_t(t));
+    return tok_->decode(ids);
+  }
+
   static inline std::shared_ptr<const ModelFile> file_;
   static inline std::shared_ptr<Tokenizer> tok_;
   std::optional<ChatTemplate> chat_;  // set before start() for chat requests
@@ -101,6 +163,7 @@ class ServerTest : public ::testing::Test {
   std::shared_ptr<engine::Engine> engine_;
   std::unique_ptr<Server> server_;
   uint16_t port_ = 0;
+  std::unique_ptr<ssl::context> client_tls_;  // set by start_tls()
 };
 
 }  // namespace rz::net

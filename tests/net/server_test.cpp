@@ -17,7 +17,6 @@
 #include <future>
 #include <thread>
 
-#include "proto/serialize.hpp"
 #include "tests/net/server_fixture.hpp"
 
 namespace rz::net {
@@ -25,41 +24,6 @@ namespace {
 
 using namespace testing;
 using namespace std::chrono_literals;
-
-std::string generate_json(const std::string& id, const std::string& prompt, int max_tokens,
-                          float temperature = 0.0f, bool ignore_eos = false,
-                          std::optional<uint64_t> seed = std::nullopt) {
-  proto::GenerateRequest r;
-  r.id = id;
-  r.prompt = prompt;
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  r.ignore_eos = ignore_eos;
-  return proto::to_json(proto::ClientMessage(r));
-}
-
-// Checks the frames of one request: token frames with contiguous indices from 0, then exactly
-// one final frame. Returns the generated tokens.
-std::vector<int64_t> check_stream(const std::vector<Frame>& frames, std::string* text = nullptr) {
-  std::vector<int64_t> toks;
-  EXPECT_FALSE(frames.empty());
-  for (std::size_t i = 0; i < frames.size(); ++i) {
-    const Frame& f = frames[i];
-    if (i + 1 < frames.size()) {
-      EXPECT_EQ(f.type, "token") << f.raw;
-      EXPECT_EQ(f.index, toks.size()) << f.raw;
-      EXPECT_FALSE(f.tokens.empty()) << f.raw;
-      toks.insert(toks.end(), f.tokens.begin(), f.tokens.end());
-      if (text) *text += f.text;
-    } else if (f.type == "done") {
-      EXPECT_EQ(f.completion_tokens, toks.size()) << f.raw;
-    } else {
-      EXPECT_EQ(f.type, "error") << f.raw;
-    }
-  }
-  return toks;
-}
 
 const std::string kPrompt = "The capital of France is";
 
@@ -228,6 +192,33 @@ TEST_F(ServerTest, RepeatedPromptReusesThePrefixCache) {
   const std::string m = metrics();
   EXPECT_EQ(metric(m, "rz_prefix_cache_lookups_total"), 2) << m;
   EXPECT_EQ(metric(m, "rz_prefix_cache_hit_tokens_total"), int64_t(b.back().cached_tokens)) << m;
+}
+
+// A request's timeout_ms ends a long generation with the tokens it was sent (finish_reason
+// timeout), or with an error of code timeout if none came in time; either way its slot and KV
+// blocks come back, /metrics counts it, and the connection serves on.
+TEST_F(ServerTest, TimeoutMsEndsALongGenerationAndFreesItsSlot) {
+  start();
+  WsClient c(port_);
+  std::string req = generate_json("slow", kPrompt, 1500, 0.0f, true);
+  req.insert(req.size() - 1, R"(,"timeout_ms":400)");
+  c.send(req);
+  const std::vector<Frame> stream = c.until_end("slow");
+  const Frame& last = stream.back();
+  const std::size_t tokens = check_stream(stream).size();
+  if (last.type == "done") {
+    EXPECT_EQ(last.finish_reason, "timeout") << last.raw;
+    EXPECT_GT(tokens, 0u);
+    EXPECT_LT(tokens, 1500u);
+  } else {
+    EXPECT_EQ(last.code, "timeout") << last.raw;
+    EXPECT_EQ(tokens, 0u);
+  }
+  EXPECT_TRUE(wait_metric("rz_active_slots", 0, 5s)) << metrics();
+  EXPECT_TRUE(wait_metric("rz_kv_blocks_used", 0, 5s)) << metrics();
+  EXPECT_EQ(metric(metrics(), "rz_requests_ended_total{outcome=\"timed_out\"}"), 1);
+  c.send(generate_json("slow", kPrompt, 3));
+  EXPECT_EQ(c.until_end("slow").back().type, "done");
 }
 
 TEST_F(ServerTest, DisconnectMidStreamFreesTheSlot) {

@@ -28,14 +28,24 @@ std::string why_not(const std::string& text) {
 }
 
 TEST(WsbenchFrames, ReadsTheServersFrames) {
-  proto::TokenFrame t{"r7", "Hel\"lo\n", {1, 2, 3}, 12};
+  proto::TokenFrame t;  // field by field: later fields keep their defaults
+  t.id = "r7";
+  t.text = "Hel\"lo\n";
+  t.tokens = {1, 2, 3};
+  t.index = 12;
   ServerFrameInfo f = read(proto::to_json(t));
   EXPECT_EQ(f.kind, ServerFrameInfo::Kind::token);
   EXPECT_EQ(f.id, "r7");
   EXPECT_EQ(f.n_tokens, 3u);
   EXPECT_EQ(f.index, 12u);
 
-  proto::DoneFrame d{"r7", proto::FinishReason::length, {17, 64}, {12.5, 250.0}};
+  proto::DoneFrame d;
+  d.id = "r7";
+  d.finish_reason = proto::FinishReason::length;
+  d.usage.prompt_tokens = 17;
+  d.usage.completion_tokens = 64;
+  d.timings.ttft_ms = 12.5;
+  d.timings.total_ms = 250.0;
   f = read(proto::to_json(d));
   EXPECT_EQ(f.kind, ServerFrameInfo::Kind::done);
   EXPECT_EQ(f.id, "r7");
@@ -121,6 +131,25 @@ TEST(WsbenchReport, JsonReadsBackWithTheSameNumbers) {
   EXPECT_NEAR(doc["itl_ms"]["mean"].get_double().value(), 62.5, 1e-3);
   // no server TTFTs were recorded: null statistics
   EXPECT_TRUE(doc["server_ttft_ms"]["mean"].is_null());
+}
+
+TEST(WsbenchReport, NamesTheApi) {
+  Options ws = parse_args({"--url", "ws://h:1/v1/ws"});
+  EXPECT_NE(format_table(ws, {}).find("Server:                              ws://h:1/v1/ws\n"),
+            std::string::npos);
+  EXPECT_NE(format_json(ws, {}).find("\"api\":\"ws\""), std::string::npos);
+  Options oa = parse_args({"--api", "openai", "--url", "http://[::1]:7/v1", "--chat"});
+  EXPECT_NE(format_table(oa, {}).find(
+                "Server:                              http://[::1]:7/v1/chat/completions (OpenAI "
+                "API, streamed)\n"),
+            std::string::npos)
+      << format_table(oa, {});
+  const std::string json = format_json(oa, {});
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(json).get(doc), simdjson::SUCCESS) << json;
+  EXPECT_EQ(std::string(doc["config"]["api"].get_string().value()), "openai");
+  EXPECT_EQ(std::string(doc["config"]["url"].get_string().value()), "http://[::1]:7/v1");
 }
 
 TEST(WsbenchReport, TableListsErrorsByCode) {

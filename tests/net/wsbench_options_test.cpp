@@ -1,6 +1,6 @@
 // Tests of bench/wsbench_options.hpp: rz-wsbench's flags (defaults, ranges, --flag=value, the
-// derived defaults of --requests and --timeout) and its ws:// URL parsing, including the one-line
-// errors a user sees.
+// derived defaults of --requests and --timeout, --api and its URLs, --api-key and RZ_API_KEY) and
+// its ws:// and http:// URL parsing, including the one-line errors a user sees.
 #include "bench/wsbench_options.hpp"
 
 #include <gtest/gtest.h>
@@ -38,6 +38,9 @@ TEST(WsbenchOptions, Defaults) {
   EXPECT_TRUE(o.ignore_eos);
   EXPECT_FALSE(o.json);
   EXPECT_EQ(o.timeout_s, kDefaultTimeoutS);
+  EXPECT_EQ(o.api, Api::ws);
+  EXPECT_FALSE(o.api_key.has_value());
+  EXPECT_FALSE(o.model.has_value());
 }
 
 TEST(WsbenchOptions, EveryFlag) {
@@ -93,6 +96,8 @@ TEST(WsbenchOptions, HelpStopsParsing) {
   EXPECT_TRUE(parse({"--help", "--bogus"}).help);
   EXPECT_TRUE(parse({"-h"}).help);
   EXPECT_NE(usage().find("--prompt-tokens"), std::string::npos);
+  EXPECT_NE(usage().find("--api ws|openai"), std::string::npos);
+  EXPECT_NE(usage().find("--api-key KEY"), std::string::npos);
 }
 
 TEST(WsbenchOptions, Errors) {
@@ -116,6 +121,73 @@ TEST(WsbenchOptions, Errors) {
   EXPECT_EQ(error_of({"--json=1"}), "--json: takes no value");
   EXPECT_EQ(error_of({"--requests", "99999999999999999999"}),
             "--requests: expected an integer, got '99999999999999999999'");
+}
+
+TEST(WsbenchOptions, OpenAiApiAndKeys) {
+  Options o = parse({"--api", "openai"});
+  EXPECT_EQ(o.api, Api::openai);
+  EXPECT_EQ(o.url.text, "http://127.0.0.1:8080/v1");
+  EXPECT_EQ(o.url.host, "127.0.0.1");
+  EXPECT_EQ(o.url.port, "8080");
+  EXPECT_EQ(o.url.path, "/v1");
+  // --url before or after --api; the base path as given, without a trailing '/'
+  o = parse({"--url", "http://[::1]:9000/api/v1/", "--api=openai", "--model", "m", "--api-key",
+             "k-1.2_3~"});
+  EXPECT_EQ(o.url.host, "::1");
+  EXPECT_EQ(o.url.port, "9000");
+  EXPECT_EQ(o.url.path, "/api/v1");
+  EXPECT_EQ(*o.model, "m");
+  EXPECT_EQ(*o.api_key, "k-1.2_3~");
+  EXPECT_EQ(parse({"--api", "openai", "--url", "http://h"}).url.path, "/v1");
+  EXPECT_EQ(parse({"--api", "openai", "--url", "http://h/"}).url.port, "80");
+  EXPECT_EQ(parse({"--api", "openai", "--url", "http://h/"}).url.path, "/v1");
+  // ws takes a key too (sent on the upgrade)
+  EXPECT_EQ(*parse({"--api", "ws", "--api-key", "abc"}).api_key, "abc");
+
+  EXPECT_EQ(error_of({"--api", "grpc"}), "--api: expected ws or openai, got 'grpc'");
+  EXPECT_EQ(
+      error_of({"--api", "openai", "--url", "ws://h:1/v1/ws"}),
+      "--url: --api openai takes the API's base URL, http://HOST:PORT/v1, not ws://h:1/v1/ws");
+  EXPECT_EQ(error_of({"--url", "http://h:1/v1"}),
+            "--url: http://h:1/v1 is an HTTP URL: the WebSocket needs ws://HOST:PORT/PATH (or use "
+            "--api openai)");
+  EXPECT_EQ(error_of({"--api", "openai", "--url", "https://h/v1"}),
+            "https://h/v1: https:// (TLS) is not supported; use http://");
+  EXPECT_EQ(error_of({"--api", "openai", "--url", "h:1"}),
+            "h:1: expected an http://HOST:PORT/v1 URL (the API's base)");
+  EXPECT_EQ(error_of({"--api", "openai", "--url", "http://h/v1?x=1"}),
+            "http://h/v1?x=1: the API's base URL takes no query or fragment");
+  EXPECT_EQ(error_of({"--api", "openai", "--url", "http://::1/v1"}),
+            "http://::1/v1: an IPv6 host must be in brackets: http://[::1]:PORT");
+  EXPECT_EQ(error_of({"--api-key", ""}), "--api-key: an API key must not be empty");
+  EXPECT_EQ(error_of({"--api-key", "a b"}),
+            "--api-key: an API key may hold visible ASCII characters only (no spaces or commas)");
+  EXPECT_EQ(error_of({"--api-key", "a,b"}),
+            "--api-key: an API key may hold visible ASCII characters only (no spaces or commas)");
+  EXPECT_EQ(error_of({"--model", "m"}), "--model: only with --api openai");
+  EXPECT_EQ(error_of({"--api", "openai", "--model", ""}), "--model: must not be empty");
+}
+
+TEST(WsbenchOptions, KeyFromTheEnvironmentUnlessGiven) {
+  Options o = parse({});
+  key_from_environment(o, nullptr);
+  EXPECT_FALSE(o.api_key.has_value());
+  key_from_environment(o, "");
+  EXPECT_FALSE(o.api_key.has_value());
+  key_from_environment(o, "from-env");
+  EXPECT_EQ(*o.api_key, "from-env");
+  o = parse({"--api-key", "from-flag"});
+  key_from_environment(o, "from-env");
+  EXPECT_EQ(*o.api_key, "from-flag");
+  Options bad = parse({});
+  try {
+    key_from_environment(bad, "two words");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "RZ_API_KEY: an API key may hold visible ASCII characters only (no spaces or "
+              "commas)");
+  }
 }
 
 TEST(WsbenchOptions, Urls) {

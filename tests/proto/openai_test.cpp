@@ -73,7 +73,7 @@ TEST(OpenAiParse, EveryField) {
     "stop":["\n\n","END"],"n":3,"stream":true,"stream_options":{"include_usage":true},
     "presence_penalty":0.5,"frequency_penalty":-0.25,"user":"someone","top_k":-1,"min_p":0.1,
     "logprobs":true,"top_logprobs":3,
-    "repetition_penalty":1.1,"ignore_eos":true,"unknown_field":{"deep":[1,2]},
+    "repetition_penalty":1.1,"ignore_eos":true,"timeout_ms":2500,"unknown_field":{"deep":[1,2]},
     "tools":[],"response_format":{"type":"text"},"logit_bias":{}})");
   ASSERT_EQ(r.messages.size(), 4u);
   EXPECT_EQ(r.messages[0].role, "system");  // developer is OpenAI's new name for it
@@ -92,6 +92,7 @@ TEST(OpenAiParse, EveryField) {
   EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
   EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
   EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.timeout_ms, 2500u);
 
   EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.25f);
@@ -110,6 +111,7 @@ TEST(OpenAiParse, EveryField) {
   EXPECT_FLOAT_EQ(g[0].sampling.frequency_penalty, -0.25f);
   EXPECT_EQ(g[0].stop, r.stop);
   EXPECT_TRUE(g[0].ignore_eos);
+  EXPECT_EQ(g[0].timeout_ms, 2500u);
   // Without logprobs: none asked of the engine; completions' logprobs K is top K.
   EXPECT_EQ(to_generate_requests(ok(kText, R"({"prompt":"x"})"), {})[0].logprobs, -1);
   EXPECT_EQ(to_generate_requests(ok(kText, R"({"prompt":"x","logprobs":0})"), {})[0].logprobs, 0);
@@ -178,6 +180,7 @@ TEST(OpenAiParse, ErrorsNameTheParamInOpenAisShape) {
       {kText, R"({"prompt":"x","echo":true})", 400, "echo", "bad_value"},
       {kText, R"({"prompt":"x","best_of":3})", 400, "best_of", "bad_value"},
       {kText, R"({"prompt":"x","seed":1.5})", 400, "seed", "bad_value"},
+      {kText, R"({"prompt":"x","timeout_ms":0})", 400, "timeout_ms", "bad_value"},
       {kText, R"({"prompt":"x","prompt":"y"})", 400, "prompt", "bad_json"},
       {kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400,
        "tools", "bad_value"},
@@ -211,6 +214,10 @@ TEST(OpenAiParse, EngineErrorsMapToHttpStatuses) {
   EXPECT_EQ(ctx.status, 400);
   EXPECT_EQ(ctx.code, "context_length_exceeded");
   EXPECT_EQ(api_error_of({ErrorCode::internal, "bug", "0"}).status, 500);
+  const ApiError late = api_error_of({ErrorCode::timeout, "the time bound ran out", "0"});
+  EXPECT_EQ(late.status, 408);
+  EXPECT_EQ(late.type, "timeout_error");
+  EXPECT_EQ(late.code, "timeout");
   const ApiError bad =
       api_error_of({ErrorCode::bad_value, "messages: the model has no chat template", "0"});
   EXPECT_EQ(bad.status, 400);

@@ -98,6 +98,19 @@ TEST(ProtoParse, PenaltiesChoicesAndLogprobs) {
     expect_error(h + "," + std::string(bad) + "}", ErrorCode::bad_value, "r1");
 }
 
+// A request's own time bound: milliseconds, 1 to 2^31-1; absent or null: none (0).
+TEST(ProtoParse, TimeoutMs) {
+  const std::string h = R"({"type":"generate","id":"r1","prompt":"x")";
+  EXPECT_EQ(as_generate(parse_client_message(h + "}")).timeout_ms, 0u);
+  EXPECT_EQ(as_generate(parse_client_message(h + R"(,"timeout_ms":null})")).timeout_ms, 0u);
+  EXPECT_EQ(as_generate(parse_client_message(h + R"(,"timeout_ms":1})")).timeout_ms, 1u);
+  EXPECT_EQ(as_generate(parse_client_message(h + R"(,"timeout_ms":2147483647})")).timeout_ms,
+            2147483647u);
+  for (std::string_view bad : {R"("timeout_ms":0)", R"("timeout_ms":-5)", R"("timeout_ms":1.5)",
+                               R"("timeout_ms":"100")", R"("timeout_ms":2147483648)"})
+    expect_error(h + "," + std::string(bad) + "}", ErrorCode::bad_value, "r1");
+}
+
 TEST(ProtoParse, GenerateMessages) {
   auto r = parse_client_message(
       R"({"type":"generate","id":"c","messages":[{"role":"system","content":""},)"

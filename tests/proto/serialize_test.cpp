@@ -129,6 +129,7 @@ TEST(ProtoSerialize, DoneFinishReasonsAndMissingTtft) {
   EXPECT_EQ(to_string(FinishReason::stop), "stop");
   EXPECT_EQ(to_string(FinishReason::length), "length");
   EXPECT_EQ(to_string(FinishReason::cancelled), "cancelled");
+  EXPECT_EQ(to_string(FinishReason::timeout), "timeout");
 }
 
 TEST(ProtoSerialize, DoneWithNonFiniteTimingIsValidJson) {
@@ -155,7 +156,7 @@ TEST(ProtoSerialize, ErrorCodeNames) {
   const char* names[] = {
       "bad_json",     "unknown_type",  "missing_field", "bad_value",
       "duplicate_id", "unknown_id",    "too_large",     "context_length_exceeded",
-      "overloaded",   "slow_consumer", "internal"};
+      "overloaded",   "slow_consumer", "internal",      "timeout"};
   ASSERT_EQ(std::size(names), std::size(kAllErrorCodes));
   for (std::size_t i = 0; i < std::size(names); ++i) {
     EXPECT_EQ(to_string(kAllErrorCodes[i]), names[i]);
