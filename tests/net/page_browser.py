@@ -11,7 +11,11 @@ the server refused a wrong one, then connect once KEY is typed into its password
 and stream the answer as above; the key is in sessionStorage, not localStorage nor the URL, and a
 reload connects again with it without typing.
 
-    python tests/net/page_browser.py RZ_BIN MODEL SCREENSHOT.png [--api-key KEY]
+With --tls CERT KEY the server serves HTTPS and WSS with that certificate (`rz serve --tls-cert
+CERT --tls-key KEY`, a self-signed one the browser is told to accept): the page is loaded over
+https:// and must open its WebSocket over wss:// itself.
+
+    python tests/net/page_browser.py RZ_BIN MODEL SCREENSHOT.png [--api-key KEY] [--tls CERT KEY]
 
 Exit 0 on success; 1 with a reason on stderr otherwise (a missing chromium or chromedriver is a
 failure: scripts/setup.sh installs them). Every wait is bounded.
@@ -58,9 +62,9 @@ class WebDriver:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read() or b"null")["value"]
 
-    def start(self):
+    def start(self, accept_insecure_certs=False):
         caps = {"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
+            "browserName": "chrome", "acceptInsecureCerts": accept_insecure_certs,
             "goog:chromeOptions": {"binary": CHROMIUM, "args": [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--window-size=1200,820", "--force-device-scale-factor=1"]}}}}
@@ -206,12 +210,18 @@ def check_key_kept(wd, key):
 
 def main():
     args = sys.argv[1:]
-    key = None
-    if len(args) == 5 and args[3] == "--api-key":
-        key = args[4]
-        args = args[:3]
+    key, tls = None, None
+    while len(args) > 3:
+        if args[3] == "--api-key" and len(args) >= 5:
+            key = args[4]
+            args = args[:3] + args[5:]
+        elif args[3] == "--tls" and len(args) >= 6:
+            tls = (args[4], args[5])
+            args = args[:3] + args[6:]
+        else:
+            break
     if len(args) != 3:
-        fail("usage: page_browser.py RZ_BIN MODEL SCREENSHOT.png [--api-key KEY]")
+        fail("usage: page_browser.py RZ_BIN MODEL SCREENSHOT.png [--api-key KEY] [--tls CERT KEY]")
     rz, model, shot = args
     for path, what in ((CHROMIUM, "chromium"), (DRIVER, "chromedriver")):
         if not os.access(path, os.X_OK):
@@ -221,6 +231,9 @@ def main():
             fail(f"{path} is missing (build rz; run scripts/setup.sh for the model)")
 
     extra = ["--api-key", key] if key else []
+    if tls:
+        extra += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+    scheme = "https" if tls else "http"
     server = subprocess.Popen([rz, "serve", "--model", model, "--port", "0", "--max-slots", "2",
                                "--ctx", "1024"] + extra, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
@@ -235,15 +248,15 @@ def main():
                 if server.poll() is not None:
                     fail(f"rz serve exited with {server.returncode} before listening")
                 continue
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line)
+            m = re.search(scheme + r"://127\.0\.0\.1:(\d+)/", line)
             if m:
                 port = int(m.group(1))
         if port is None:
             fail("rz serve did not print its port")
 
         driver_proc, wd = start_driver()
-        wd.start()
-        page = f"http://127.0.0.1:{port}/"
+        wd.start(accept_insecure_certs=bool(tls))
+        page = f"{scheme}://127.0.0.1:{port}/"
         wd.call("POST", wd.s("/url"), {"url": page})
         if key:
             ask_for_key(wd, key)
@@ -262,8 +275,11 @@ def main():
             if wd.js("return document.getElementById('key').value") != key:
                 fail("the reloaded page does not show the kept key")
             check_key_kept(wd, key)
+        if tls and wd.js("return location.protocol") != "https:":
+            fail("the page was not loaded over https")
         wd.call("DELETE", wd.s(""))
-        print(("page_browser: asked for the key, then " if key else "page_browser: ") +
+        print("page_browser: " + ("over TLS (https, wss), " if tls else "") +
+              ("asked for the key, then " if key else "") +
               f"streamed {ntok} tokens in {steps} visible steps ({tps} tokens/s); "
               f"screenshot {shot}")
     finally:

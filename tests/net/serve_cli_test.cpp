@@ -331,6 +331,20 @@ TEST_F(ServeCliTest, BrowserPageAsksForTheApiKeyInHeadlessChromium) {
   EXPECT_GT(std::filesystem::exists(shot) ? std::filesystem::file_size(shot) : 0, 10000u);
 }
 
+// All of it at once: the page over HTTPS (a self-signed test certificate the browser is told to
+// accept) opens its WebSocket over WSS by itself, asks for the key, and streams an answer.
+TEST_F(ServeCliTest, BrowserPageOverTlsWithAKeyInHeadlessChromium) {
+  ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
+  const rz::net::testing::TestCertificate& c = rz::net::testing::test_certificate();
+  const std::string shot = RZ_BINARY_DIR "/screenshot-page-tls.png";
+  const ProcResult r = run({kPython, RZ_SOURCE_DIR "/tests/net/page_browser.py", RZ_BIN, kModel,
+                            shot, "--api-key", "tls-page-key", "--tls", c.cert_file, c.key_file},
+                           240s);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("over TLS (https, wss), asked for the key"), std::string::npos)
+      << r.out << r.err;
+}
+
 // rz-wsbench (RZ_BINARY_DIR/rz-wsbench) against a real server that needs a key: the OpenAI API
 // streamed (completions and chat, closed and open loop) and the WebSocket, read from --json. Both
 // protocols send the same requests (the same prompt tokens by the server's usage) and count every
