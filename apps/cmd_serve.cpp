@@ -140,6 +140,11 @@ int serve(int argc, char** argv) {
            "counts as a slow consumer",
            "512")
       .opt("queue-bytes", "N", "outgoing bytes waiting per connection (same)", "4194304")
+      .opt("send-buffer", "N",
+           "the kernel's send buffer of each accepted socket in bytes (SO_SNDBUF; 0: the OS "
+           "default, which grows to megabytes): with --queue-bytes, what a client that does not "
+           "read can hold",
+           "0")
       .opt("served-model-name", "NAME",
            "the model's id in the OpenAI-compatible API (/v1/models and every response); "
            "default: the model file's name without its extension",
@@ -195,6 +200,7 @@ int serve(int argc, char** argv) {
   scfg.idle_timeout = std::chrono::seconds(ranged(f, "idle-timeout", 1, 86400));
   scfg.queue.max_frames = static_cast<std::size_t>(ranged(f, "queue-frames", 1, 1 << 24));
   scfg.queue.max_bytes = static_cast<std::size_t>(ranged(f, "queue-bytes", 1024, 1LL << 32));
+  scfg.socket_send_buffer = static_cast<int>(ranged(f, "send-buffer", 0, 1 << 30));
   scfg.io_threads = static_cast<int>(ranged(f, "io-threads", 1, 64));
   engine::EngineConfig ecfg;
   ecfg.max_queue = static_cast<int>(ranged(f, "max-queue", 0, 1 << 20));

@@ -27,6 +27,19 @@ if(RZ_SANITIZE)
   message(STATUS "rz: sanitizers ${RZ_SANITIZE}")
 endif()
 
+# Fuzzing (-DRZ_FUZZ=ON, clang only; scripts/fuzz.sh): everything compiled for libFuzzer's
+# coverage and with ASan + UBSan; tests/fuzz/ adds the targets.
+if(RZ_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "RZ_FUZZ needs clang (CXX=clang++): libFuzzer is clang's")
+  endif()
+  set(rz_fuzz_flags -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+    -fno-omit-frame-pointer)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${rz_fuzz_flags}>")
+  add_link_options(-fsanitize=address,undefined)
+  message(STATUS "rz: fuzz targets ON (libFuzzer, ASan, UBSan)")
+endif()
+
 # rz_library(NAME [GLOBS pattern...] DEPS target...): one static library of the calling folder's
 # sources (default: *.cpp and *.cu in it), with the repository root on the include path.
 function(rz_library name)

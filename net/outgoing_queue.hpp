@@ -5,9 +5,9 @@
 //   engine session ──deliver──▶ strand ──push──▶ [frame][frame]...[frame] ──pop──▶ async_write
 //                                                 ▲ token frames of one request merge here
 //
-// Coalescing: a token frame whose request already has a token frame waiting (the last waiting
-// frame of that id, not yet being written) is merged into it: text concatenated, tokens appended,
-// index of the first. So a reader that falls behind gets fewer, larger frames. When the queue is
+// Coalescing: a token frame whose request (and choice) already has a token frame waiting (the
+// last waiting frame of that id and choice, not yet being written) is merged into it: text
+// concatenated, tokens and log-probability entries appended, index of the first. So a reader that falls behind gets fewer, larger frames. When the queue is
 // still over its bound (frames or estimated bytes) after that, push() says so; the connection
 // then tells the engine once (Session::slow_consumer) and keeps queuing the few frames that end
 // the session's requests. Past the hard bound (over_hard_limit) the connection is closed: a
@@ -73,7 +73,9 @@ class OutgoingQueue {
   std::size_t bytes_ = 0;
   uint64_t next_seq_ = 0;   // seq of the next pushed entry
   uint64_t front_seq_ = 0;  // seq of frames_.front()
-  // Request id -> seq of its last waiting frame when that frame is a token frame.
+  // Request id and choice (stream_key) -> seq of its last waiting frame when that frame is a
+  // token frame.
+  static std::string stream_key(const std::string& id, const std::optional<int>& choice);
   std::unordered_map<std::string, uint64_t> last_token_;
 };
 

@@ -37,7 +37,7 @@ simdjson::dom::object parse_json_object(std::string_view text);
 std::string_view get_string(simdjson::dom::element e, const std::string& field);
 bool get_bool(simdjson::dom::element e, const std::string& field);
 // A JSON number as a float; values past float's range become infinite, so that range checks on
-// the float reject them.
+// the float reject them; -0 becomes 0.
 float get_float(simdjson::dom::element e, const std::string& field);
 // A JSON integer (no fraction, no exponent) within [lo, hi].
 int64_t get_int(simdjson::dom::element e, const std::string& field, int64_t lo, int64_t hi);

@@ -124,6 +124,63 @@ TEST(OutgoingQueue, EstimateBoundsRealSize) {
   for (const auto& f : frames) EXPECT_GE(estimated_bytes(f), proto::to_json(f).size());
 }
 
+// Found by tests/net/hostile_clients.py (a client that never reads, asking for logprobs): merged
+// frames lost the log-probabilities of every token after the first, and the byte estimate left
+// them out, so such a reader was never cut off. And frames of two choices of one request (n > 1)
+// share the id: they must never merge.
+proto::TokenFrame tok_lp(std::string id, std::string text, int32_t id_tok, uint64_t index,
+                         std::optional<int> choice = std::nullopt) {
+  proto::TokenFrame f{std::move(id), text, {id_tok}, index, choice, {}};
+  proto::TokenLogprob l{id_tok, text, -0.5f, {}};
+  for (int k = 0; k < 20; ++k) l.top.push_back({id_tok + k, text + "x", -0.5f - k});
+  f.logprobs.push_back(std::move(l));
+  return f;
+}
+
+TEST(OutgoingQueue, CoalescingKeepsEveryLogprobEntryAndCountsItsBytes) {
+  OutgoingQueue q;
+  q.push(tok_lp("a", "He", 7, 0));
+  EXPECT_TRUE(q.push(tok_lp("a", "llo", 8, 1)).coalesced);
+  EXPECT_TRUE(q.push(tok_lp("a", "!", 9, 2)).coalesced);
+  auto f = q.pop();
+  const proto::TokenFrame& t = as_tok(f);
+  EXPECT_EQ(t.tokens, (std::vector<int32_t>{7, 8, 9}));
+  ASSERT_EQ(t.logprobs.size(), 3u);
+  EXPECT_EQ(t.logprobs[1].token, 8);
+  EXPECT_EQ(t.logprobs[2].text, "!");
+  EXPECT_EQ(t.logprobs[2].top.size(), 20u);
+  EXPECT_GE(estimated_bytes(*f), proto::to_json(*f).size());
+  EXPECT_GT(estimated_bytes(*f), 3u * 20u * 50u);  // the alternatives count
+
+  OutgoingQueue small(OutgoingQueueLimits{512, 16 << 10});
+  bool over = false;
+  for (uint64_t i = 0; i < 12 && !over; ++i)
+    over = small.push(tok_lp("b", "word", 5, i)).over_limit;
+  EXPECT_TRUE(over) << "12 tokens with 20 alternatives each are over 16 KiB";
+}
+
+TEST(OutgoingQueue, ChoicesOfOneRequestNeverMerge) {
+  OutgoingQueue q;
+  q.push(tok_lp("n", "a", 1, 0, 0));
+  EXPECT_FALSE(q.push(tok_lp("n", "b", 2, 0, 1)).coalesced);
+  EXPECT_TRUE(q.push(tok_lp("n", "c", 3, 1, 0)).coalesced);
+  EXPECT_TRUE(q.push(tok_lp("n", "d", 4, 1, 1)).coalesced);
+  // Choice 0 ends; choice 1's frame still takes its next token, choice 0's a new frame.
+  q.push(proto::DoneFrame{"n", proto::FinishReason::stop, {}, {}, 0});
+  EXPECT_TRUE(q.push(tok_lp("n", "e", 5, 2, 1)).coalesced);
+  auto a = q.pop(), b = q.pop();
+  EXPECT_EQ(as_tok(a).choice, std::optional<int>(0));
+  EXPECT_EQ(as_tok(a).tokens, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(as_tok(b).choice, std::optional<int>(1));
+  EXPECT_EQ(as_tok(b).tokens, (std::vector<int32_t>{2, 4, 5}));
+  EXPECT_EQ(as_tok(b).logprobs.size(), 3u);
+  // An error for the whole request ends every choice's merging.
+  q.push(tok_lp("m", "x", 1, 0, 0));
+  q.push(tok_lp("m", "y", 1, 0, 1));
+  q.push(proto::ErrorFrame{proto::ErrorCode::internal, "boom", std::string("m")});
+  EXPECT_FALSE(q.push(tok_lp("m", "z", 2, 1, 1)).coalesced);
+}
+
 TEST(OutgoingQueue, ClearEmptiesAndForgetsRequests) {
   OutgoingQueue q;
   q.push(tok("a", "x", {1}, 0));

@@ -331,6 +331,23 @@ TEST_F(ServeCliTest, BrowserPageAsksForTheApiKeyInHeadlessChromium) {
   EXPECT_GT(std::filesystem::exists(shot) ? std::filesystem::file_size(shot) : 0, 10000u);
 }
 
+// Hostile clients against a real rz serve (tests/net/hostile_clients.py: idle connections by
+// the thousand, a whole per-address quota, a client that never reads, floods, size limits,
+// fragments, invalid UTF-8, deep JSON, a 10,000-request burst, slowloris, pipelining, and
+// disconnects at every stage), each beside a well-behaved client: each gets what it should, the
+// file handles and /metrics return to idle, and the bystander is served throughout. The bounds
+// here are loose (CI's machine is shared and may run a sanitizer build); scripts/hostile_clients.sh
+// runs the strict ones (docs/reliability.md).
+TEST_F(ServeCliTest, HostileClientsLeaveTheServerServingOthers) {
+  ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
+  const ProcResult r = run({kPython, RZ_SOURCE_DIR "/tests/net/hostile_clients.py", RZ_BIN, kModel,
+                            "--ttft-factor", "5", "--ttft-slack-ms", "200", "--rss-slack-mb",
+                            "1024"},
+                           600s);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("12 passed, 0 failed"), std::string::npos) << r.out << r.err;
+}
+
 // All of it at once: the page over HTTPS (a self-signed test certificate the browser is told to
 // accept) opens its WebSocket over WSS by itself, asks for the key, and streams an answer.
 TEST_F(ServeCliTest, BrowserPageOverTlsWithAKeyInHeadlessChromium) {

@@ -2,9 +2,11 @@
 // the id recovered where the frame allows it), and the limits. Expected values come from the
 // protocol's specification (docs/protocol.md), written here by hand.
 #include "proto/parse.hpp"
+#include "proto/serialize.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace rz::proto {
@@ -12,12 +14,13 @@ namespace {
 
 using namespace std::string_literals;
 
-const GenerateRequest& as_generate(const ParseResult& r) {
+// A copy: callers bind it to a const reference, which then extends the copy's life (the
+// ParseResult it came from is a temporary gone at the end of the statement).
+GenerateRequest as_generate(const ParseResult& r) {
   if (auto* e = std::get_if<ProtocolError>(&r))
     ADD_FAILURE() << "unexpected error " << to_string(e->code) << ": " << e->message;
-  static const GenerateRequest empty;
   auto* g = std::get_if<GenerateRequest>(&r);
-  return g ? *g : empty;
+  return g ? *g : GenerateRequest{};
 }
 
 ProtocolError as_error(const ParseResult& r) {
@@ -96,6 +99,19 @@ TEST(ProtoParse, PenaltiesChoicesAndLogprobs) {
                                R"("presence_penalty":"1")", R"("n":0)", R"("n":17)", R"("n":1.5)",
                                R"("logprobs":-1)", R"("logprobs":21)", R"("logprobs":true)"})
     expect_error(h + "," + std::string(bad) + "}", ErrorCode::bad_value, "r1");
+}
+
+// Found by tests/fuzz/protocol_fuzz.cpp: -0 was kept and written back as "-0", which parses as the
+// integer 0, so a request did not survive two round trips unchanged. A number field has no sign
+// of zero.
+TEST(ProtoParse, NegativeZeroIsZero) {
+  const GenerateRequest& g = as_generate(parse_client_message(
+      R"({"type":"generate","id":"z","prompt":"x","temperature":-0.0,"presence_penalty":-0})"));
+  EXPECT_FALSE(std::signbit(g.sampling.temperature));
+  EXPECT_FALSE(std::signbit(g.sampling.presence_penalty));
+  const std::string once = to_json(ClientMessage(g));
+  EXPECT_NE(once.find("\"temperature\":0,"), std::string::npos) << once;
+  EXPECT_EQ(to_json(ClientMessage(as_generate(parse_client_message(once)))), once);
 }
 
 // A request's own time bound: milliseconds, 1 to 2^31-1; absent or null: none (0).
