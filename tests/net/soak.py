@@ -302,7 +302,9 @@ def main():
                "errors": stats.errors, "finish_reasons": stats.finish, "lost": stats.lost,
                "broken": stats.broken[:20], "rss_mb": samples,
                "server_requests_ended": {k: v for k, v in m.items()
-                                         if k.startswith("rz_requests_ended_total")}}
+                                         if k.startswith("rz_requests_ended_total")},
+               "kv_blocks_total": m.get("rz_kv_blocks_total"),
+               "prefix_cache_evictions": m.get("rz_prefix_cache_evictions_total")}
     print(json.dumps(summary, indent=1))
     if opts["--json"]:
         with open(opts["--json"], "w") as f:
