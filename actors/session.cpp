@@ -384,6 +384,25 @@ bool on_event(Self* self, const SchedEvent& e) {
   return !st.stopped;
 }
 
+// Handling one of a request's events threw (a token the tokenizer has no text for, say: an
+// executor whose output has more rows than the vocabulary): that request ends with an internal
+// error, cancelled at the batcher unless the event was its last; the session and its other
+// requests go on.
+void fail_request(Self* self, const SchedEvent& e, const char* what) {
+  auto& st = self->state;
+  const uint64_t gid = event_request(e).id;
+  auto g = st.by_gid.find(gid);
+  if (st.stopped || st.zombies.count(gid) || g == st.by_gid.end()) return;
+  const Key key = g->second;
+  const bool accepted = st.live.at(key).accepted;
+  if (!is_final(e)) {
+    st.zombies.insert(gid);
+    cancel_at_batcher(self, gid);
+  }
+  finish_error(self, key, proto::ErrorCode::internal, std::string("the request failed: ") + what,
+               accepted);
+}
+
 void on_cancel(Self* self, const std::string& id) {
   auto& st = self->state;
   if (st.stopped) return;
@@ -466,8 +485,14 @@ caf::behavior session_actor(Self* self, const std::shared_ptr<EngineContext>& ct
       [self](events_atom, const EventBatch& batch) {
         // A step boundary: a sink that is gone ends everything now, frames or not.
         if (self->state.sink.expired()) return drop_all(self);
-        for (const SchedEvent& e : batch.events)
-          if (!on_event(self, e)) return;
+        for (const SchedEvent& e : batch.events) {
+          try {
+            if (!on_event(self, e)) return;
+          } catch (const std::exception& ex) {
+            fail_request(self, e, ex.what());
+            if (self->state.stopped) return;
+          }
+        }
       },
   };
 }
