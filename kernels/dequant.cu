@@ -140,11 +140,16 @@ bool dequant_supported(GgmlType type) { return dequant_cols_multiple(type) != 0;
 
 int dequant_cols_multiple(GgmlType type) {
   switch (type) {
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K: return QK_K;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
-    case GgmlType::Q4_1: return 32;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1: return 32;
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::F32: return 8;
@@ -173,6 +178,11 @@ void dequantize_matrix(GgmlType type, const void* w, void* out, HalfType out_typ
     case GgmlType::Q8_0: launch<LoadQuant<quant::Q8_0>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::Q4_0: launch<LoadQuant<quant::Q4_0>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::Q4_1: launch<LoadQuant<quant::Q4_1>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q5_0: launch<LoadQuant<quant::Q5_0>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q5_1: launch<LoadQuant<quant::Q5_1>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q2_K: launch<LoadQuant<quant::Q2K>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q3_K: launch<LoadQuant<quant::Q3K>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::Q5_K: launch<LoadQuant<quant::Q5K>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::F32: launch<LoadF32>(w, out, out_type, n_groups, stream); break;
     case GgmlType::BF16: launch<LoadHalf<true>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::F16:

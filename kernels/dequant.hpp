@@ -21,11 +21,12 @@ namespace rz::gpu {
 // The 16-bit element type of a dequantized buffer (and of the GEMM operands).
 enum class HalfType : uint8_t { f16, bf16 };
 
-// True for the types dequantize_matrix handles: Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, F16, BF16, F32.
+// True for the types dequantize_matrix handles: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, F16, BF16, F32.
 bool dequant_supported(GgmlType type);
 
-// cols must be a multiple of this for `type`: the GGUF block size (256 for Q4_K/Q6_K, 32 for
-// Q8_0/Q4_0/Q4_1) and 8 for the plain types (their kernel moves 16 bytes at a time).
+// cols must be a multiple of this for `type`: the GGUF block size (256 for the K types, 32 for
+// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1) and 8 for the plain types (their kernel moves 16 bytes at a time).
 // 0 when the type is not supported.
 int dequant_cols_multiple(GgmlType type);
 

@@ -96,6 +96,11 @@ Launcher launcher_for(GgmlType type) {
     case GgmlType::Q4_1: return launch<DqQuant<quant::Q4_1>>;
     case GgmlType::Q4_K: return launch<DqQuant<quant::Q4K>>;
     case GgmlType::Q6_K: return launch<DqQuant<quant::Q6K>>;
+    case GgmlType::Q5_0: return launch<DqQuant<quant::Q5_0>>;
+    case GgmlType::Q5_1: return launch<DqQuant<quant::Q5_1>>;
+    case GgmlType::Q2_K: return launch<DqQuant<quant::Q2K>>;
+    case GgmlType::Q3_K: return launch<DqQuant<quant::Q3K>>;
+    case GgmlType::Q5_K: return launch<DqQuant<quant::Q5K>>;
     default: return nullptr;
   }
 }

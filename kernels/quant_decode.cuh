@@ -186,6 +186,131 @@ struct Q6K {
   }
 };
 
+// Q5_0 (22 bytes): d (fp16) | qh[4] | qs[16];         element j = d * (q - 16)
+// Q5_1 (24 bytes): d, m (fp16) | qh[4] | qs[16];      element j = d * q + m
+// q of element j: its low 4 bits as Q4_0's (nibble j / 16 of qs[j % 16]), its fifth bit bit j of
+// the little-endian word qh. Decoded only (dequantization, the embedding gather): the matrices of
+// these types run as F16 on the GPU (gpu/gpu_weights.cpp).
+template <bool kHasMin>
+struct Q5Legacy {
+  using Block = std::conditional_t<kHasMin, BlockQ5_1, BlockQ5_0>;
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = sizeof(Block);
+  static constexpr int kD = offsetof(Block, d);
+  static constexpr int kQh = offsetof(Block, qh);
+  static constexpr int kQs = offsetof(Block, qs);
+  static constexpr int kM = kHasMin ? 2 : -1;  // offsetof(BlockQ5_1, m); Q5_0 has no m
+  static_assert(!kHasMin || kM == static_cast<int>(offsetof(BlockQ5_1, m)));
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const uint32_t qh = static_cast<uint32_t>(b[kQh]) | static_cast<uint32_t>(b[kQh + 1]) << 8 |
+                        static_cast<uint32_t>(b[kQh + 2]) << 16 |
+                        static_cast<uint32_t>(b[kQh + 3]) << 24;
+    const uint8_t* q = b + kQs + j0 % 16;
+    const int hi = j0 / 16;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int qi = static_cast<int>(nibbles(q[i], hi) | ((qh >> (j0 + i)) & 1u) << 4);
+      if constexpr (kHasMin) {
+        const float m = f16_bits_to_f32(load_u16_le(b + kM));
+        v[i] = __fadd_rn(__fmul_rn(d, static_cast<float>(qi)), m);
+      } else {
+        v[i] = __fmul_rn(d, static_cast<float>(qi - 16));
+      }
+    }
+  }
+};
+using Q5_0 = Q5Legacy<false>;
+using Q5_1 = Q5Legacy<true>;
+
+// Q2_K (84 bytes): scales[16] | qs[64] | d, dmin (fp16). Element p = 128 c + 32 j + l (the 16
+// elements p0 .. p0 + 15 share scales[p / 16]: its low nibble times d, its high nibble times
+// dmin) = dl * q - ml, q the 2 bits at shift 2 j of qs[32 c + l].
+struct Q2K {
+  static constexpr int kElems = QK_K;
+  static constexpr int kBytes = sizeof(BlockQ2_K);
+  static constexpr int kScales = offsetof(BlockQ2_K, scales);
+  static constexpr int kQs = offsetof(BlockQ2_K, qs);
+  static constexpr int kD = offsetof(BlockQ2_K, d);
+  static constexpr int kDmin = offsetof(BlockQ2_K, dmin);
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const float dmin = f16_bits_to_f32(load_u16_le(b + kDmin));
+    const uint32_t s = b[kScales + j0 / 16];
+    const float dl = __fmul_rn(d, static_cast<float>(static_cast<int>(s & 0x0fu)));
+    const float ml = __fmul_rn(dmin, static_cast<float>(static_cast<int>(s >> 4)));
+    const int shift = 2 * ((j0 / 32) % 4);
+    const uint8_t* q = b + kQs + 32 * (j0 / 128) + j0 % 32;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      v[i] = __fsub_rn(__fmul_rn(dl, static_cast<float>(static_cast<int>((q[i] >> shift) & 3))), ml);
+  }
+};
+
+// Q3_K (110 bytes): hmask[32] | qs[64] | scales[12] | d (fp16). Element p = 128 c + 32 j + l:
+// the low 2 bits of q as Q2_K's, minus 4 unless bit p / 32 of hmask[p % 32] is set; the 16
+// elements from 16 k share the signed 6-bit scale (k < 8: low nibble of scales[k], else high
+// nibble of scales[k - 8]; its high 2 bits at shift 2 (k / 4) of scales[8 + k % 4]) - 32, times d.
+struct Q3K {
+  static constexpr int kElems = QK_K;
+  static constexpr int kBytes = sizeof(BlockQ3_K);
+  static constexpr int kHmask = offsetof(BlockQ3_K, hmask);
+  static constexpr int kQs = offsetof(BlockQ3_K, qs);
+  static constexpr int kScales = offsetof(BlockQ3_K, scales);
+  static constexpr int kD = offsetof(BlockQ3_K, d);
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const int k = j0 / 16;
+    const int lo = k < 8 ? (b[kScales + k] & 0x0f) : (b[kScales + k - 8] >> 4);
+    const int hi = (b[kScales + 8 + k % 4] >> (2 * (k / 4))) & 3;
+    const float dl = __fmul_rn(d, static_cast<float>((lo | hi << 4) - 32));
+    const int shift = 2 * ((j0 / 32) % 4), hbit = j0 / 32;
+    const uint8_t* q = b + kQs + 32 * (j0 / 128) + j0 % 32;
+    const uint8_t* hm = b + kHmask + j0 % 32;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int qi = ((q[i] >> shift) & 3) - (((hm[i] >> hbit) & 1) ? 0 : 4);
+      v[i] = __fmul_rn(dl, static_cast<float>(qi));
+    }
+  }
+};
+
+// Q5_K (176 bytes): d, dmin (fp16) | scales[12] as Q4_K's | qh[32] | qs[128]. As Q4_K, with bit s
+// of qh[l] the fifth bit of element 32 s + l.
+struct Q5K {
+  static constexpr int kElems = QK_K;
+  static constexpr int kBytes = sizeof(BlockQ5_K);
+  static constexpr int kD = offsetof(BlockQ5_K, d);
+  static constexpr int kDmin = offsetof(BlockQ5_K, dmin);
+  static constexpr int kScales = offsetof(BlockQ5_K, scales);
+  static constexpr int kQh = offsetof(BlockQ5_K, qh);
+  static constexpr int kQs = offsetof(BlockQ5_K, qs);
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const int s = j0 / 32, l = j0 % 32;
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const float dmin = f16_bits_to_f32(load_u16_le(b + kDmin));
+    uint32_t sc, mn;
+    Q4K::scale_min(b + kScales, s, sc, mn);
+    const float ds = __fmul_rn(d, static_cast<float>(static_cast<int>(sc)));
+    const float ms = __fmul_rn(dmin, static_cast<float>(static_cast<int>(mn)));
+    const uint8_t* q = b + kQs + 32 * (s / 2) + l;
+    const uint8_t* qh = b + kQh + l;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int qi = static_cast<int>(nibbles(q[i], s % 2) | ((qh[i] >> s) & 1u) << 4);
+      v[i] = __fsub_rn(__fmul_rn(ds, static_cast<float>(qi)), ms);
+    }
+  }
+};
+
 static_assert(Q4K::kQs == Q4K::kScales + K_SCALE_SIZE && Q4K::kQs + QK_K / 2 == Q4K::kBytes);
 static_assert(Q6K::kD + 2 == Q6K::kBytes && Q8_0::kQs == 2 && Q4_0::kQs == 2 && Q4_1::kQs == 4);
 

@@ -367,6 +367,12 @@ TEST(Engine, FailingStepFailsOnlyItsRequests) {
   EXPECT_EQ(sink->done_of("c")->finish_reason, FinishReason::length);
   EXPECT_EQ(sink->tokens_of("c"), fake_tokens(tok->encode(pa, true, false), 9, 6));
   EXPECT_EQ(h.engine->metrics().requests_failed, 2u);
+  // Slots and KV blocks come back, and the engine serves new requests.
+  ASSERT_TRUE(h.wait_idle());
+  EXPECT_EQ(h.engine->metrics().kv_blocks_used, 0);
+  s.generate(gen("d", pa, 4, 11));
+  ASSERT_TRUE(sink->wait_final("d"));
+  EXPECT_EQ(sink->done_of("d")->finish_reason, FinishReason::length);
 }
 
 TEST(Engine, StopStringsAcrossTokensAndEndOfGeneration) {

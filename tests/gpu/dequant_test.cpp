@@ -31,7 +31,9 @@ namespace rz::gpu {
 namespace {
 
 const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                           GgmlType::Q4_1, GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
+                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,
+                           GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::F16,  GgmlType::BF16,
+                           GgmlType::F32};
 
 std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 const char* name_of(HalfType h) { return h == HalfType::f16 ? "f16" : "bf16"; }
@@ -44,15 +46,17 @@ uint16_t round_bits(HalfType h, float v) {
 
 TEST(DequantChecks, SupportedTypes) {
   for (GgmlType t : kTypes) EXPECT_TRUE(dequant_supported(t)) << name_of(t);
-  for (GgmlType t :
-       {GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_XS, GgmlType::I8})
+  for (GgmlType t : {GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::I8})
     EXPECT_FALSE(dequant_supported(t)) << name_of(t);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q4_K), 256);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q6_K), 256);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q8_0), 32);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q4_1), 32);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::F32), 8);
-  EXPECT_EQ(dequant_cols_multiple(GgmlType::Q5_K), 0);
+  EXPECT_EQ(dequant_cols_multiple(GgmlType::Q5_K), 256);
+  EXPECT_EQ(dequant_cols_multiple(GgmlType::Q2_K), 256);
+  EXPECT_EQ(dequant_cols_multiple(GgmlType::Q5_1), 32);
+  EXPECT_EQ(dequant_cols_multiple(GgmlType::IQ4_XS), 0);
 }
 
 // The checks come before any CUDA call, so these run without a GPU.
@@ -63,7 +67,7 @@ TEST(DequantChecks, BadArgumentsThrowBeforeLaunch) {
   EXPECT_THROW(dequantize_matrix(GgmlType::F16, buf, buf, h, 4, 12, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf, h, -1, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf, h, 4, 0, nullptr), rz::Error);
-  EXPECT_THROW(dequantize_matrix(GgmlType::Q5_K, buf, buf, h, 4, 256, nullptr), rz::Error);
+  EXPECT_THROW(dequantize_matrix(GgmlType::IQ4_XS, buf, buf, h, 4, 256, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, nullptr, buf, h, 4, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf + 2, buf, h, 4, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf + 8, h, 4, 32, nullptr), rz::Error);
@@ -86,11 +90,16 @@ TEST(DequantChecks, BadArgumentsThrowBeforeLaunch) {
 // Byte offsets of the fp16 scale fields in one block of t (forced finite in random-byte data).
 std::vector<int> scale_offsets(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_K: return {0, 2};
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
     case GgmlType::Q6_K: return {208};
     case GgmlType::Q8_0:
-    case GgmlType::Q4_0: return {0};
-    case GgmlType::Q4_1: return {0, 2};
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
     default: return {};
   }
 }
@@ -140,7 +149,7 @@ TEST_P(DequantTest, BitExactVsCpu) {
   const int64_t row_list[] = {1, 3, 17, 200};
   int64_t checked = 0;
   for (bool random_bytes : {false, true})
-    for (int64_t cols : col_list)
+    for (int64_t cols : random_bytes || can_quantize(t) ? col_list : std::vector<int64_t>{})
       for (int64_t rows : row_list) {
         const std::vector<uint8_t> bytes = make_bytes(t, rows, cols, random_bytes, rng);
         std::vector<float> values(static_cast<size_t>(rows * cols));  // [rows, cols]

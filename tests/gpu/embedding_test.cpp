@@ -20,7 +20,9 @@ namespace {
 using namespace elem_test;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q6_K};
+                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q6_K,
+                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q5_K};
 
 std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 
@@ -28,9 +30,14 @@ std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 std::vector<int> fp16_fields(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0:
-    case GgmlType::Q4_0: return {0};
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: return {0};
     case GgmlType::Q4_1:
-    case GgmlType::Q4_K: return {0, 2};
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
     case GgmlType::Q6_K: return {208};
     default: return {};
   }
@@ -110,6 +117,7 @@ TEST(EmbeddingGather, EveryTypeMatchesDequantizeRowBitForBit) {
     for (int n_embd : widths_for(t)) {
       const int n_vocab = 37;
       for (int table_kind = 0; table_kind < 2; ++table_kind) {
+        if (table_kind == 0 && !can_quantize(t)) continue;  // Q2_K, Q3_K, Q5_K: random bytes
         const auto table = table_kind == 0 ? quantized_table(t, n_vocab, n_embd, rng)
                                            : random_table_bytes(t, n_vocab, n_embd, rng);
         for (int n_tokens : {1, 5, 64}) {
@@ -177,7 +185,7 @@ TEST(EmbeddingGather, RejectsBadArguments) {
   const int32_t* ids = reinterpret_cast<const int32_t*>(16);
   const void* table = reinterpret_cast<const void*>(16);
   EXPECT_TRUE(throws_shape_error(
-      [&] { embedding_gather(GgmlType::Q5_K, table, 10, 256, ids, 1, out, nullptr); }, "Q5_K"));
+      [&] { embedding_gather(GgmlType::IQ4_XS, table, 10, 256, ids, 1, out, nullptr); }, "IQ4_XS"));
   EXPECT_TRUE(throws_shape_error(
       [&] { embedding_gather(GgmlType::Q4_K, table, 10, 200, ids, 1, out, nullptr); },
       "n_embd 200"));
@@ -188,7 +196,8 @@ TEST(EmbeddingGather, RejectsBadArguments) {
       "n_tokens -1"));
   EXPECT_TRUE(throws_shape_error(
       [&] { embedding_gather(GgmlType::F32, nullptr, 10, 8, ids, 1, out, nullptr); }, "null"));
-  EXPECT_FALSE(embedding_type_supported(GgmlType::Q5_0));
+  EXPECT_FALSE(embedding_type_supported(GgmlType::IQ4_XS));
+  EXPECT_FALSE(embedding_type_supported(GgmlType::IQ4_NL));
   EXPECT_NO_THROW(
       embedding_gather(GgmlType::F32, table, 10, 8, ids, 0, out, nullptr));  // no launch
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <numeric>
@@ -24,10 +25,13 @@
 #include "apps/synth/synth.hpp"
 #include "cpu/cpu_executor.hpp"
 #include "formats/common.hpp"
+#include "formats/gguf.hpp"
+#include "formats/gguf_writer.hpp"
 #include "formats/model_file.hpp"
 #include "gpu/gpu_executor.hpp"
 #include "gpu/test_support.hpp"
 #include "model/sampling.hpp"
+#include "quants/quants.hpp"
 #include "sched/slot_runner.hpp"
 
 namespace rz::gpu {
@@ -196,6 +200,70 @@ INSTANTIATE_TEST_SUITE_P(Formats, GpuVsCpu,
                                            SynthFormat::Q4_K_M),
                          [](const auto& info) {
                            return std::string(synth_format_name(info.param));
+                         });
+
+// The types the GPU decodes but does not multiply (gpu/gpu_weights.cpp dequantizes them to F16
+// at load): tiny's F16 model with every matrix (token embedding and output included) replaced by
+// random blocks of the type, scales small enough for O(1) logits. Both executors decode the same
+// bytes; the GPU then multiplies fp16 roundings of the CPU's weights, so the tolerance is F16's
+// plus that rounding (about 2^-11 of each weight): 4x F16's.
+std::string transcoded_model(GgmlType t) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid()));
+  const std::string out = (dir / ("tiny_" + std::string(type_traits(t).name) + ".gguf")).string();
+  if (fs::exists(out)) return out;
+  auto src = GgufFile::open(tiny_model(SynthFormat::F16));
+  GgufWriter w;
+  for (const std::string& key : src->metadata_keys()) w.set(key, *src->find(key));
+  std::mt19937 rng(static_cast<unsigned>(t) * 7919u + 17u);
+  // Byte offsets of the fp16 scale fields of one block, and their range: weights of about 0.05
+  // at most (the largest sub-scale times the largest quant).
+  std::vector<int> halves;
+  float hi = 0;
+  switch (t) {
+    case GgmlType::Q5_0: halves = {0}, hi = 0.003f; break;       // d (q - 16), |q - 16| <= 16
+    case GgmlType::Q5_1: halves = {0, 2}, hi = 0.0016f; break;   // d q + m, q <= 31
+    case GgmlType::Q2_K: halves = {80, 82}, hi = 0.001f; break;  // d sc q - dmin mn, 15 x 3
+    case GgmlType::Q3_K: halves = {108}, hi = 0.0004f; break;    // d (sc - 32) q, 32 x 4
+    default: halves = {0, 2}, hi = 0.000025f; break;             // Q5_K: d sc q, 63 x 31
+  }
+  std::uniform_real_distribution<float> small(hi / 5, hi);
+  for (const TensorView& tv : src->tensors()) {
+    std::vector<int64_t> ne(tv.ne.begin(), tv.ne.begin() + tv.n_dims);
+    if (tv.n_dims != 2) {
+      w.add_tensor(tv.name, tv.type, ne, std::span<const uint8_t>(tv.data, tv.nbytes));
+      continue;
+    }
+    const size_t bytes = row_size(t, tv.cols()) * size_t(tv.rows());
+    std::vector<uint8_t> data(bytes);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    const size_t block = type_traits(t).type_size;
+    for (size_t b0 = 0; b0 < bytes; b0 += block)
+      for (int off : halves) {
+        const uint16_t h = fp32_to_fp16(small(rng));
+        std::memcpy(&data[b0 + off], &h, 2);
+      }
+    w.add_tensor(tv.name, t, ne, data);
+  }
+  w.write(out);
+  return out;
+}
+
+class GpuVsCpuDecodedTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GpuVsCpuDecodedTypes, LogitsAndGreedyPicks) {
+  RZ_REQUIRE_GPU();
+  const double worst = run_against_cpu(transcoded_model(GetParam()),
+                                       GpuExecutorOptions{.slots = 4, .max_context = 256},
+                                       4 * tol_for(SynthFormat::F16));
+  std::printf("[ %s ] max |gpu - cpu| logit: %.3g\n", type_traits(GetParam()).name.data(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuVsCpuDecodedTypes,
+                         ::testing::Values(GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,
+                                           GgmlType::Q3_K, GgmlType::Q5_K),
+                         [](const auto& info) {
+                           return std::string(type_traits(info.param).name);
                          });
 
 // Opt-in int8 activations (GpuExecutorOptions::int8_activations, kernels/gemv_q8.hpp): decode
