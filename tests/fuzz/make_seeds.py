@@ -157,6 +157,12 @@ def tokenizer_seeds():
             write("tokenizer_fuzz", f"text{v}_{i}", bytes([v]) + data)
         ids = struct.pack("<8i", 1, 2, 100, 1000, 5, 0, 42, 7)
         write("tokenizer_fuzz", f"ids{v}", bytes([0x80 | v]) + ids)
+    # Pre-tokenizer mode (first byte 0x40-0x7f picks one of the known pre-tokenizers).
+    split = [b"Hello, world! It's 2026 -- 3.14 and \xe4\xb8\xad\xe6\x96\x87 ok\n\n  x",
+             b"def f(x):\n\treturn x**2", b"'s 're 've   \xf0\x9f\x98\x80\r\n"]
+    for n in range(4):
+        for i, t in enumerate(split):
+            write("tokenizer_fuzz", f"pretok{n}_{i}", bytes([0x40 + n * 7]) + t)
 
 
 def chat_seeds():

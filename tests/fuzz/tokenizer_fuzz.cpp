@@ -11,6 +11,9 @@
 //     continuation bytes alone);
 //   - and read as token ids (4 bytes each, any value): decode and stream them (an id outside the
 //     vocabulary may throw rz::Error; nothing else may happen).
+// With bit 6 of the first byte set (and bit 7 clear) the rest is split by one of every known
+// pre-tokenizer (tokenizer/tokenizer_pretok.hpp, chosen by the first byte): the words must be
+// non-empty views into the text, in order, covering it exactly.
 // The vocabulary folder: RZ_FUZZ_VOCAB_DIR, else the one beside the checkout.
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +27,7 @@
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer/tokenizer_pretok.hpp"
 
 namespace {
 
@@ -93,9 +97,33 @@ std::string streamed(const rz::Tokenizer& tok, const std::vector<int32_t>& ids) 
 
 }  // namespace
 
+std::vector<std::unique_ptr<rz::tok::PreTokenizer>> pretokenizers() {
+  std::vector<std::unique_ptr<rz::tok::PreTokenizer>> out;
+  for (const std::string& name : rz::tok::PreTokenizer::known_names())
+    out.push_back(std::make_unique<rz::tok::PreTokenizer>(name, "fuzz"));
+  return out;
+}
+
+void check_split(const rz::tok::PreTokenizer& pre, std::string_view text) {
+  std::vector<std::string_view> words;
+  pre.split(text, words);
+  const char* at = text.data();
+  for (std::string_view w : words) {
+    if (w.empty() || w.data() != at) broken("pre-tokenizer words do not tile the text", text, w);
+    at += w.size();
+  }
+  if (at != text.data() + text.size()) broken("pre-tokenizer words end early", text, "");
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::vector<Vocab> vocabs = load();
+  static const auto pres = pretokenizers();
   if (size < 1) return 0;
+  if ((data[0] & 0xC0) == 0x40) {
+    check_split(*pres[data[0] % pres.size()],
+                std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
+    return 0;
+  }
   const Vocab& v = vocabs[data[0] % vocabs.size()];
   const rz::Tokenizer& tok = *v.tok;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
