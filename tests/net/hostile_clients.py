@@ -380,6 +380,20 @@ async def sc_frame_flood(port, k):
     return fails
 
 
+async def expect_close(ws, code, what):
+    """The server's close frame with `code`; a failure line otherwise (or None)."""
+    try:
+        while True:
+            op, p = await ws.recv(timeout=10)
+            if op == 8:
+                got = struct.unpack(">H", p[:2])[0] if len(p) >= 2 else None
+                return None if got == code else f"{what}: close code {got}, not {code}"
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return f"{what}: dropped without a close frame"
+    except asyncio.TimeoutError:
+        return f"{what}: still open"
+
+
 async def sc_size_limits(port, k):
     fails = []
     ws = await Ws.connect(port, source=source(72))
@@ -397,20 +411,9 @@ async def sc_size_limits(port, k):
     if (await ws.recv_json()).get("type") != "pong":
         fails.append("the connection did not stay open after too_large")
     ws.send("z" * (4 * MAX_FRAME + 70000))  # past the hard cap (4 x limit, at least 64 KiB)
-    try:
-        while True:
-            op, p = await ws.recv(timeout=10)
-            if op == 8:
-                code = struct.unpack(">H", p[:2])[0]
-                if code != 1009:
-                    fails.append(f"over the hard cap: close code {code}, not 1009")
-                break
-    except (asyncio.IncompleteReadError, ConnectionError):
-        fails.append("over the hard cap: dropped without a close frame")
-    except asyncio.TimeoutError:
-        fails.append("over the hard cap: still open")
+    why = await expect_close(ws, 1009, "over the hard cap")
     ws.close()
-    return fails
+    return fails + ([why] if why else [])
 
 
 async def sc_fragmented(port, k):
@@ -433,18 +436,9 @@ async def sc_invalid_utf8(port, k):
     fails = []
     ws = await Ws.connect(port, source=source(74))
     ws.send(b'{"type":"ping","x":"\xff\xfe"}')
-    try:
-        while True:
-            op, p = await ws.recv(timeout=10)
-            if op == 8:
-                code = struct.unpack(">H", p[:2])[0]
-                if code != 1007:
-                    fails.append(f"invalid UTF-8: close code {code}, not 1007")
-                break
-    except Exception as e:  # noqa: BLE001
-        fails.append(f"invalid UTF-8: {e!r} instead of a close frame")
+    why = await expect_close(ws, 1007, "invalid UTF-8")
     ws.close()
-    return fails
+    return fails + ([why] if why else [])
 
 
 async def sc_deep_json(port, k):
