@@ -15,9 +15,11 @@ connection may run at once (overloaded for the rest). It checks, for every reque
   - token frames with contiguous indexes from 0; done's usage.completion_tokens equals the
     tokens received; an error only of the kinds the action expects;
 
-and for the server: it never exits; its RSS, sampled every 30 s, stays within the first sample
-after warm-up + 256 MB; at the end /metrics shows no active slot, no queued request, no KV block
-in use, and its open file handles are back to the count before the clients started.
+and for the server: it never exits; its RSS, sampled every 30 s, does not grow in the second half
+of the run beyond the first half's peak + 64 MB (the first minutes raise it once, as the KV
+cache's pages are first written: on the CPU the cache is host memory); at the end /metrics shows
+no active slot, no queued request, no KV block in use, and its open file handles are back to the
+count before the clients started.
 
 Prints a line every minute and a summary (requests started, finished, cancelled, errors by code,
 lost: must be 0); exit 0 when nothing was lost or broken.
@@ -255,9 +257,10 @@ async def soak(srv, minutes, clients, seed):
                 m.get("rz_kv_blocks_used") == 0)
     quiet = await hc.wait_for(idle, 30)
     fds_back = await hc.wait_for(lambda: _fds_back(srv, fds0), 30)
-    peak = max(r for _, r in samples)
-    if peak > rss0 + 256:
-        stats.broken.append(f"RSS grew from {rss0:.0f} to {peak} MB")
+    half = len(samples) // 2
+    first, second = [r for _, r in samples[:max(half, 1)]], [r for _, r in samples[half:]]
+    if max(second) > max(first) + 64:
+        stats.broken.append(f"RSS grew in the second half: {max(first)} -> {max(second)} MB")
     if not quiet:
         stats.broken.append("/metrics did not return to idle")
     if not fds_back:
