@@ -3,7 +3,9 @@
 #include "sched/batch_state.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "formats/common.hpp"
 #include "sched/stop_check.hpp"
@@ -196,10 +198,30 @@ void BatchedDecodeState::take_cancellations() {
       pending_events_.push_back(finish_slot(i, FinishReason::cancelled));
 }
 
+std::size_t BatchedDecodeState::next_waiting() const {
+  if (queue_.size() == 1) return 0;
+  std::unordered_map<uint64_t, int> running;  // owner -> requests in slots
+  for (const BatchSlot& s : slots_)
+    if (s.busy()) ++running[s.request.owner];
+  std::size_t best = 0;
+  int fewest = std::numeric_limits<int>::max();
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    auto it = running.find(queue_[i].req.ref.owner);
+    const int n = it == running.end() ? 0 : it->second;
+    if (n < fewest) {  // strictly fewer: the first (oldest) of equals stays
+      fewest = n;
+      best = i;
+      if (n == 0) break;
+    }
+  }
+  return best;
+}
+
 BatchedDecodeState::Admission BatchedDecodeState::try_admission() const {
   Admission a;
   if (queue_.empty() || active_ >= cfg_.max_slots) return a;
-  const BatchRequest& r = queue_.front().req;
+  a.index = next_waiting();
+  const BatchRequest& r = queue_[a.index].req;
   const auto n = static_cast<int64_t>(r.prompt.size());
   a.reserve_blocks = cfg_.kv_blocks_for(cfg_.kv_reserve_tokens(n, r.max_tokens));
   // At least the prompt's last token is computed: its logits give the first token.
@@ -212,8 +234,8 @@ BatchedDecodeState::Admission BatchedDecodeState::try_admission() const {
 }
 
 void BatchedDecodeState::admit(const Admission& a, int slot) {
-  Queued q = std::move(queue_.front());
-  queue_.pop_front();
+  Queued q = std::move(queue_[a.index]);
+  queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(a.index));
   BatchSlot& s = slots_[static_cast<size_t>(slot)];
   s.phase = BatchSlot::Phase::prefilling;
   s.request = q.req.ref;
@@ -304,7 +326,7 @@ StepPlan BatchedDecodeState::plan() {
     if (budget <= 0) break;
     chunk(i);
   }
-  // 3. New requests from the queue's head (strict FIFO), into the lowest free slots.
+  // 3. New requests, fairly across owners (next_waiting), into the lowest free slots.
   int next_free = 0;
   while (budget > 0) {
     const Admission a = try_admission();

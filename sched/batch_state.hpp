@@ -5,12 +5,13 @@
 // The gpu actor runs the plans on an Executor (model/executor.hpp); sched/driver.hpp runs the
 // same loop synchronously.
 //
-//   submit ──▶ [ waiting queue, FIFO ] ──admit: slot + KV blocks + cached prefix──▶ [ slots ]
+//   submit ──▶ [ waiting queue, FIFO per owner ] ──admit: slot + KV blocks + prefix──▶ [ slots ]
 //   cancel ──▶ marks; takes effect at the next step boundary
 //   plan:  budget = max_step_tokens
 //          1. every decoding slot: its last sampled token            (1 token each)
 //          2. slots part-way through their prompt, in admission order (a chunk each)
-//          3. the queue's head, while a slot, its KV blocks and budget remain (chunk of prompt)
+//          3. waiting requests, owners running fewest first, while a slot, its KV blocks and
+//             budget remain (a chunk of prompt each)
 //   apply: tokens -> events; full blocks registered in the prefix cache; finished slots freed
 //
 // One step at a time (sched/step.hpp implements release -> run -> apply/fail_step once,
@@ -33,8 +34,12 @@
 //   slot, one token each; max_step_tokens >= max_slots so they always fit), then prompt chunks.
 //   A prompt longer than what is left runs in chunks over several steps (chunked prefill), so a
 //   long prompt delays running streams by at most one budget's worth of compute per step.
-// - Admission is strict FIFO: the queue's head takes the lowest free slot when a slot and its KV
-//   blocks are free; nothing overtakes it. Several requests can join in one step.
+// - Admission is FIFO per owner (a session: one connection, or one API request) and fair across
+//   owners: the next request admitted is the oldest waiting one of the owner that runs the fewest
+//   requests now, so a connection that sends a burst does not queue a quiet one behind it. It
+//   takes the lowest free slot when a slot and its KV blocks are free; while its KV blocks are
+//   not, nothing overtakes it. With one owner this is strict FIFO. Several requests can join in
+//   one step.
 // - KV cache: a request reserves at admission every block it may ever need,
 //   reserve = min(prompt + (max_tokens > 0 ? max_tokens : max_context - prompt), max_context)
 //   tokens, less the blocks of its cached prefix. Blocks are taken from the manager as the
@@ -216,12 +221,16 @@ class BatchedDecodeState {
     BatchRequest req;
     SchedClock::time_point enqueued;
   };
-  // What admitting the queue's head would reuse and need.
+  // What admitting the next waiting request (next_waiting()) would reuse and need.
   struct Admission {
+    std::size_t index = 0;        // its place in the queue
     std::vector<int32_t> cached;  // prefix blocks to reuse
     int64_t reserve_blocks = 0;   // its whole reservation
     bool fits = false;
   };
+  // The queue index of the request admission takes next: the first one whose owner runs the
+  // fewest requests now (see the policy above). The queue must not be empty.
+  std::size_t next_waiting() const;
   SchedClock::time_point now() const;
   void check_in_flight(const StepPlan& p, const char* what) const;
   void take_cancellations();  // running, not in flight, cancel requested

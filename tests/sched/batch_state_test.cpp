@@ -438,6 +438,28 @@ TEST(BatchState, FifoAdmissionOrder) {
   expect_clean(log, ex);
 }
 
+// Fair across owners: a connection that sent a burst does not queue a quiet one behind it. With
+// two slots, owner 7's five requests and then owner 8's one: once owner 7 runs one request, the
+// next free slot goes to owner 8 (running none), not to owner 7's second; then FIFO again.
+TEST(BatchState, AdmissionIsFairAcrossOwnersAndFifoWithinOne) {
+  BatchedDecodeState s(make_config(2, 64));
+  FakeExecutor ex(2, 64, kVocab);
+  for (uint64_t id = 1; id <= 5; ++id)
+    ASSERT_TRUE(s.submit(make_req(id, prompt_of(3), 4, 0, 7)).ok());
+  ASSERT_TRUE(s.submit(make_req(6, prompt_of(3), 4, 0, 8)).ok());
+  StepPlan p = s.plan();
+  EXPECT_EQ(ids_of(p), (std::vector<uint64_t>{1, 6})) << "the second slot goes to owner 8";
+  EventLog log;
+  for (const SchedEvent& e : execute(s, ex, p)) log(e);
+  run_until_idle(s, ex, log.sink());
+  std::vector<uint64_t> began;  // the order in which requests got a slot
+  for (const auto& e : log.all)
+    if (const auto* t = std::get_if<TokenEvent>(&e); t && t->index == 0)
+      began.push_back(t->request.id);
+  EXPECT_EQ(began, (std::vector<uint64_t>{1, 6, 2, 3, 4, 5}));
+  expect_clean(log, ex);
+}
+
 TEST(BatchState, EndOfGenerationStopsUnlessIgnored) {
   const auto prompt = prompt_of(4, 5);
   const auto ref = reference_tokens(prompt, 77, 10, kVocab);

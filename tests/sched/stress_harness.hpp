@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -176,11 +177,18 @@ class Stress {
     }
   }
 
-  // The queue's head: the lowest queued id (ids are given in submission order).
-  const rz::BatchRequest* queue_head() const {
-    for (auto it = subs_.upper_bound(last_admitted_); it != subs_.end(); ++it)
-      if (state_->where(it->first) == rz::BatchedDecodeState::Where::queued) return &it->second.req;
-    return nullptr;
+  // The policy's next admission (sched/batch_state.hpp): among the waiting `candidates` (ids,
+  // ascending = submission order), the first whose owner runs the fewest requests; 0 for none.
+  uint64_t fair_pick(const std::vector<uint64_t>& candidates,
+                     const std::map<uint64_t, int>& running) const {
+    uint64_t best = 0;
+    int fewest = std::numeric_limits<int>::max();
+    for (uint64_t id : candidates) {
+      const auto it = running.find(subs_.at(id).req.ref.owner);
+      const int n = it == running.end() ? 0 : it->second;
+      if (n < fewest) fewest = n, best = id;
+    }
+    return best;
   }
 
   // The plan against the policy, before it runs. `decoding` and `prefilling`: the slots in that
@@ -221,8 +229,17 @@ class Stress {
       left -= static_cast<int>(e.tokens.size());
       ++coverage["chunk continued"];
     }
-    // 3. Admissions while budget is left: FIFO, into the lowest free slots, each with its cached
-    // prefix and a chunk of the rest of its prompt.
+    // 3. Admissions while budget is left: fair across owners (the oldest waiting request of the
+    // owner running fewest, FIFO with one owner), into the lowest free slots, each with its
+    // cached prefix and a chunk of the rest of its prompt.
+    std::map<uint64_t, int> running;  // owner -> requests in slots before the admissions
+    for (int slot : decoding) ++running[s.slot(slot).request.owner];
+    for (int slot : prefilling) ++running[s.slot(slot).request.owner];
+    std::vector<uint64_t> waiting;  // what waited before this plan: still queued, or admitted now
+    for (const auto& [id, sub] : subs_)
+      if (state_->where(id) == rz::BatchedDecodeState::Where::queued) waiting.push_back(id);
+    for (size_t j = k; j < p.seqs.size(); ++j) waiting.push_back(p.requests[j].id);
+    std::sort(waiting.begin(), waiting.end());
     size_t next_free = 0;
     int begins = 0;
     for (; k < p.seqs.size(); ++k) {
@@ -230,8 +247,10 @@ class Stress {
       ASSERT_TRUE(e.begin) << "entry " << k;
       ASSERT_GT(left, 0) << "an admission beyond the budget";
       const uint64_t id = p.requests[k].id;
-      ASSERT_GT(id, last_admitted_) << "request " << id << " overtook " << last_admitted_;
-      last_admitted_ = id;
+      ASSERT_EQ(id, fair_pick(waiting, running)) << "request " << id << " out of the fair order";
+      if (running.size() > 1 && id != waiting.front()) ++coverage["fair overtake"];
+      waiting.erase(std::find(waiting.begin(), waiting.end(), id));
+      ++running[subs_.at(id).req.ref.owner];
       ASSERT_LT(next_free, free_before.size());
       ASSERT_EQ(e.slot, free_before[next_free++]) << "the lowest free slot";
       const rz::BatchRequest& r = subs_.at(id).req;
@@ -256,8 +275,10 @@ class Stress {
       if (!e.sample) ++coverage["chunk without sample"];
       ASSERT_EQ(e.blocks, sl.blocks);
     }
-    // The head, if it is still queued with a slot and budget left, waits for its reservation.
-    const rz::BatchRequest* head = queue_head();
+    // The next in the fair order, if one still waits with a slot and budget left, waits for its
+    // reservation.
+    const uint64_t next = fair_pick(waiting, running);
+    const rz::BatchRequest* head = next ? &subs_.at(next).req : nullptr;
     if (head && s.free_slots() > 0 && tokens < cfg_.max_step_tokens) {
       const auto& kv = s.kv();
       const int n = static_cast<int>(head->prompt.size());
@@ -469,7 +490,6 @@ class Stress {
   std::map<uint64_t, Submitted> subs_;
   std::vector<std::vector<int32_t>> systems_;
   uint64_t next_id_ = 1;
-  uint64_t last_admitted_ = 0;
 };
 
 // Runs `seeds` random stresses of `steps` steps and returns the merged coverage ("max use %" is
