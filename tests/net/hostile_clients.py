@@ -535,7 +535,11 @@ async def sc_pipelined(port, k):
 
 async def sc_disconnects(port, k):
     fails = []
-    long_prompt = "word " * 600
+    # Long enough to take a step of prompt compute (~150 tokens), short enough that a hundred of
+    # them back to back measure the disconnects, not prefill contention: 600-token prompts, one
+    # every 100 ms, cost the bystander 4x its TTFT on this 2-core machine through the steps they
+    # share (chunked prefill; docs/reliability.md).
+    long_prompt = "word " * 150
     for i in range(20 * k):
         # Before the upgrade completes: half of the upgrade request, then gone.
         sock = socket.socket()
