@@ -65,10 +65,12 @@ bool get_bool(element e, const std::string& field) {
 float get_float(element e, const std::string& field) {
   double d = 0;
   if (e.get_double().get(d)) wrong_type(field, "a number", e);
-  if (d == 0) return 0.0f;  // -0 too: a field's value has no sign of zero (and writes back as 0)
   if (d > double(FLT_MAX)) return std::numeric_limits<float>::infinity();
   if (d < -double(FLT_MAX)) return -std::numeric_limits<float>::infinity();
-  return float(d);
+  const float f = float(d);
+  // -0 and a negative below float's smallest denormal (-1e-310) too: a field's value has no sign
+  // of zero (and writes back as 0)
+  return f == 0.0f ? 0.0f : f;
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #                                             inputs (tests/fuzz/regressions/TARGET/) once
 #   scripts/fuzz.sh ci SECONDS                build, regress, then each target for SECONDS (CI)
 #
+# FUZZ_SEED=N fixes libFuzzer's seed (ci uses a fixed one).
 # Targets: protocol_fuzz gguf_fuzz safetensors_fuzz tokenizer_fuzz chat_template_fuzz http_fuzz.
 # A crash: the input that caused it is in build-fuzz/artifacts/TARGET/; fix the bug, add a unit
 # test for it, and copy the input into tests/fuzz/regressions/TARGET/ so `regress` replays it.
@@ -45,7 +46,7 @@ run() {
   local log=$build/$t.log
   set +e
   "$build/tests/fuzz/$t" -max_total_time="$secs" -max_len="$(max_len "$t")" -rss_limit_mb=2048 \
-    -timeout=20 -print_final_stats=1 -artifact_prefix="$art/" "$corpus" "tests/fuzz/corpus/$t" \
+    -seed="${FUZZ_SEED:-0}" -timeout=20 -print_final_stats=1 -artifact_prefix="$art/" "$corpus" "tests/fuzz/corpus/$t" \
     > "$log" 2>&1
   local rc=$?
   set -e
@@ -54,8 +55,9 @@ run() {
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*' || echo "?")
   echo "fuzz $t: ${secs} s, exit $rc, runs ${runs:-?}, coverage ${cov:-?} edges, corpus $(ls "$corpus" | wc -l) new + $(ls "tests/fuzz/corpus/$t" | wc -l) seeds"
   if [ "$rc" -ne 0 ]; then
-    grep -E "ERROR|SUMMARY|==[0-9]+==|_fuzz: " "$log" | head -n 20
-    ls "$art"
+    grep -E "ERROR|SUMMARY|==[0-9]+==|_fuzz: |^  (first|second): " "$log" | head -n 20
+    # the input itself, so a CI log is enough to reproduce it
+    for f in "$art"/*; do echo "$(basename "$f") (base64): $(head -c 4096 "$f" | base64 -w 0)"; done
     return 1
   fi
 }
@@ -83,6 +85,9 @@ case "${1:-}" in
   regress) regress ;;
   ci)
     secs=${2:?seconds}
+    # A fixed seed: CI's fuzzing walks the same inputs on the same code (a new finding comes with
+    # a change, not by chance); scripts/fuzz.sh run keeps libFuzzer's random seed.
+    export FUZZ_SEED=${FUZZ_SEED:-20261126}
     build
     regress
     failed=0

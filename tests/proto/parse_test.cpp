@@ -112,6 +112,11 @@ TEST(ProtoParse, NegativeZeroIsZero) {
   const std::string once = to_json(ClientMessage(g));
   EXPECT_NE(once.find("\"temperature\":0,"), std::string::npos) << once;
   EXPECT_EQ(to_json(ClientMessage(as_generate(parse_client_message(once)))), once);
+  // A negative number that rounds to float's -0 is 0 too (found by CI's fuzzing: -1E-310).
+  const GenerateRequest& tiny = as_generate(parse_client_message(
+      R"({"type":"generate","id":"z","prompt":"x","temperature":-1E-310})"));
+  EXPECT_FALSE(std::signbit(tiny.sampling.temperature));
+  EXPECT_EQ(tiny.sampling.temperature, 0.0f);
 }
 
 // A request's own time bound: milliseconds, 1 to 2^31-1; absent or null: none (0).
