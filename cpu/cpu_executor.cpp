@@ -180,6 +180,12 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
           for (int64_t d = 0; d < q_dim_; ++d) q[d] += L.bq[d];
           for (int64_t d = 0; d < kv_dim_; ++d) k[d] += L.bk[d], v[d] += L.bv[d];
         }
+        if (cfg_.qk_norm) {  // in place, one head at a time
+          for (int h = 0; h < cfg_.n_head; ++h)
+            rms_norm(q + h * HD, L.q_norm.data(), q + h * HD, HD, cfg_.norm_eps);
+          for (int h = 0; h < cfg_.n_head_kv; ++h)
+            rms_norm(k + h * HD, L.k_norm.data(), k + h * HD, HD, cfg_.norm_eps);
+        }
         const float* cs = &rope_cs_[i * cfg_.n_rot];
         for (int h = 0; h < cfg_.n_head; ++h)
           rope_apply(q + h * HD, cs, cfg_.n_rot, cfg_.rope_neox);
@@ -192,14 +198,16 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
       }
     });
     // One work item per (token, head); token i sees positions 0..tok_pos[i] of its entry's
-    // block table.
+    // block table, or the layer's sliding window of them.
+    const int window = cfg_.layer_window(l);
     pool.parallel_for(int64_t(N) * cfg_.n_head, 1, [&](int64_t b, int64_t e, int t) {
       for (int64_t it = b; it < e; ++it) {
         const int64_t i = it / cfg_.n_head;
         const int h = static_cast<int>(it % cfg_.n_head), kvh = h / group;
         attend_head(&q_[i * q_dim_ + h * HD], k_cache(l) + kvh * HD, v_cache(l) + kvh * HD,
                     seqs[tok_seq[i]].blocks.data(), BS, kv_dim_, tok_pos[i] + 1, HD, scale,
-                    scores_[t].data(), &att_[i * q_dim_ + h * HD]);
+                    scores_[t].data(), &att_[i * q_dim_ + h * HD],
+                    window > 0 ? tok_pos[i] + 1 - window : 0);
       }
     });
     const MatmulJob wo{L.wo, att_.data(), tmp_.data(), E};

@@ -60,32 +60,26 @@ void rope_apply(float* x, const float* cs, int n_rot, bool neox) {
 
 void attend_head(const float* q, const float* k, const float* v, const int32_t* blocks,
                  int block_size, int64_t stride, int n_pos, int head_dim, float scale,
-                 float* scores, float* out) {
+                 float* scores, float* out, int first) {
   const int64_t block_stride = int64_t{block_size} * stride;
+  first = std::clamp(first, 0, std::max(n_pos - 1, 0));
   float mx = -INFINITY;
-  for (int p0 = 0, b = 0; p0 < n_pos; p0 += block_size, ++b) {
-    const float* kb = k + blocks[b] * block_stride;
-    const int n = std::min(block_size, n_pos - p0);
-    for (int j = 0; j < n; ++j) {
-      scores[p0 + j] = dot_f32(q, kb + j * stride, head_dim) * scale;
-      mx = std::max(mx, scores[p0 + j]);
-    }
+  for (int p = first; p < n_pos; ++p) {
+    const float* kp = k + blocks[p / block_size] * block_stride + (p % block_size) * stride;
+    scores[p] = dot_f32(q, kp, head_dim) * scale;
+    mx = std::max(mx, scores[p]);
   }
   float sum = 0;
-  for (int p = 0; p < n_pos; ++p) {
+  for (int p = first; p < n_pos; ++p) {
     scores[p] = std::exp(scores[p] - mx);
     sum += scores[p];
   }
   const float inv = 1.0f / sum;
   std::fill(out, out + head_dim, 0.0f);
-  for (int p0 = 0, b = 0; p0 < n_pos; p0 += block_size, ++b) {
-    const float* vb = v + blocks[b] * block_stride;
-    const int n = std::min(block_size, n_pos - p0);
-    for (int j = 0; j < n; ++j) {
-      const float w = scores[p0 + j] * inv;
-      const float* vp = vb + j * stride;
-      for (int d = 0; d < head_dim; ++d) out[d] += w * vp[d];
-    }
+  for (int p = first; p < n_pos; ++p) {
+    const float w = scores[p] * inv;
+    const float* vp = v + blocks[p / block_size] * block_stride + (p % block_size) * stride;
+    for (int d = 0; d < head_dim; ++d) out[d] += w * vp[d];
   }
 }
 

@@ -20,7 +20,8 @@ void rope_table(const RopeFreqs& f, int pos, float* cs);
 // Rotates one head vector in place. neox: pairs (i, i + n_rot/2); else adjacent pairs (2i, 2i+1).
 void rope_apply(float* x, const float* cs, int n_rot, bool neox);
 
-// Attention of one query head over positions [0, n_pos) of a paged cache:
+// Attention of one query head over positions [first, n_pos) of a paged cache (first > 0: a
+// sliding window):
 //   out = softmax(q · K[p] * scale) · V[p]
 // Position p is row blocks[p / block_size] * block_size + p % block_size of the cache; k, v point
 // at the head's part of row 0 and `stride` floats separate consecutive rows. (A contiguous cache
@@ -29,7 +30,7 @@ void rope_apply(float* x, const float* cs, int n_rot, bool neox);
 // blocks: [ceil(n_pos / block_size)]  scores: scratch of n_pos floats.  q, out: [head_dim]
 void attend_head(const float* q, const float* k, const float* v, const int32_t* blocks,
                  int block_size, int64_t stride, int n_pos, int head_dim, float scale,
-                 float* scores, float* out);
+                 float* scores, float* out, int first = 0);
 
 // gate[i] = silu(gate[i]) * up[i]
 void swiglu(float* gate, const float* up, int64_t n);

@@ -186,23 +186,22 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   auto model_type = k.opt_string("model_type");
   if (!model_type) k.fail("model_type", "is missing");
   ModelConfig c;
-  if (*model_type == "llama")
-    c.arch = Arch::Llama;
-  else if (*model_type == "qwen2")
-    c.arch = Arch::Qwen2;
-  else if (*model_type == "mistral")
-    c.arch = Arch::Mistral;
+  if (const std::optional<Arch> a = arch_from_name(*model_type))
+    c.arch = *a;
   else
-    throw file_error(where, "unsupported model_type \"" + *model_type +
-                                "\" (rz supports llama, qwen2, mistral)");
+    throw file_error(where, "unsupported model_type \"" + *model_type + "\" (rz runs " +
+                                supported_arch_names() + ")");
 
   c.n_embd = k.req_int("hidden_size");
   c.n_layer = k.req_int("num_hidden_layers");
   c.n_head = k.req_int("num_attention_heads");
   // transformers: an explicit null means "as many as num_attention_heads"; a missing key gets
-  // the config class's default (LlamaConfig: num_attention_heads, Qwen2Config 32, MistralConfig 8).
+  // the config class's default (LlamaConfig and Phi3Config: num_attention_heads, Qwen2Config and
+  // Qwen3Config 32, MistralConfig 8).
   {
-    const int absent = c.arch == Arch::Qwen2 ? 32 : c.arch == Arch::Mistral ? 8 : c.n_head;
+    const int absent = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3 ? 32
+                       : c.arch == Arch::Mistral                      ? 8
+                                                                      : c.n_head;
     element dummy;
     const bool present = obj.at_key("num_key_value_heads").get(dummy) == simdjson::SUCCESS;
     c.n_head_kv = k.int_or("num_key_value_heads", present ? c.n_head : absent);
@@ -212,9 +211,17 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   if (c.n_head <= 0) k.fail("num_attention_heads", "must be positive");
   if (auto prf = k.opt_float("partial_rotary_factor"); prf && *prf != 1.0)
     k.fail("partial_rotary_factor", "other than 1 is not supported");
-  c.head_dim = k.int_or("head_dim", c.n_embd / c.n_head);
+  // Qwen3Config's head_dim defaults to 128; the others' to hidden_size / num_attention_heads.
+  c.head_dim = k.int_or("head_dim", c.arch == Arch::Qwen3 ? 128 : c.n_embd / c.n_head);
   c.n_rot = c.head_dim;
-  const int default_ctx = c.arch == Arch::Llama ? 2048 : c.arch == Arch::Qwen2 ? 32768 : 131072;
+  int default_ctx = 131072;  // MistralConfig
+  switch (c.arch) {
+    case Arch::Llama: default_ctx = 2048; break;
+    case Arch::Qwen2:
+    case Arch::Qwen3: default_ctx = 32768; break;
+    case Arch::Phi3: default_ctx = 4096; break;
+    case Arch::Mistral: break;
+  }
   c.n_ctx_train = k.int_or("max_position_embeddings", default_ctx);
   c.rope_theta = k.float_or("rope_theta", 10000.0f);
   const char* rope_dict = "rope_scaling";
@@ -237,6 +244,20 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
       if (k.bool_or("mlp_bias", false)) k.fail("mlp_bias", "true is not supported");
       break;
     case Arch::Mistral: c.qkv_bias = false; break;
+    case Arch::Qwen3:
+      // Qwen3Attention: attention_bias on q, k, v and o (ModelFile::open rejects the o bias);
+      // RMSNorm of each q and k head. Its sliding window applies only with use_sliding_window.
+      c.qkv_bias = k.bool_or("attention_bias", false);
+      c.qk_norm = true;
+      if (k.bool_or("use_sliding_window", false))
+        k.fail("use_sliding_window", "true is not supported");
+      break;
+    case Arch::Phi3:
+      // Phi3Attention: fused qkv_proj and gate_up_proj, no biases; attention masked to
+      // sliding_window when the config has one.
+      c.fused_qkv_gate_up = true;
+      c.sliding_window = k.int_or("sliding_window", 0);
+      break;
   }
   if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
     k.fail("hidden_act", "\"" + *act + "\" is not supported (rz implements silu)");

@@ -14,17 +14,32 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "formats/common.hpp"
 #include "formats/gguf.hpp"
 
 namespace rz {
 
+std::optional<Arch> arch_from_name(std::string_view name) {
+  for (Arch a : kArchs)
+    if (name == arch_name(a)) return a;
+  return std::nullopt;
+}
+
+std::string supported_arch_names() {
+  std::string s;
+  for (Arch a : kArchs) s += (s.empty() ? "" : ", ") + std::string(arch_name(a));
+  return s;
+}
+
 const char* arch_name(Arch a) {
   switch (a) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
     case Arch::Mistral: return "mistral";
+    case Arch::Qwen3: return "qwen3";
+    case Arch::Phi3: return "phi3";
   }
   return "?";
 }
@@ -51,6 +66,8 @@ void ModelConfig::validate(const std::string& where) const {
   if (n_rot > head_dim || n_rot % 2 != 0)
     fail("n_rot " + std::to_string(n_rot) + " must be even and at most head_dim " +
          std::to_string(head_dim));
+  if (sliding_window < 0)
+    fail("sliding_window must be >= 0 (got " + std::to_string(sliding_window) + ")");
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) fail("rope_theta must be positive");
   if (!(norm_eps > 0) || !std::isfinite(norm_eps) || norm_eps >= 1)
     fail("norm_eps must be in (0, 1)");
@@ -83,15 +100,11 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   auto arch_s = f.get_string("general.architecture");
   if (!arch_s) throw file_error(path, "metadata key 'general.architecture' is missing");
   ModelConfig c;
-  if (*arch_s == "llama")
-    c.arch = Arch::Llama;
-  else if (*arch_s == "qwen2")
-    c.arch = Arch::Qwen2;
-  else if (*arch_s == "mistral")
-    c.arch = Arch::Mistral;
+  if (const std::optional<Arch> a = arch_from_name(*arch_s))
+    c.arch = *a;
   else
-    throw file_error(
-        path, "unsupported architecture '" + *arch_s + "' (rz supports llama, qwen2, mistral)");
+    throw file_error(path, "unsupported architecture '" + *arch_s + "' (rz runs " +
+                               supported_arch_names() + ")");
   const std::string p = *arch_s + ".";
 
   auto in_range = [&](const std::string& key, int64_t v) {
@@ -178,11 +191,24 @@ ModelConfig config_from_gguf(const GgufFile& f) {
     std::memcpy(c.rope_freq_factors.data(), t->data, c.rope_freq_factors.size() * sizeof(float));
   }
 
-  // llama.cpp writes Llama/Mistral Q/K rows permuted for adjacent-pair rotation; Qwen2 keeps the
-  // Hugging Face layout and rotates NeoX pairs.
-  c.rope_neox = c.arch == Arch::Qwen2;
+  // llama.cpp writes Llama/Mistral Q/K rows permuted for adjacent-pair rotation; the others keep
+  // the Hugging Face layout and rotate NeoX pairs.
+  c.rope_neox = c.arch != Arch::Llama && c.arch != Arch::Mistral;
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  c.fused_qkv_gate_up = c.arch == Arch::Phi3;
+  if (c.arch == Arch::Phi3) {
+    // Phi-3's 128k variants (LongRoPE: two sets of per-frequency factors picked by context
+    // length, and an attention factor) are not implemented; their 4k ones need none of it.
+    if (f.find_tensor("rope_factors_long.weight") || f.find_tensor("rope_factors_short.weight"))
+      throw file_error(path,
+                       "phi3 with LongRoPE factors (rope_factors_long/short, the 128k variants) "
+                       "is not supported; the 4k variants are");
+    // transformers masks Phi-3 attention to its sliding window; llama.cpp's converter writes it
+    // as phi3.attention.sliding_window.
+    c.sliding_window = opt_int(p + "attention.sliding_window").value_or(0);
+  }
   c.validate(path);
   return c;
 }

@@ -2,15 +2,21 @@
 // Hugging Face config.json. Everything above the file readers works from this struct.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rz {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Mistral };
+enum class Arch { Llama, Qwen2, Mistral, Qwen3, Phi3 };
+inline constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Mistral, Arch::Qwen3, Arch::Phi3};
+// GGUF's general.architecture / Hugging Face's model_type of each.
 const char* arch_name(Arch a);
+std::optional<Arch> arch_from_name(std::string_view name);
+std::string supported_arch_names();  // "llama, qwen2, ..."
 
 struct RopeScaling {
   enum class Type { None, Linear, Yarn, Llama3 };
@@ -47,6 +53,19 @@ struct ModelConfig {
   std::vector<float> rope_freq_factors;
   bool tied_embeddings = false;  // no output.weight: the token embedding is the output matrix
   bool qkv_bias = false;         // attn_q/k/v have biases (qwen2)
+  // Per-head RMSNorm of q and k before RoPE, one [head_dim] weight each shared by all heads
+  // (attn_q_norm / attn_k_norm: qwen3).
+  bool qk_norm = false;
+  // Q, K, V stored as one matrix attn_qkv [q_dim + 2 kv_dim][n_embd] and gate and up as one
+  // ffn_up [2 n_ff][n_embd], gate rows first (phi3, as its Hugging Face checkpoints and llama.cpp's
+  // converter store them); ModelWeights presents the parts as separate row ranges.
+  bool fused_qkv_gate_up = false;
+  // Sliding-window attention: a query at position p attends to keys at positions > p - window
+  // (the window counts the query itself, as transformers masks it); 0: every position.
+  int sliding_window = 0;
+
+  // Layer l's sliding window (0: none); every layer has the same one so far.
+  int layer_window(int /*layer*/) const { return sliding_window; }
 
   // Checks internal consistency; throws rz::Error("WHERE: cause").
   void validate(const std::string& where) const;

@@ -47,14 +47,23 @@ std::map<std::string, Expected> expected_tensors(const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     m[b + "attn_norm.weight"] = {{E}};
-    m[b + "attn_q.weight"] = {{E, Q}};
-    m[b + "attn_k.weight"] = {{E, KV}};
-    m[b + "attn_v.weight"] = {{E, KV}};
+    if (c.fused_qkv_gate_up) {
+      m[b + "attn_qkv.weight"] = {{E, Q + 2 * KV}};
+      m[b + "ffn_up.weight"] = {{E, 2 * F}};
+    } else {
+      m[b + "attn_q.weight"] = {{E, Q}};
+      m[b + "attn_k.weight"] = {{E, KV}};
+      m[b + "attn_v.weight"] = {{E, KV}};
+      m[b + "ffn_gate.weight"] = {{E, F}};
+      m[b + "ffn_up.weight"] = {{E, F}};
+    }
     m[b + "attn_output.weight"] = {{Q, E}};
     m[b + "ffn_norm.weight"] = {{E}};
-    m[b + "ffn_gate.weight"] = {{E, F}};
-    m[b + "ffn_up.weight"] = {{E, F}};
     m[b + "ffn_down.weight"] = {{F, E}};
+    if (c.qk_norm) {
+      m[b + "attn_q_norm.weight"] = {{c.head_dim}};
+      m[b + "attn_k_norm.weight"] = {{c.head_dim}};
+    }
     if (c.qkv_bias) {
       m[b + "attn_q.bias"] = {{Q}};
       m[b + "attn_k.bias"] = {{KV}};

@@ -188,6 +188,10 @@ std::optional<std::string> hf_to_gguf_name(std::string_view n) {
       {"self_attn.k_proj", "attn_k"},
       {"self_attn.v_proj", "attn_v"},
       {"self_attn.o_proj", "attn_output"},
+      {"self_attn.q_norm", "attn_q_norm"},  // qwen3
+      {"self_attn.k_norm", "attn_k_norm"},
+      {"self_attn.qkv_proj", "attn_qkv"},  // phi3: [q; k; v] rows
+      {"mlp.gate_up_proj", "ffn_up"},      // phi3: [gate; up] rows, as llama.cpp names it
       {"mlp.gate_proj", "ffn_gate"},
       {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"},

@@ -10,6 +10,7 @@
 #include "gpu/matmul_path.hpp"
 #include "kernels/add_rmsnorm.hpp"
 #include "kernels/argmax.hpp"
+#include "kernels/bias.hpp"
 #include "kernels/dequant.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/fp8.hpp"
@@ -311,21 +312,33 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     if (l == 0)
       rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,
                forms_for(xn.get(), N, E, qkv_inputs(L)));
+    // One matmul writes [q | k | v] rows (or three write q, k, v apart); one kernel adds the
+    // biases, rotates q and k, writes q out dense for attention and k, v into the cache.
+    float* q_rows = qkv.get();
+    float* k_rows = L.fused_qkv ? qkv.get() + q_dim : k.get();
+    const int64_t q_stride = L.fused_qkv ? q_dim + 2 * kv_dim : q_dim;
+    const int64_t k_stride = L.fused_qkv ? q_stride : kv_dim;
     if (L.fused_qkv) {
-      // One matmul writes [q | k | v] rows; one kernel adds the biases, rotates q and k, writes
-      // q out dense for attention and k, v into the cache.
       matmul(L.wqkv, xn.get(), qkv.get(), N, true);
-      qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
-               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
-               qp_args, stream);
     } else {
       matmul(L.wq, xn.get(), qkv.get(), N, true);  // dense q rows [N, q_dim]
       matmul(L.wk, xn.get(), k.get(), N, true);
       matmul(L.wv, xn.get(), v.get(), N, true);
-      qkv_post(qkv.get(), cfg.qkv_bias ? L.bq.get() : nullptr, cfg.qkv_bias ? L.bk.get() : nullptr,
-               cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows, q.get(), kc, vc,
-               qp_sep, stream);
     }
+    const float* bq = cfg.qkv_bias ? L.bq.get() : nullptr;
+    const float* bk = cfg.qkv_bias ? L.bk.get() : nullptr;
+    if (cfg.qk_norm) {  // per-head norms of q and k, after their biases and before RoPE
+      if (bq) bias_add(q_rows, bq, N, q_dim, stream, q_stride);
+      if (bk) bias_add(k_rows, bk, N, kv_dim, stream, k_stride);
+      bq = bk = nullptr;
+      rms_norm_heads(q_rows, L.q_norm.get(), N, cfg.n_head, cfg.head_dim, q_stride, cfg.norm_eps,
+                     stream);
+      rms_norm_heads(k_rows, L.k_norm.get(), N, cfg.n_head_kv, cfg.head_dim, k_stride, cfg.norm_eps,
+                     stream);
+    }
+    qkv_post(qkv.get(), bq, bk, cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows,
+             q.get(), kc, vc, L.fused_qkv ? qp_args : qp_sep, stream);
+    const int window = cfg.layer_window(l);
     if (D > 0) {  // rows 0..D-1: one query token each
       AttentionDecodeArgs a;
       a.n_slots = D;
@@ -333,6 +346,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.cache = shape;
       a.max_context = ps.max_rows;
       a.table_stride = table_stride;
+      a.window = window;
       auto* ws = reinterpret_cast<float*>(attn_ws.get());
       if (ps.graph)  // the decode step: row r is piece r (no indirection inside the graph)
         attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream);
@@ -348,6 +362,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.cache = shape;
       a.max_context = ps.max_packed;
       a.table_stride = table_stride;
+      a.window = window;
       attention_prefill(q.get() + size_t(D) * size_t(q_dim), kc, vc,
                         d_tables + size_t(R) * size_t(table_stride), d_cu, d_ctx + D,
                         att.get() + size_t(D) * size_t(q_dim), attn_ws.get(), a, stream);

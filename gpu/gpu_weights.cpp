@@ -173,6 +173,8 @@ GpuWeights GpuWeights::upload(const ModelFile& f, bool fp8) {
     l.bq = vec(cl.bq, w.bytes);
     l.bk = vec(cl.bk, w.bytes);
     l.bv = vec(cl.bv, w.bytes);
+    l.q_norm = vec(cl.q_norm, w.bytes);
+    l.k_norm = vec(cl.k_norm, w.bytes);
     l.fused_qkv = cl.wq->type == cl.wk->type && cl.wq->type == cl.wv->type;
     if (l.fused_qkv) {
       l.wqkv = stacked(f, {cl.wq, cl.wk, cl.wv}, w.bytes);

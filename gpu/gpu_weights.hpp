@@ -35,6 +35,7 @@ struct DeviceMatrix {
 struct GpuLayerWeights {
   DeviceBuffer<float> attn_norm, ffn_norm;  // [n_embd]
   DeviceBuffer<float> bq, bk, bv;           // biases (empty unless qkv_bias)
+  DeviceBuffer<float> q_norm, k_norm;       // [head_dim] (empty unless qk_norm)
   DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   DeviceMatrix wqkv;       // [q_dim + 2 kv_dim][n_embd] when fused_qkv
   DeviceMatrix w_gate_up;  // [2 n_ff][n_embd] when fused_gate_up

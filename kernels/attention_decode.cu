@@ -35,6 +35,12 @@ namespace {
 constexpr int kThreads = 128;       // combine kernel; partition kernel with kAttnPartition
 constexpr int kSmallThreads = 256;  // partition kernel with kAttnSmallPartition: 8 tokens a warp
 
+// The first position a query at L - 1 attends to: L - window with a sliding window, else 0.
+// Partitions cover [window_start, L).
+__device__ __forceinline__ int window_start(int L, int window) {
+  return window > 0 && L > window ? L - window : 0;
+}
+
 // Block-wide max or sum, returned to every thread. Starts and ends with all threads synced, so
 // shared writes made before the call are visible after it and `red` may be reused at once.
 template <bool kMax, int kWarps>
@@ -87,7 +93,7 @@ __global__ void __launch_bounds__(kT)
                                  float* __restrict__ part_o, float* __restrict__ part_m,
                                  float* __restrict__ part_l, int n_head, int group, int n_blocks,
                                  int n_head_kv, int block_size, int head_dim, int table_stride,
-                                 int max_context, int max_parts, float scale) {
+                                 int max_context, int max_parts, float scale, int window) {
   grid_dependency_sync();
   static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
   constexpr int kW = kT / 32;
@@ -101,9 +107,10 @@ __global__ void __launch_bounds__(kT)
         out_h[d] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
     return;
   }
-  const int n_parts = (L - 1) / kP + 1;  // L >= 1 here
+  const int first = window_start(L, window);
+  const int n_parts = (L - first - 1) / kP + 1;  // L > first here
   if (part >= n_parts) return;
-  const int t0 = part * kP;
+  const int t0 = first + part * kP;
   const int n = min(kP, L - t0);
   const int kvh = h / group;
 
@@ -225,7 +232,7 @@ __global__ void __launch_bounds__(kT)
                              float* __restrict__ part_o, float* __restrict__ part_m,
                              float* __restrict__ part_l, int n_head, int group, int n_blocks,
                              int n_head_kv, int block_size, int head_dim, int table_stride,
-                             int max_context, int max_parts, float scale) {
+                             int max_context, int max_parts, float scale, int window) {
   grid_dependency_sync();
   static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
   constexpr int kW = kT / 32;
@@ -239,9 +246,10 @@ __global__ void __launch_bounds__(kT)
         out[(int64_t(s) * n_head + h0) * head_dim + i] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
     return;
   }
-  const int n_parts = (L - 1) / kP + 1;
+  const int first = window_start(L, window);
+  const int n_parts = (L - first - 1) / kP + 1;
   if (part >= n_parts) return;
-  const int t0 = part * kP;
+  const int t0 = first + part * kP;
   const int n = min(kP, L - t0);
 
   __shared__ float q_s[kMaxGroup][kAttnMaxHeadDim];  // q * scale
@@ -361,13 +369,13 @@ __global__ void __launch_bounds__(kThreads)
     attn_decode_combine_kernel(const int32_t* __restrict__ lens, const float* __restrict__ part_o,
                                const float* __restrict__ part_m, const float* __restrict__ part_l,
                                float* __restrict__ out, int n_head, int head_dim, int max_context,
-                               int max_parts, int part_len) {
+                               int max_parts, int part_len, int window) {
   grid_dependency_sync();
   extern __shared__ float w_s[];  // [n_parts] exp(m_j - M)
   const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
   const int L = lens[s];
   if (L <= 0 || L > max_context) return;  // written by the partition kernel
-  const int n_parts = (L - 1) / part_len + 1;
+  const int n_parts = (L - window_start(L, window) - 1) / part_len + 1;
   if (n_parts <= 1) return;  // likewise
   const int64_t base = (int64_t(s) * n_head + h) * max_parts;
   float M = -INFINITY;
@@ -471,6 +479,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
       int64_t(a.table_stride) * c.block_size < a.max_context)
     throw Error(w + ": block tables cannot hold max_context tokens (" + shape() + ")");
   if (a.n_slots > 65535 || a.n_head > 65535) throw Error(w + ": too large (" + shape() + ")");
+  if (a.window < 0) throw Error(w + ": window must be >= 0 (" + shape() + ")");
   const int part_len = partition_for(a);
   const int max_parts = parts_for(a.max_context, part_len);
   if (max_parts > kMaxParts) throw Error(w + ": too large (" + shape() + ")");
@@ -490,7 +499,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   // partition) for the group's query heads; else a block per (query head, slot, partition).
   using PartitionKernel = void (*)(const float*, const __half*, const __half*, const int32_t*,
                                    const int32_t*, const int32_t*, float*, float*, float*, float*,
-                                   int, int, int, int, int, int, int, int, int, float);
+                                   int, int, int, int, int, int, int, int, int, float, int);
   const bool small = part_len == kAttnSmallPartition, g = grouped(a);
   const PartitionKernel kernel =
       g ? (small ? attn_decode_group_kernel<kAttnSmallPartition, kSmallThreads>
@@ -501,12 +510,13 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   launch_kernel(kernel, grid, small ? kSmallThreads : kThreads, 0, stream, q, kc, vc, block_tables,
                 table_rows, context_lens, out, part_o, part_m, part_l, a.n_head, group, c.n_blocks,
                 c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context, max_parts,
-                scale);
+                scale, a.window);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     launch_kernel(attn_decode_combine_kernel, dim3(a.n_head, a.n_slots), kThreads,
                   size_t((max_parts + 3) / 4 * 4) * sizeof(float), stream, context_lens, part_o,
-                  part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts, part_len);
+                  part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts, part_len,
+                  a.window);
     RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");
   }
 }

@@ -37,6 +37,8 @@ struct AttentionDecodeArgs {
   int table_stride = 0;  // int32s between consecutive slots' rows of block_tables;
                          // max_context <= table_stride * block_size
   float scale = 0.0f;    // score scale; 0 means 1 / sqrt(head_dim)
+  int window = 0;        // sliding window: a slot of length L attends to its last `window`
+                         // tokens [L - window, L); 0: to all of them
 };
 
 // Floats of workspace attention_decode needs: an upper bound for every launch whose n_slots and

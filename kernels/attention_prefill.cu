@@ -157,7 +157,10 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_tile_kernel(const Prefi
       for (int c = 0; c < 4; ++c) o[i][j][c] = 0.0f;
   }
 
-  for (int kbase = 0; kbase < kv_end; kbase += kKeys) {
+  int qlo[4];  // keys at or below: outside the row's sliding window
+#pragma unroll
+  for (int i = 0; i < 4; ++i) qlo[i] = PrefillTile::window_floor(qpos[i], p);
+  for (int kbase = tl.kv_begin / kKeys * kKeys; kbase < kv_end; kbase += kKeys) {
     // 1. key rows (the previous iteration ended with a sync: krow_s, k_s, v_s, p_s are free)
     if (tid < kKeys) {
       const int pos = kbase + tid;
@@ -241,7 +244,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_tile_kernel(const Prefi
     for (int i = 0; i < 4; ++i) {
       float mx = -INFINITY;
       for (int j = 0; j < 2; ++j) {
-        if (kbase + tk + 16 * j > qpos[i]) s[i][j] = -INFINITY;  // causal (and inactive rows)
+        const int key = kbase + tk + 16 * j;
+        if (key > qpos[i] || key <= qlo[i]) s[i][j] = -INFINITY;  // causal (and inactive rows)
         mx = fmaxf(mx, s[i][j]);
       }
       mx = group_max<16>(mx);
@@ -467,6 +471,7 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
   if (c.n_blocks < 0 || c.block_size <= 0 || a.max_context <= 0 || a.table_stride <= 0 ||
       int64_t(a.table_stride) * c.block_size < a.max_context)
     throw Error("attention_prefill: block tables cannot hold max_context tokens (" + shape() + ")");
+  if (a.window < 0) throw Error("attention_prefill: window must be >= 0 (" + shape() + ")");
   const Grid g = grid_of(a);
   if (g.max_tiles > INT_MAX || g.gy > 65535)
     throw Error("attention_prefill: too large (" + shape() + ")");
@@ -503,6 +508,7 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
                       c.head_dim,
                       a.table_stride,
                       scale_log2};
+  p.window = a.window;
   if (splits > 1) {
     const size_t rows = size_t(g.blocks()) * splits * kRows;
     auto* base = static_cast<unsigned char*>(workspace) + prefill_detail::workspace_bytes_for(a, 1);

@@ -3,7 +3,8 @@
 // [cu_seqlens[i], cu_seqlens[i+1]) of q, its K/V (earlier chunks and this one, appended by
 // kv_append) in block table row i, and seq_context_lens[i] cached tokens including this chunk.
 // Query j of sequence i is at position ctx_i - n_i + j and attends to positions 0..that one
-// (causal), with GQA as in attention_decode.hpp.
+// (causal), or to the last `window` of them (a sliding window), with GQA as in
+// attention_decode.hpp.
 //
 // Tiled flash-attention kernels: one thread block per (tile of query tokens of one sequence, kv
 // head), so the query heads of a GQA group and the tile's tokens share every K/V tile read into
@@ -42,6 +43,7 @@ struct AttentionPrefillArgs {
   float scale = 0.0f;  // 0 means 1 / sqrt(head_dim)
   bool tensor_cores = true;  // false: the fp32 CUDA-core kernel for every head_dim (comparison)
   int key_splits = 0;        // tensor-core kernel: 0 chooses the key splits, k in [1, 64] forces k
+  int window = 0;  // sliding window: a query at position q attends to (q - window, q]; 0: [0, q]
 };
 
 // Bytes of device workspace attention_prefill needs; 0 when there is nothing to do. A per-sequence

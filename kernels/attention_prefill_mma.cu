@@ -43,17 +43,19 @@ constexpr int kCombineThreads = 256;
 constexpr int kCombineParts = 8;  // blocks per tile in the combine: one item a thread at D = 128
 static_assert(kPrefillRows == 16 * kWarps, "one 16-row mma tile per warp");
 
-// The key tiles [begin, end) that split z of a tile with keys 0 .. kv_end - 1 takes, and how many
-// splits the tile uses (splits z >= used have no keys); see PrefillTileParams.
+// The key tiles [begin, end) that split z of a tile with keys kv_begin .. kv_end - 1 takes, and
+// how many splits the tile uses (splits z >= used have no keys); see PrefillTileParams.
 struct KeyRange {
   int begin, end, used;
 };
 
-__device__ __forceinline__ KeyRange key_range(const PrefillTileParams& p, int kv_end, int z) {
-  const int n = (kv_end + kKeys - 1) / kKeys;
-  if (p.splits <= 1) return {0, n, 1};
+__device__ __forceinline__ KeyRange key_range(const PrefillTileParams& p, const PrefillTile& tl,
+                                              int z) {
+  const int first = tl.kv_begin / kKeys, last = (tl.kv_end + kKeys - 1) / kKeys;
+  const int n = last - first;
+  if (p.splits <= 1) return {first, last, 1};
   const int per = max((n + p.splits - 1) / p.splits, p.min_split_tiles);
-  return {z * per, min(n, (z + 1) * per), (n + per - 1) / per};
+  return {first + z * per, min(last, first + (z + 1) * per), (n + per - 1) / per};
 }
 
 // Index of row r of split z's partials for this block's (x, y): the attention and combine
@@ -90,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
 
   const PrefillTile tl = locate_prefill_tile(p);
   if (tl.seq < 0) return;  // uniform per block
-  const KeyRange kr = key_range(p, tl.kv_end, blockIdx.z);
+  const KeyRange kr = key_range(p, tl, blockIdx.z);
   if (kr.begin >= kr.end) return;  // a split this tile does not use (uniform)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   if (tid == 0) bad_s = 0;
@@ -146,6 +148,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
 
   const int r0 = 16 * warp + g, r1 = r0 + 8;  // this thread's two rows
   const int qpos0 = tl.row_pos(r0, p), qpos1 = tl.row_pos(r1, p);
+  const int lo0 = PrefillTile::window_floor(qpos0, p), lo1 = PrefillTile::window_floor(qpos1, p);
   float o[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -185,8 +188,9 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int key = kbase + 8 * j + 2 * c + e;
-        if (key > qpos0) s[j][e] = -INFINITY;  // causal, and inactive rows (qpos -1)
-        if (key > qpos1) s[j][2 + e] = -INFINITY;
+        // causal, and inactive rows (qpos -1); keys below a sliding window
+        if (key > qpos0 || key <= lo0) s[j][e] = -INFINITY;
+        if (key > qpos1 || key <= lo1) s[j][2 + e] = -INFINITY;
         mx0 = fmaxf(mx0, s[j][e]);
         mx1 = fmaxf(mx1, s[j][2 + e]);
       }
@@ -285,8 +289,9 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
 // (few tiles leave the machine mostly idle, so each thread takes as few items as it can: the
 // kernel is bound by the latency of its loads). Thread item (row r, dims d .. d + 3):
 //   M = max_j m_j, w_j = 2^(m_j - M), out = sum_j w_j O_j / sum_j w_j l_j
-// over the splits j the tile uses. A split whose keys all lie past the row's position has
-// m_j = -inf (weight 0); split 0 holds key 0, so M is finite unless a partial is NaN, and a NaN
+// over the splits j the tile uses. A split whose keys all lie past the row's position (or below
+// its sliding window) has m_j = -inf (weight 0); some split holds the row's own position, so M is
+// finite unless a partial is NaN, and a NaN
 // partial (bad block id) makes w_j, and so the row, NaN (fmaxf skips it in M). (The decode
 // combine in attention_decode.cu is the same sum in the natural-log domain; what differs, and
 // stays apart, is which rows and partitions exist: slots and lengths there, tiles here.)
@@ -297,7 +302,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (int(blockIdx.z) * kCombineThreads >= kPrefillRows * quads) return;  // no items here
   const PrefillTile tl = locate_prefill_tile(p);
   if (tl.seq < 0) return;
-  const int used = key_range(p, tl.kv_end, 0).used;
+  const int used = key_range(p, tl, 0).used;
   if (used <= 1) return;  // written by the attention kernel
   for (int idx = blockIdx.z * kCombineThreads + threadIdx.x; idx < kPrefillRows * quads;
        idx += kCombineThreads * gridDim.z) {

@@ -30,6 +30,7 @@ struct PrefillTileParams {
   float* out;
   int n_seqs, n_head, group, hb, chunks, n_blocks, n_head_kv, block_size, head_dim, table_stride;
   float scale_log2;  // scale * log2(e): scores in the exp2 domain
+  int window = 0;    // sliding window: a query at position q sees keys (q - window, q]; 0: all
   // Key splits (tensor-core kernel; grid.z = splits, 1: unsplit and the part_* unused). A tile of
   // n key tiles takes t = max(ceil(n / splits), min_split_tiles) of them per split, so it uses
   // ceil(n / t) splits; a tile that uses one is written to out directly, the others go through
@@ -44,10 +45,11 @@ struct PrefillTileParams {
 struct PrefillTile {
   int seq = -1;  // -1: this block has no tile (grid.x is an upper bound)
   int kvh = 0, chunk = 0;
-  int t0 = 0;      // first query token of the tile
-  int ntok = 0;    // query tokens in the tile
-  int pos0 = 0;    // position of token t0
-  int kv_end = 0;  // keys 0 .. kv_end - 1 are needed
+  int t0 = 0;        // first query token of the tile
+  int ntok = 0;      // query tokens in the tile
+  int pos0 = 0;      // position of token t0
+  int kv_begin = 0;  // keys kv_begin .. kv_end - 1 are needed (kv_begin > 0: a sliding window)
+  int kv_end = 0;
   const int32_t* table = nullptr;
 
   // Query head of row r, -1 for an inactive row (past the tile's tokens or the group's heads).
@@ -58,6 +60,10 @@ struct PrefillTile {
   // Query position of row r; -1 for inactive rows (every key masked).
   __device__ __forceinline__ int row_pos(int r, const PrefillTileParams& p) const {
     return row_head(r, p) >= 0 ? pos0 + r / p.hb : -1;
+  }
+  // Keys at or below this are outside the sliding window of a row at qpos (-1: none are).
+  __device__ __forceinline__ static int window_floor(int qpos, const PrefillTileParams& p) {
+    return p.window > 0 ? qpos - p.window : -1;
   }
 };
 
@@ -83,6 +89,7 @@ __device__ __forceinline__ PrefillTile locate_prefill_tile(const PrefillTilePara
   t.ntok = min(tpt, end - t.t0);
   t.pos0 = ctx - (end - begin) + (t.t0 - begin);
   t.kv_end = t.pos0 + t.ntok;
+  t.kv_begin = p.window > 0 ? max(0, t.pos0 - p.window + 1) : 0;
   t.table = p.block_tables + int64_t(lo) * p.table_stride;
   return t;
 }

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -25,14 +26,18 @@ namespace {
 // grid (n_rows, or round_up(n_rows, 8) when forms.qmm is set: the blocks past n_rows write the
 // qmm form's zero pad rows and nothing else); x and out may alias, so no __restrict__ on them; y
 // may be null (then x is only read).
+// Row r starts at (r / heads) * token_stride + (r % heads) * n (heads 1, token_stride n: rows
+// one after another; more heads: the heads of token rows, normalized in place, without forms).
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w,
-                                    float* out, int n, float eps, ActForms forms, int n_rows) {
+                                    float* out, int n, float eps, ActForms forms, int n_rows,
+                                    int heads, int64_t token_stride) {
   act_forms_dependency_sync(forms);
   if (static_cast<int>(blockIdx.x) >= n_rows) {
     for (int i = threadIdx.x; i < n / 4; i += blockDim.x) store_qmm_pad(forms, blockIdx.x, n, i);
     return;
   }
-  const size_t row = static_cast<size_t>(blockIdx.x) * n;
+  const size_t row = static_cast<size_t>(blockIdx.x / heads) * static_cast<size_t>(token_stride) +
+                     static_cast<size_t>(blockIdx.x % heads) * n;
   float* xr = x + row;
   float* outr = out + row;
   float ss = 0.0f;
@@ -102,8 +107,24 @@ void rms_norm(const float* x, const float* w, float* y, int n_rows, int n, float
   check_norm_forms(forms, x, y, w, n, "rms_norm");
   // Without a y the kernel never writes x.
   launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), 0, stream,
-                const_cast<float*>(x), nullptr, w, y, n, eps, forms, n_rows);
+                const_cast<float*>(x), nullptr, w, y, n, eps, forms, n_rows, 1, int64_t(n));
   RZ_CUDA_CHECK_LAUNCH("rms_norm (add_rms_norm_kernel)");
+}
+
+void rms_norm_heads(float* x, const float* w, int n_tokens, int n_heads, int head_dim,
+                    int64_t token_stride, float eps, cudaStream_t stream) {
+  if (head_dim <= 0 || n_heads <= 0 || n_tokens < 0 || token_stride < int64_t(n_heads) * head_dim ||
+      int64_t(n_tokens) * n_heads > INT32_MAX)
+    throw Error("rms_norm_heads: bad shape [" + std::to_string(n_tokens) + " tokens, " +
+                std::to_string(n_heads) + " heads of " + std::to_string(head_dim) +
+                ", token stride " + std::to_string(token_stride) + "]");
+  if (!(eps >= 0.0f)) throw Error("rms_norm_heads: eps must be >= 0");
+  if (n_tokens == 0) return;
+  if (!x || !w) throw Error("rms_norm_heads: null pointer");
+  launch_kernel(add_rms_norm_kernel, static_cast<unsigned>(n_tokens * n_heads),
+                block_threads(head_dim), 0, stream, x, nullptr, w, x, head_dim, eps, ActForms{},
+                n_tokens * n_heads, n_heads, token_stride);
+  RZ_CUDA_CHECK_LAUNCH("rms_norm_heads (add_rms_norm_kernel)");
 }
 
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_rows, int n,
@@ -116,7 +137,7 @@ void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_ro
   if (!x || !w || !out) throw Error("add_rms_norm: null pointer");
   check_norm_forms(forms, x, out, w, n, "add_rms_norm");
   launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), 0, stream, x, y, w,
-                out, n, eps, forms, n_rows);
+                out, n, eps, forms, n_rows, 1, int64_t(n));
   RZ_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 

@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "kernels/act_forms.hpp"
 
 namespace rz::gpu {
@@ -16,5 +18,13 @@ namespace rz::gpu {
 // the pointers do not allow them).
 void rms_norm(const float* x, const float* w, float* y, int n_rows, int n, float eps,
               cudaStream_t stream, const ActForms& forms = {});
+
+// RMSNorm of each head of token rows, in place (qwen3's q and k heads before RoPE): the n_heads
+// vectors x + t * token_stride + h * head_dim (t < n_tokens) each become
+// x / sqrt(mean(x^2) + eps) * w, w: device [head_dim] fp32; the same arithmetic as rms_norm.
+// Throws rz::Error for a bad shape (token_stride < n_heads * head_dim); n_tokens == 0 launches
+// nothing.
+void rms_norm_heads(float* x, const float* w, int n_tokens, int n_heads, int head_dim,
+                    int64_t token_stride, float eps, cudaStream_t stream);
 
 }  // namespace rz::gpu

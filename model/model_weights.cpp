@@ -40,6 +40,19 @@ std::vector<float> vec(const ModelFile& f, const std::string& name, int64_t n) {
   return out;
 }
 
+// Rows [first, first + n) of matrix t, kept alive by `owner`.
+const TensorView* row_range(std::vector<std::unique_ptr<TensorView>>& owner, const TensorView& t,
+                            int64_t first, int64_t n, const std::string& part) {
+  auto v = std::make_unique<TensorView>(t);
+  v->name = t.name + "[" + part + "]";
+  v->n_dims = 2;
+  v->ne = {t.cols(), n, 1, 1};
+  v->data = t.row(first);
+  v->nbytes = size_t(n) * t.row_bytes();
+  owner.push_back(std::move(v));
+  return owner.back().get();
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::load(const ModelFile& f) {
@@ -54,9 +67,25 @@ ModelWeights ModelWeights::load(const ModelFile& f) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights l;
     l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
-    l.wq = &matrix(f, p + "attn_q.weight", q_dim, c.n_embd);
-    l.wk = &matrix(f, p + "attn_k.weight", kv_dim, c.n_embd);
-    l.wv = &matrix(f, p + "attn_v.weight", kv_dim, c.n_embd);
+    if (c.fused_qkv_gate_up) {
+      const TensorView& qkv = matrix(f, p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd);
+      l.wq = row_range(w.row_ranges, qkv, 0, q_dim, "q");
+      l.wk = row_range(w.row_ranges, qkv, q_dim, kv_dim, "k");
+      l.wv = row_range(w.row_ranges, qkv, q_dim + kv_dim, kv_dim, "v");
+      const TensorView& gu = matrix(f, p + "ffn_up.weight", 2 * int64_t{c.n_ff}, c.n_embd);
+      l.w_gate = row_range(w.row_ranges, gu, 0, c.n_ff, "gate");
+      l.w_up = row_range(w.row_ranges, gu, c.n_ff, c.n_ff, "up");
+    } else {
+      l.wq = &matrix(f, p + "attn_q.weight", q_dim, c.n_embd);
+      l.wk = &matrix(f, p + "attn_k.weight", kv_dim, c.n_embd);
+      l.wv = &matrix(f, p + "attn_v.weight", kv_dim, c.n_embd);
+      l.w_gate = &matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd);
+      l.w_up = &matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd);
+    }
+    if (c.qk_norm) {
+      l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
+    }
     if (c.qkv_bias) {
       l.bq = vec(f, p + "attn_q.bias", q_dim);
       l.bk = vec(f, p + "attn_k.bias", kv_dim);
@@ -64,8 +93,6 @@ ModelWeights ModelWeights::load(const ModelFile& f) {
     }
     l.wo = &matrix(f, p + "attn_output.weight", c.n_embd, q_dim);
     l.ffn_norm = vec(f, p + "ffn_norm.weight", c.n_embd);
-    l.w_gate = &matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd);
-    l.w_up = &matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd);
     l.w_down = &matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff);
     w.layers.push_back(std::move(l));
   }

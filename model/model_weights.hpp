@@ -18,6 +18,7 @@ struct LayerWeights {
   const TensorView* wk = nullptr;      // [n_head_kv * head_dim][n_embd]
   const TensorView* wv = nullptr;      // [n_head_kv * head_dim][n_embd]
   std::vector<float> bq, bk, bv;       // biases (empty unless qkv_bias)
+  std::vector<float> q_norm, k_norm;   // [head_dim] per-head norms (empty unless qk_norm)
   const TensorView* wo = nullptr;      // [n_embd][n_head * head_dim]
   std::vector<float> ffn_norm;         // [n_embd]
   const TensorView* w_gate = nullptr;  // [n_ff][n_embd]
@@ -30,6 +31,9 @@ struct ModelWeights {
   std::vector<float> output_norm;          // [n_embd]
   const TensorView* output = nullptr;      // [n_vocab][n_embd]: output.weight or token_embd
   std::vector<LayerWeights> layers;
+  // Row ranges of fused file tensors (attn_qkv, ffn_up of phi3) that wq/wk/wv/w_gate/w_up point
+  // at: a quantized row holds whole blocks, so a range of rows is a view into the same bytes.
+  std::vector<std::unique_ptr<TensorView>> row_ranges;
 
   // Looks every tensor up and checks shapes and types. Throws rz::Error("PATH: cause").
   static ModelWeights load(const ModelFile& file);

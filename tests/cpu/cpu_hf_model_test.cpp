@@ -7,7 +7,10 @@
 // must equal transformers' exactly, the logits of the first and last step within kTol.
 // "llama3_tied.gguf" is the llama3_tied model as llama.cpp's converter writes it
 // (tests/golden/make_llama3_gguf.py: Q/K rows permuted, the llama3 scaling only in the tensor
-// rope_freqs.weight, no scaling metadata), checked against the same transformers golden.
+// rope_freqs.weight, no scaling metadata), checked against the same transformers golden;
+// "qwen3.gguf" and "phi3.gguf" likewise (tests/golden/make_hf_tiny_gguf.py). qwen3 covers the
+// per-head q/k norms, phi3 the fused QKV and gate-up tensors and a sliding window (24) shorter
+// than the longer prompts with their 32 steps.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -112,7 +115,8 @@ class CpuHfModel : public ::testing::TestWithParam<const char*> {
     const std::string name = GetParam();
     const bool gguf = name.ends_with(".gguf");
     EXPECT_EQ(mf_->format(), gguf ? "gguf" : "safetensors");
-    EXPECT_EQ(c.rope_neox, !gguf);  // llama.cpp permutes Llama Q/K rows for adjacent pairs
+    // llama.cpp permutes Llama Q/K rows for adjacent pairs; other architectures keep NeoX pairs.
+    EXPECT_EQ(c.rope_neox, !gguf || (c.arch != Arch::Llama && c.arch != Arch::Mistral));
     const GgmlType embd = mf_->require("token_embd.weight").type;
     if (name != "llama3_tied.gguf") {
       EXPECT_TRUE(c.rope_freq_factors.empty());
@@ -152,6 +156,24 @@ class CpuHfModel : public ::testing::TestWithParam<const char*> {
       EXPECT_EQ(c.arch, Arch::Mistral);
       EXPECT_EQ(embd, GgmlType::BF16);
       EXPECT_EQ(mf_->require("blk.2.attn_q.weight").type, GgmlType::BF16);
+    } else if (name == "qwen3" || name == "qwen3.gguf") {
+      EXPECT_EQ(c.arch, Arch::Qwen3);
+      EXPECT_TRUE(c.qk_norm);
+      EXPECT_FALSE(c.qkv_bias);
+      EXPECT_TRUE(c.tied_embeddings);
+      EXPECT_EQ(c.head_dim, 32);
+      EXPECT_NE(c.head_dim * c.n_head, c.n_embd);
+      EXPECT_EQ(c.rope_theta, 1e6f);
+      EXPECT_EQ(c.sliding_window, 0);
+      EXPECT_NE(mf_->find_tensor("blk.1.attn_k_norm.weight"), nullptr);
+    } else if (name == "phi3" || name == "phi3.gguf") {
+      EXPECT_EQ(c.arch, Arch::Phi3);
+      EXPECT_TRUE(c.fused_qkv_gate_up);
+      EXPECT_FALSE(c.tied_embeddings);
+      EXPECT_EQ(c.sliding_window, 24);  // shorter than the longer prompts: the window matters
+      EXPECT_EQ(mf_->require("blk.0.attn_qkv.weight").rows(), 4 * 16 + 2 * 2 * 16);
+      EXPECT_EQ(mf_->require("blk.0.ffn_up.weight").rows(), 2 * c.n_ff);
+      EXPECT_EQ(mf_->find_tensor("blk.0.ffn_gate.weight"), nullptr);
     } else {
       ADD_FAILURE() << "no expectations for " << name;
     }
@@ -226,7 +248,8 @@ TEST_P(CpuHfModel, GreedyBatchedMatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(HfTiny, CpuHfModel,
                          ::testing::Values("llama", "llama3_tied", "llama3_tied.gguf", "qwen2",
-                                           "mistral_bf16"),
+                                           "mistral_bf16", "qwen3", "qwen3.gguf", "phi3",
+                                           "phi3.gguf"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '.', '_');

@@ -82,7 +82,37 @@ TEST(HfConfig, ArchitecturesAndNulls) {
             Arch::Qwen2);
   EXPECT_EQ(parse_hf_config(std::string("{\"model_type\": \"mistral\", ") + base + "}", "x").arch,
             Arch::Mistral);
-  // null counts as absent; sliding_window is ignored.
+  // Qwen3: per-head q/k norms, head_dim 128 unless given, no biases unless attention_bias.
+  ModelConfig q3 = parse_hf_config(std::string("{\"model_type\": \"qwen3\", ") + base + "}", "x");
+  EXPECT_EQ(q3.arch, Arch::Qwen3);
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_EQ(q3.head_dim, 128);
+  EXPECT_TRUE(q3.rope_neox);
+  EXPECT_EQ(q3.sliding_window, 0);
+  EXPECT_THROW(parse_hf_config(std::string("{\"model_type\": \"qwen3\", "
+                                           "\"use_sliding_window\": true, ") +
+                                   base + "}",
+                               "x"),
+               Error);
+  // Phi-3: fused tensors, its sliding window kept, 4096 positions by default.
+  ModelConfig p3 = parse_hf_config(
+      std::string("{\"model_type\": \"phi3\", \"sliding_window\": 2047, ") + base + "}", "x");
+  EXPECT_EQ(p3.arch, Arch::Phi3);
+  EXPECT_TRUE(p3.fused_qkv_gate_up);
+  EXPECT_FALSE(p3.qk_norm);
+  EXPECT_EQ(p3.sliding_window, 2047);
+  EXPECT_EQ(p3.layer_window(1), 2047);
+  EXPECT_EQ(p3.head_dim, 16);
+  EXPECT_EQ(p3.n_ctx_train, 4096);
+  // Phi-3's 128k variants (LongRoPE) are refused by name.
+  EXPECT_THROW(parse_hf_config(std::string("{\"model_type\": \"phi3\", \"rope_scaling\": "
+                                           "{\"type\": \"longrope\", \"short_factor\": [1], "
+                                           "\"long_factor\": [1]}, ") +
+                                   base + "}",
+                               "x"),
+               Error);
+  // null counts as absent; a llama's sliding_window is ignored.
   ModelConfig m =
       parse_hf_config(std::string("{\"model_type\": \"llama\", \"head_dim\": null, "
                                   "\"rope_scaling\": null, \"sliding_window\": 4096, ") +
@@ -122,7 +152,8 @@ TEST(HfConfig, Errors) {
     return "{\"model_type\": \"llama\", " + extra + base + "}";
   };
   expect_error("{\"model_type\": \"gpt2\", " + base + "}", "unsupported model_type \"gpt2\"");
-  expect_error("{\"model_type\": \"qwen3\", " + base + "}", "unsupported model_type");
+  expect_error("{\"model_type\": \"gemma2\", " + base + "}",
+               "unsupported model_type \"gemma2\" (rz runs llama, qwen2, mistral, qwen3, phi3)");
   expect_error("{" + base + "}", "model_type");
   expect_error("{\"model_type\": \"llama\"}", "hidden_size");
   expect_error(R"({"model_type": "llama", "hidden_size": 64})", "num_hidden_layers");

@@ -11,6 +11,10 @@ Models (each model.safetensors well under 1 MB):
   qwen2        Qwen2ForCausalLM, Q/K/V biases, tied embeddings, fp32
   mistral_bf16 MistralForCausalLM, 3 layers, stored in bfloat16; the golden run is
                transformers on those bf16 weights upcast to fp32
+  qwen3        Qwen3ForCausalLM: RMSNorm of each q and k head, no biases, head_dim 32 != hidden /
+               heads, tied embeddings, theta 1e6
+  phi3         Phi3ForCausalLM: fused qkv_proj and gate_up_proj, untied, sliding_window 24 (shorter
+               than the longer prompts plus their 32 steps, so the window is exercised)
 
 Every weight is drawn normal(0, 0.1) (norm weights 1 + normal(0, 0.1), biases included) with a
 fixed seed, so logits spread over a few units. The golden run reloads each saved directory
@@ -21,16 +25,22 @@ logits_last (the step that picks greedy[31]), and min_margin (smallest top-1 min
 over the 32 steps). A prompt whose min_margin is below 1e-4 is re-drawn, so an exact token match
 is robust to fp32 summation order.
 
-  /opt/refpy/bin/python tests/golden/make_hf_tiny_models.py
+  /opt/refpy/bin/python tests/golden/make_hf_tiny_models.py [NAME ...]
+
+(NAMEs: rebuild only those; the seed of each model is fixed by its place in MODELS. llama,
+llama3_tied, qwen2 and mistral_bf16 were made with transformers 5.23.0; qwen3 and phi3 with torch
+2.15.0 and transformers 5.24.0.)
 """
 import json
 import os
 import shutil
+import sys
 
 import numpy as np
 import torch
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "hf_tiny")
@@ -57,6 +67,14 @@ MODELS = [
     ("mistral_bf16", MistralForCausalLM, MistralConfig, torch.bfloat16,
      dict(hidden_size=64, num_hidden_layers=3, intermediate_size=128, vocab_size=512,
           tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    ("qwen3", Qwen3ForCausalLM, Qwen3Config, torch.float32,
+     dict(hidden_size=64, num_hidden_layers=2, head_dim=32, intermediate_size=128, vocab_size=320,
+          tie_word_embeddings=True,
+          rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    ("phi3", Phi3ForCausalLM, Phi3Config, torch.float32,
+     dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, vocab_size=288,
+          tie_word_embeddings=False, sliding_window=24,
+          rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
 ]
 
 
@@ -126,8 +144,13 @@ def build(name, model_cls, config_cls, dtype, kw, seed):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    only = set(sys.argv[1:])
+    unknown = only - {m[0] for m in MODELS}
+    if unknown:
+        sys.exit(f"unknown model(s): {', '.join(sorted(unknown))}")
     for i, (name, model_cls, config_cls, dtype, kw) in enumerate(MODELS):
-        build(name, model_cls, config_cls, dtype, kw, seed=100 + i)
+        if not only or name in only:
+            build(name, model_cls, config_cls, dtype, kw, seed=100 + i)
 
 
 if __name__ == "__main__":

@@ -61,9 +61,11 @@ void append_ref(HostCache& c, const std::vector<float>& kn, const std::vector<fl
   }
 }
 
-// float64 attention of one query row over the slot's first L tokens (block table `table`).
+// float64 attention of one query row over the slot's first L tokens (block table `table`), or
+// over the last `window` of them.
 void attention_ref(const HostCache& c, const float* q, int n_head, const int32_t* table, int L,
-                   double* out) {
+                   double* out, int window = 0) {
+  const int first = window > 0 && L > window ? L - window : 0;
   const int hd = c.sh.head_dim, group = n_head / c.sh.n_head_kv, bs = c.sh.block_size;
   const double scale = 1.0 / std::sqrt(double(hd));
   std::vector<double> s(L);
@@ -73,7 +75,7 @@ void attention_ref(const HostCache& c, const float* q, int n_head, const int32_t
     std::fill(o, o + hd, 0.0);
     if (L == 0) continue;
     double m = -INFINITY;
-    for (int t = 0; t < L; ++t) {
+    for (int t = first; t < L; ++t) {
       const int64_t base = c.sh.index(table[t / bs], kvh, t % bs, 0);
       double acc = 0;
       for (int d = 0; d < hd; ++d) acc += double(q[h * hd + d]) * fp16_to_fp32(c.k[base + d]);
@@ -81,8 +83,8 @@ void attention_ref(const HostCache& c, const float* q, int n_head, const int32_t
       m = std::max(m, s[t]);
     }
     double l = 0;
-    for (int t = 0; t < L; ++t) l += (s[t] = std::exp(s[t] - m));
-    for (int t = 0; t < L; ++t) {
+    for (int t = first; t < L; ++t) l += (s[t] = std::exp(s[t] - m));
+    for (int t = first; t < L; ++t) {
       const int64_t base = c.sh.index(table[t / bs], kvh, t % bs, 0);
       for (int d = 0; d < hd; ++d) o[d] += s[t] / l * fp16_to_fp32(c.v[base + d]);
     }
@@ -123,7 +125,7 @@ struct Config {
 // with max_context = the longest length + extra_context and a workspace of exactly
 // attention_decode_workspace_floats (poisoned).
 void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, std::mt19937_64& rng,
-               const std::string& what) {
+               const std::string& what, int window = 0) {
   const int n_slots = int(lens.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
   const int bs = cf.block_size, width = cf.n_head_kv * hd;
   const int max_len = *std::max_element(lens.begin(), lens.end());
@@ -181,7 +183,7 @@ void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, s
   for (int s = 0; s < n_slots; ++s)
     attention_ref(hc, q.data() + size_t(s) * n_head * hd, n_head,
                   tables.data() + size_t(s) * table_stride, lens[s],
-                  ref.data() + size_t(s) * n_head * hd);
+                  ref.data() + size_t(s) * n_head * hd, window);
 
   AttentionDecodeArgs a;
   a.n_slots = n_slots;
@@ -189,6 +191,7 @@ void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, s
   a.cache = sh;
   a.max_context = max_context;
   a.table_stride = table_stride;
+  a.window = window;
   auto d_q = to_device(q);
   auto d_tables = to_device(tables);
   auto d_lens = to_device(lens);
@@ -510,7 +513,7 @@ TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
 // positions 0..prior + j. Both prefill kernels: the fp32 one at kRelTol, the tensor-core one (Q
 // and P in fp16) at 2e-3 (tests/gpu/attention_prefill_test.cpp has the error analysis).
 void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vector<int>& chunk,
-                 std::mt19937_64& rng, const std::string& what) {
+                 std::mt19937_64& rng, const std::string& what, int window = 0) {
   const int n_seqs = int(prior.size()), n_head = cf.n_head_kv * cf.ratio, hd = cf.head_dim;
   const int bs = cf.block_size, width = cf.n_head_kv * hd;
   std::vector<int32_t> ctx(n_seqs), cu(n_seqs + 1, 0);
@@ -558,7 +561,7 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
       qlens[t] = prior[i] + j + 1;
       attention_ref(hc, q.data() + size_t(t) * n_head * hd, n_head,
                     tables.data() + size_t(i) * table_stride, qlens[t],
-                    ref.data() + size_t(t) * n_head * hd);
+                    ref.data() + size_t(t) * n_head * hd, window);
     }
   AttentionPrefillArgs a;
   a.n_seqs = n_seqs;
@@ -567,19 +570,28 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
   a.cache = sh;
   a.max_context = max_context;
   a.table_stride = table_stride;
+  a.window = window;
   auto d_q = to_device(q);
   auto d_t = to_device(tables);
   auto d_cu = to_device(cu);
   auto d_ctx = to_device(ctx);
-  auto d_ws = poisoned<uint8_t>(attention_prefill_workspace_bytes(a));
-  for (bool tc : {false, true}) {
+  size_t ws_bytes = attention_prefill_workspace_bytes(a);  // automatic splits
+  a.key_splits = 3;
+  ws_bytes = std::max(ws_bytes, attention_prefill_workspace_bytes(a));
+  auto d_ws = poisoned<uint8_t>(ws_bytes);
+  // The tensor-core kernel with a sliding window once more with forced key splits (splits that
+  // start at the window's first key tile).
+  for (int run = 0; run < (window > 0 ? 3 : 2); ++run) {
+    const bool tc = run > 0;
     a.tensor_cores = tc;
+    a.key_splits = run == 2 ? 3 : 0;
     auto d_out = poisoned<float>(q.size());
     attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
                       d_out.get(), d_ws.get(), a, nullptr);
     EXPECT_TRUE(check_out(
         d_out.download(), ref, qlens, n_head * hd,
-        what + (tc ? " (prefill, tensor cores" : " (prefill, CUDA cores") + "; slot = query token)",
+        what + (tc ? " (prefill, tensor cores" : " (prefill, CUDA cores") +
+            (run == 2 ? ", 3 key splits" : "") + "; slot = query token)",
         // Tensor cores: attention_prefill_test.cpp's kMmaRelTol (fp16 Q and P; random seeds reach
         // ~2.1e-3 of the row's max: 2.14e-3 on the H200, seed 4430053448056023812, 2026-11-25).
         tc ? 4e-3 : kRelTol));
@@ -603,6 +615,46 @@ TEST(AttentionPrefill, PackedPromptsAndChunks) {
                   "head_dim " + std::to_string(hd) + " ratio " + std::to_string(ratio) +
                       " block_size " + std::to_string(cf.block_size));
     }
+}
+
+// A sliding window (qwen's and gemma's local layers, phi3): each query attends to its last
+// `window` positions; windows shorter and longer than the partitions, key tiles and prompts.
+TEST(AttentionDecode, SlidingWindow) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> lens = kBoundaryLens;
+  lens.push_back(0);
+  for (int window : {1, 24, 64, 65, 300, 5000})
+    for (int hd : {64, 128}) {
+      const std::string what =
+          "window " + std::to_string(window) + " head_dim " + std::to_string(hd);
+      std::shuffle(lens.begin(), lens.end(), rng);
+      run_batch({hd, 2, 4, 16}, lens, 100, rng, what + ", small partitions", window);
+      std::vector<int32_t> many(40, 0);  // 40 slots x 8 heads: 256-token partitions
+      for (size_t s = 0; s < many.size(); ++s) many[s] = lens[s % lens.size()];
+      run_batch({hd, 2, 4, 16}, many, 0, rng, what + ", large partitions", window);
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST(AttentionPrefill, SlidingWindow) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<int> prior = {0, 0, 100, 0, 250};
+  const std::vector<int> chunk = {1, 30, 50, 300, 260};
+  for (int window : {1, 24, 64, 100, 129, 1000})
+    for (int hd : {64, 128, 256})
+      for (int ratio : {1, 4}) {
+        run_prefill({hd, 2, ratio, 16}, prior, chunk, rng,
+                    "window " + std::to_string(window) + " head_dim " + std::to_string(hd) +
+                        " ratio " + std::to_string(ratio),
+                    window);
+        if (::testing::Test::HasFailure()) return;
+      }
 }
 
 TEST(AttentionPrefill, ShapeErrors) {

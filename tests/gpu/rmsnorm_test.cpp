@@ -84,6 +84,48 @@ TEST(RmsNorm, ManyRows) {
       all_close(d_y.download(), reference(x, w, rows, n, 1e-5f), kRtol, 1e-30, "2048 x 576"));
 }
 
+// rms_norm_heads: each head of strided token rows (qwen3's q and k heads inside a fused
+// [q | k | v] row) normalized in place with one [head_dim] weight; the rest of the row untouched.
+TEST(RmsNormHeads, StridedHeadsInPlace) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  struct Shape {
+    int tokens, heads, head_dim, offset, stride;  // heads start at `offset` in each row
+  };
+  for (const Shape& sh : {Shape{1, 1, 64, 0, 64}, Shape{7, 16, 128, 0, 16 * 128 + 2 * 4 * 128},
+                          Shape{9, 4, 128, 16 * 128, 16 * 128 + 2 * 4 * 128},
+                          Shape{33, 8, 256, 5, 8 * 256 + 11}, Shape{3, 2, 32, 0, 64}}) {
+    const std::string what = std::to_string(sh.tokens) + " tokens x " + std::to_string(sh.heads) +
+                             " heads of " + std::to_string(sh.head_dim) + ", stride " +
+                             std::to_string(sh.stride);
+    std::vector<float> x(size_t(sh.tokens) * sh.stride + sh.offset), w(sh.head_dim);
+    for (auto& v : x) v = nd(rng) * 3.0f;
+    for (auto& v : w) v = 1.0f + 0.3f * nd(rng);
+    std::vector<double> want(x.begin(), x.end());
+    for (int t = 0; t < sh.tokens; ++t)
+      for (int h = 0; h < sh.heads; ++h) {
+        const size_t at = size_t(t) * sh.stride + sh.offset + size_t(h) * sh.head_dim;
+        std::vector<float> head(x.begin() + at, x.begin() + at + sh.head_dim);
+        const auto r = reference(head, w, 1, sh.head_dim, 1e-6f);
+        std::copy(r.begin(), r.end(), want.begin() + at);
+      }
+    auto d_x = to_device(x);
+    auto d_w = to_device(w);
+    rms_norm_heads(d_x.get() + sh.offset, d_w.get(), sh.tokens, sh.heads, sh.head_dim, sh.stride,
+                   1e-6f, nullptr);
+    ASSERT_TRUE(all_close(d_x.download(), want, kRtol, 1e-30, what));
+  }
+  float* p = reinterpret_cast<float*>(16);
+  EXPECT_TRUE(throws_shape_error([&] { rms_norm_heads(p, p, 1, 4, 64, 255, 1e-6f, nullptr); },
+                                 "bad shape"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { rms_norm_heads(p, p, 1, 0, 64, 64, 1e-6f, nullptr); }, "bad shape"));
+  EXPECT_NO_THROW(rms_norm_heads(p, p, 0, 4, 64, 256, 1e-6f, nullptr));
+}
+
 TEST(RmsNorm, RejectsBadArguments) {  // checked before any CUDA call: runs without a GPU
   float* p = reinterpret_cast<float*>(16);
   EXPECT_TRUE(throws_shape_error([&] { rms_norm(p, p, p, 1, 0, 1e-5f, nullptr); }, "bad shape"));
