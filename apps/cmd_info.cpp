@@ -110,6 +110,29 @@ void architecture(std::ostream& os, const ModelFile& m) {
   os << "\n"
      << "  tied_embeddings " << (c.tied_embeddings ? "true" : "false") << "\n"
      << "  qkv_bias        " << (c.qkv_bias ? "true" : "false") << "\n";
+  // What departs from the Llama block, only where it does (qwen3, phi3, gemma3).
+  if (c.qk_norm) os << "  qk_norm         true (RMSNorm of each q and k head)\n";
+  if (c.fused_qkv_gate_up) os << "  fused tensors   attn_qkv [q; k; v], ffn_up [gate; up]\n";
+  if (c.sliding_window > 0) {
+    int local = 0;
+    for (int l = 0; l < c.n_layer; ++l) local += c.layer_window(l) > 0;
+    os << "  sliding_window  " << c.sliding_window << " tokens, " << local << " of " << c.n_layer
+       << " layers";
+    if (local < c.n_layer) {
+      os << " (global:";
+      for (int l = 0; l < c.n_layer; ++l)
+        if (c.layer_window(l) == 0) os << " " << l;
+      os << ")";
+    }
+    os << "\n";
+  }
+  if (c.rope_theta_swa > 0) os << "  rope_theta_swa  " << c.rope_theta_swa << " (sliding layers)\n";
+  if (c.act != ModelConfig::Act::SiLU) os << "  activation      gelu (tanh)\n";
+  if (c.embd_scale > 0) os << "  embd_scale      " << c.embd_scale << "\n";
+  if (c.attn_scale > 0) os << "  attn_scale      " << c.attn_scale << "\n";
+  if (c.post_norms) os << "  post_norms      true (after attention and feed-forward)\n";
+  if (c.norm_weight_add != 0) os << "  norm weights    + " << c.norm_weight_add << " at load\n";
+  if (c.final_logit_softcap > 0) os << "  logit_softcap   " << c.final_logit_softcap << "\n";
 }
 
 void tensors(std::ostream& os, const ModelFile& m, bool list_all) {

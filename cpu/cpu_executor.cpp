@@ -36,6 +36,7 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const ModelFile> file, const CpuExecuto
   kv_dim_ = int64_t{cfg_.n_head_kv} * cfg_.head_dim;
   pool_ = std::make_unique<ThreadPool>(opt.threads);
   rope_ = std::make_unique<RopeFreqs>(RopeFreqs::make(cfg_));
+  if (cfg_.rope_theta_swa > 0) rope_swa_ = std::make_unique<RopeFreqs>(RopeFreqs::make_swa(cfg_));
   slots_.resize(opt.slots);
   const size_t cache_floats = size_t(cfg_.n_layer) * size_t(n_blocks_) * block_size_ * kv_dim_;
   k_cache_.reset(new float[cache_floats]);
@@ -125,6 +126,7 @@ void CpuExecutor::ensure_buffers(int n_tok, int n_sample) {
   grow(gate_, N * cfg_.n_ff);
   grow(up_, N * cfg_.n_ff);
   grow(rope_cs_, N * cfg_.n_rot);
+  if (rope_swa_) grow(rope_cs_swa_, N * cfg_.n_rot);
   grow(last_, size_t(n_sample) * cfg_.n_embd);
   grow(logits_, size_t(n_sample) * cfg_.n_vocab);
 }
@@ -154,11 +156,15 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
   pool.parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       dequantize_row(w_.token_embd->type, w_.token_embd->row(tok_id[i]), &x_[i * E], E);
+      if (cfg_.embd_scale > 0)
+        for (int d = 0; d < E; ++d) x_[i * E + d] *= cfg_.embd_scale;
       rope_table(*rope_, tok_pos[i], &rope_cs_[i * cfg_.n_rot]);
+      if (rope_swa_) rope_table(*rope_swa_, tok_pos[i], &rope_cs_swa_[i * cfg_.n_rot]);
     }
   });
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const float scale =
+      cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0f / std::sqrt(static_cast<float>(HD));
   const int group = cfg_.n_head / cfg_.n_head_kv;
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerWeights& L = w_.layers[l];
@@ -186,7 +192,7 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
           for (int h = 0; h < cfg_.n_head_kv; ++h)
             rms_norm(k + h * HD, L.k_norm.data(), k + h * HD, HD, cfg_.norm_eps);
         }
-        const float* cs = &rope_cs_[i * cfg_.n_rot];
+        const float* cs = &(cfg_.layer_rope_swa(l) ? rope_cs_swa_ : rope_cs_)[i * cfg_.n_rot];
         for (int h = 0; h < cfg_.n_head; ++h)
           rope_apply(q + h * HD, cs, cfg_.n_rot, cfg_.rope_neox);
         for (int h = 0; h < cfg_.n_head_kv; ++h)
@@ -212,9 +218,11 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
     });
     const MatmulJob wo{L.wo, att_.data(), tmp_.data(), E};
     matmul(pool, {&wo, 1}, N);
-    // Residual add, then the feed-forward block.
+    // (Post-attention norm,) residual add, then the feed-forward block.
     pool.parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) {
+        if (cfg_.post_norms)
+          rms_norm(&tmp_[i * E], L.post_attn_norm.data(), &tmp_[i * E], E, cfg_.norm_eps);
         for (int d = 0; d < E; ++d) x_[i * E + d] += tmp_[i * E + d];
         rms_norm(&x_[i * E], L.ffn_norm.data(), &xn_[i * E], E, cfg_.norm_eps);
       }
@@ -223,11 +231,17 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
                              {L.w_up, xn_.data(), up_.data(), FF}};
     matmul(pool, gu, N);
     pool.parallel_for(N, 4, [&](int64_t b, int64_t e, int) {
-      swiglu(&gate_[b * FF], &up_[b * FF], (e - b) * FF);
+      if (cfg_.act == ModelConfig::Act::GeluTanh)
+        geglu(&gate_[b * FF], &up_[b * FF], (e - b) * FF);
+      else
+        swiglu(&gate_[b * FF], &up_[b * FF], (e - b) * FF);
     });
     const MatmulJob down{L.w_down, gate_.data(), tmp_.data(), E};
     matmul(pool, {&down, 1}, N);
     pool.parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
+      if (cfg_.post_norms)
+        for (int64_t i = b; i < e; ++i)
+          rms_norm(&tmp_[i * E], L.post_ffn_norm.data(), &tmp_[i * E], E, cfg_.norm_eps);
       for (int64_t i = b * E; i < e * E; ++i) x_[i] += tmp_[i];
     });
   }
@@ -239,6 +253,8 @@ std::vector<int32_t> CpuExecutor::forward(std::span<const StepSeq> seqs) {
              cfg_.norm_eps);
   const MatmulJob out{w_.output, last_.data(), logits_.data(), cfg_.n_vocab};
   matmul(pool, {&out, 1}, n_sample);
+  if (cfg_.final_logit_softcap > 0)
+    softcap(logits_.data(), size_t(n_sample) * cfg_.n_vocab, cfg_.final_logit_softcap);
 
   std::vector<int32_t> result;
   bool any_logprobs = false;

@@ -87,6 +87,7 @@ class CpuExecutor final : public Executor {
   int64_t q_dim_ = 0, kv_dim_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<RopeFreqs> rope_;
+  std::unique_ptr<RopeFreqs> rope_swa_;  // the sliding layers' own (rope_theta_swa), or null
   std::vector<Slot> slots_;
   // The paged KV cache, for K and for V:
   //   [n_layer][n_blocks_ * block_size_][n_head_kv * head_dim] fp32
@@ -97,16 +98,17 @@ class CpuExecutor final : public Executor {
   std::vector<TokenLogprobs> step_logprobs_;  // of the last step (step_logprobs())
 
   // Step buffers, grown as needed (N = tokens in the step, S = sampling entries).
-  std::vector<float> x_;          // [N][n_embd] residual stream
-  std::vector<float> xn_;         // [N][n_embd] normalised input of a block
-  std::vector<float> q_;          // [N][n_head * head_dim]
-  std::vector<float> k_, v_;      // [N][n_head_kv * head_dim]
-  std::vector<float> att_;        // [N][n_head * head_dim] attention output
-  std::vector<float> tmp_;        // [N][n_embd] block output before the residual add
-  std::vector<float> gate_, up_;  // [N][n_ff]
-  std::vector<float> rope_cs_;    // [N][n_rot] cos/sin pairs
-  std::vector<float> last_;       // [S][n_embd] final hidden state of each entry's last token
-  std::vector<float> logits_;     // [S][n_vocab]
+  std::vector<float> x_;            // [N][n_embd] residual stream
+  std::vector<float> xn_;           // [N][n_embd] normalised input of a block
+  std::vector<float> q_;            // [N][n_head * head_dim]
+  std::vector<float> k_, v_;        // [N][n_head_kv * head_dim]
+  std::vector<float> att_;          // [N][n_head * head_dim] attention output
+  std::vector<float> tmp_;          // [N][n_embd] block output before the residual add
+  std::vector<float> gate_, up_;    // [N][n_ff]
+  std::vector<float> rope_cs_;      // [N][n_rot] cos/sin pairs
+  std::vector<float> rope_cs_swa_;  // the same with rope_swa_ (empty without)
+  std::vector<float> last_;         // [S][n_embd] final hidden state of each entry's last token
+  std::vector<float> logits_;       // [S][n_vocab]
   std::vector<std::vector<float>> scores_;  // per thread: [max_ctx] attention scores
 };
 

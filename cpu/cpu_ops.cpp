@@ -83,6 +83,18 @@ void attend_head(const float* q, const float* k, const float* v, const int32_t* 
   }
 }
 
+void geglu(float* gate, const float* up, int64_t n) {
+  const float k = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
+void softcap(float* x, size_t n, float cap) {
+  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void swiglu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

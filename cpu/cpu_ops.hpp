@@ -34,6 +34,11 @@ void attend_head(const float* q, const float* k, const float* v, const int32_t* 
 
 // gate[i] = silu(gate[i]) * up[i]
 void swiglu(float* gate, const float* up, int64_t n);
+// gate[i] = gelu_tanh(gate[i]) * up[i], gelu_tanh(x) = x / 2 (1 + tanh(sqrt(2 / pi) (x + 0.044715
+// x^3))) (torch's gelu(approximate="tanh"), gemma's gelu_pytorch_tanh)
+void geglu(float* gate, const float* up, int64_t n);
+// x[i] = cap * tanh(x[i] / cap) (gemma's final logit soft-capping)
+void softcap(float* x, size_t n, float cap);
 
 float dot_f32(const float* a, const float* b, int n);
 

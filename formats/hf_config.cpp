@@ -111,14 +111,16 @@ class Keys {
 // transformers' defaulting: "rope_type" wins over "type"; for yarn and llama3 a top-level
 // original_max_position_embeddings wins over the one in the dict, and max_position_embeddings
 // stands in when neither is given; a yarn factor left out is max_pos / original.
-RopeScaling parse_rope_scaling(const Keys& top, const char* dict_key, int max_pos,
-                               const std::string& where) {
+// `owner` holds the dict (the top level, or gemma3's rope_parameters whose dicts are per layer
+// type); `prefix` names it in messages.
+RopeScaling parse_rope_scaling(const Keys& top, const Keys& owner, const std::string& prefix,
+                               const char* dict_key, int max_pos, const std::string& where) {
   RopeScaling rs;
-  auto e = top.find(dict_key);
+  auto e = owner.find(dict_key);
   if (!e) return rs;
   object obj;
-  if (e->get_object().get(obj) != simdjson::SUCCESS) top.fail(dict_key, "must be an object");
-  Keys k(obj, where, std::string(dict_key) + ".");
+  if (e->get_object().get(obj) != simdjson::SUCCESS) owner.fail(dict_key, "must be an object");
+  Keys k(obj, where, prefix + dict_key + ".");
   auto type = k.opt_string("rope_type");
   if (!type) type = k.opt_string("type");
   if (!type || *type == "default") return rs;
@@ -170,6 +172,48 @@ RopeScaling parse_rope_scaling(const Keys& top, const char* dict_key, int max_po
   return rs;
 }
 
+// Gemma3TextConfig: the block's departures from Llama (see ModelConfig), with its defaults.
+void parse_gemma3(const Keys& k, object obj, ModelConfig& c, const std::string& where) {
+  c.qkv_bias = k.bool_or("attention_bias", false);
+  c.qk_norm = true;
+  c.post_norms = true;
+  c.norm_weight_add = 1.0f;  // Gemma3RMSNorm: x * (1 + w)
+  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.attn_scale = 1.0f / std::sqrt(k.float_or("query_pre_attn_scalar", 256.0f));
+  c.final_logit_softcap = k.float_or("final_logit_softcapping", 0.0f);
+  if (k.find("attn_logit_softcapping")) k.fail("attn_logit_softcapping", "is not supported");
+  for (const char* key : {"hidden_activation", "hidden_act"})
+    if (auto act = k.opt_string(key)) {
+      if (*act != "gelu_pytorch_tanh")
+        k.fail(key, "\"" + *act + "\" is not supported (rz implements gelu_pytorch_tanh)");
+      break;
+    }
+  c.act = ModelConfig::Act::GeluTanh;
+  if (k.bool_or("use_bidirectional_attention", false))
+    k.fail("use_bidirectional_attention", "true is not supported");
+  c.sliding_window = k.int_or("sliding_window", 4096);
+  c.sliding_layers.assign(size_t(c.n_layer), 1);
+  element lt;
+  if (obj.at_key("layer_types").get(lt) == simdjson::SUCCESS && !lt.is_null()) {
+    simdjson::dom::array a;
+    if (lt.get_array().get(a) != simdjson::SUCCESS || a.size() != size_t(c.n_layer))
+      k.fail("layer_types", "must be an array of num_hidden_layers strings");
+    size_t i = 0;
+    for (element e : a) {
+      std::string_view t;
+      if (e.get_string().get(t) != simdjson::SUCCESS ||
+          (t != "sliding_attention" && t != "full_attention"))
+        k.fail("layer_types", "entries must be \"sliding_attention\" or \"full_attention\"");
+      c.sliding_layers[i++] = t == "sliding_attention";
+    }
+  } else {  // transformers 4: every sliding_window_pattern-th layer is global
+    const int pattern = k.int_or("sliding_window_pattern", 6);
+    for (int l = 0; l < c.n_layer; ++l)
+      c.sliding_layers[size_t(l)] = pattern <= 0 || (l + 1) % pattern != 0;
+  }
+  (void)where;
+}
+
 }  // namespace
 
 ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
@@ -201,6 +245,7 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   {
     const int absent = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3 ? 32
                        : c.arch == Arch::Mistral                      ? 8
+                       : c.arch == Arch::Gemma3                       ? 4
                                                                       : c.n_head;
     element dummy;
     const bool present = obj.at_key("num_key_value_heads").get(dummy) == simdjson::SUCCESS;
@@ -211,8 +256,11 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   if (c.n_head <= 0) k.fail("num_attention_heads", "must be positive");
   if (auto prf = k.opt_float("partial_rotary_factor"); prf && *prf != 1.0)
     k.fail("partial_rotary_factor", "other than 1 is not supported");
-  // Qwen3Config's head_dim defaults to 128; the others' to hidden_size / num_attention_heads.
-  c.head_dim = k.int_or("head_dim", c.arch == Arch::Qwen3 ? 128 : c.n_embd / c.n_head);
+  // Qwen3Config's head_dim defaults to 128, Gemma3TextConfig's to 256; the others' to
+  // hidden_size / num_attention_heads.
+  c.head_dim = k.int_or("head_dim", c.arch == Arch::Qwen3    ? 128
+                                    : c.arch == Arch::Gemma3 ? 256
+                                                             : c.n_embd / c.n_head);
   c.n_rot = c.head_dim;
   int default_ctx = 131072;  // MistralConfig
   switch (c.arch) {
@@ -220,22 +268,47 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
     case Arch::Qwen2:
     case Arch::Qwen3: default_ctx = 32768; break;
     case Arch::Phi3: default_ctx = 4096; break;
+    case Arch::Gemma3: break;  // 131072 too
     case Arch::Mistral: break;
   }
   c.n_ctx_train = k.int_or("max_position_embeddings", default_ctx);
-  c.rope_theta = k.float_or("rope_theta", 10000.0f);
-  const char* rope_dict = "rope_scaling";
-  if (auto rp = k.find("rope_parameters")) {  // transformers 5: theta lives in the dict
-    rope_dict = "rope_parameters";
-    object ro;
-    if (rp->get_object().get(ro) != simdjson::SUCCESS)
-      k.fail("rope_parameters", "must be an object");
-    c.rope_theta = Keys(ro, where, "rope_parameters.").float_or("rope_theta", c.rope_theta);
-  }
+  const bool gemma = c.arch == Arch::Gemma3;
+  c.rope_theta = k.float_or("rope_theta", gemma ? 1000000.0f : 10000.0f);
   c.norm_eps = k.float_or("rms_norm_eps", 1e-6f);
   c.rope_neox = true;  // Hugging Face layout: rotate_half pairs (i, i + d/2)
-  c.rope_scaling = parse_rope_scaling(k, rope_dict, c.n_ctx_train, where);
-  c.tied_embeddings = k.bool_or("tie_word_embeddings", false);
+  object ro;
+  auto rp = k.find("rope_parameters");
+  if (rp && rp->get_object().get(ro) != simdjson::SUCCESS)
+    k.fail("rope_parameters", "must be an object");
+  const Keys rk(ro, where, "rope_parameters.");
+  if (gemma && rp && rk.find("full_attention")) {
+    // transformers 5's gemma3: one dict per layer type; the sliding layers' must be unscaled.
+    object full, local;
+    if (rk.find("full_attention")->get_object().get(full) != simdjson::SUCCESS)
+      rk.fail("full_attention", "must be an object");
+    c.rope_theta =
+        Keys(full, where, "rope_parameters.full_attention.").float_or("rope_theta", c.rope_theta);
+    c.rope_scaling =
+        parse_rope_scaling(k, rk, "rope_parameters.", "full_attention", c.n_ctx_train, where);
+    c.rope_theta_swa = 10000.0f;
+    if (auto sl = rk.find("sliding_attention")) {
+      if (sl->get_object().get(local) != simdjson::SUCCESS)
+        rk.fail("sliding_attention", "must be an object");
+      c.rope_theta_swa = Keys(local, where, "rope_parameters.sliding_attention.")
+                             .float_or("rope_theta", c.rope_theta_swa);
+      if (parse_rope_scaling(k, rk, "rope_parameters.", "sliding_attention", c.n_ctx_train, where)
+              .type != RopeScaling::Type::None)
+        rk.fail("sliding_attention", "with rope scaling is not supported");
+    }
+  } else if (rp) {  // transformers 5: theta lives in the dict
+    c.rope_theta = rk.float_or("rope_theta", c.rope_theta);
+    c.rope_scaling = parse_rope_scaling(k, k, "", "rope_parameters", c.n_ctx_train, where);
+  } else {
+    c.rope_scaling = parse_rope_scaling(k, k, "", "rope_scaling", c.n_ctx_train, where);
+  }
+  if (gemma && c.rope_theta_swa == 0.0f)  // transformers 4's gemma3 config
+    c.rope_theta_swa = k.float_or("rope_local_base_freq", 10000.0f);
+  c.tied_embeddings = k.bool_or("tie_word_embeddings", gemma);  // Gemma3TextConfig: tied
   switch (c.arch) {
     case Arch::Qwen2: c.qkv_bias = true; break;  // Qwen2Attention: bias on q/k/v, none on o
     case Arch::Llama:
@@ -258,8 +331,9 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
       c.fused_qkv_gate_up = true;
       c.sliding_window = k.int_or("sliding_window", 0);
       break;
+    case Arch::Gemma3: parse_gemma3(k, obj, c, where); break;
   }
-  if (auto act = k.opt_string("hidden_act"); act && *act != "silu")
+  if (auto act = k.opt_string("hidden_act"); act && *act != "silu" && !gemma)
     k.fail("hidden_act", "\"" + *act + "\" is not supported (rz implements silu)");
   c.validate(where);
   return c;

@@ -22,6 +22,7 @@
 namespace rz {
 
 std::optional<Arch> arch_from_name(std::string_view name) {
+  if (name == "gemma3_text") return Arch::Gemma3;  // transformers' model_type
   for (Arch a : kArchs)
     if (name == arch_name(a)) return a;
   return std::nullopt;
@@ -40,6 +41,7 @@ const char* arch_name(Arch a) {
     case Arch::Mistral: return "mistral";
     case Arch::Qwen3: return "qwen3";
     case Arch::Phi3: return "phi3";
+    case Arch::Gemma3: return "gemma3";
   }
   return "?";
 }
@@ -68,6 +70,15 @@ void ModelConfig::validate(const std::string& where) const {
          std::to_string(head_dim));
   if (sliding_window < 0)
     fail("sliding_window must be >= 0 (got " + std::to_string(sliding_window) + ")");
+  if (!sliding_layers.empty() && static_cast<int>(sliding_layers.size()) != n_layer)
+    fail(std::to_string(sliding_layers.size()) + " sliding-window layer flags for " +
+         std::to_string(n_layer) + " layers");
+  if (!(rope_theta_swa >= 0) || !std::isfinite(rope_theta_swa))
+    fail("the sliding layers' rope theta must be positive");
+  if (!(embd_scale >= 0) || !std::isfinite(embd_scale)) fail("embedding scale must be >= 0");
+  if (!(attn_scale >= 0) || !std::isfinite(attn_scale)) fail("attention scale must be >= 0");
+  if (!(final_logit_softcap >= 0) || !std::isfinite(final_logit_softcap))
+    fail("final logit softcap must be >= 0");
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) fail("rope_theta must be positive");
   if (!(norm_eps > 0) || !std::isfinite(norm_eps) || norm_eps >= 1)
     fail("norm_eps must be in (0, 1)");
@@ -198,6 +209,24 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.fused_qkv_gate_up = c.arch == Arch::Phi3;
+  if (c.arch == Arch::Gemma3) {
+    // What llama.cpp's gemma3 loader fixes rather than reads: every sixth layer attends to all
+    // positions, the others to the sliding window with rotary base 10000; gelu (tanh) gate;
+    // embeddings times sqrt(n_embd); scores scaled by 1 / sqrt(head_dim) (query_pre_attn_scalar
+    // is the head dimension in every Gemma 3 but 27B, whose 1 / sqrt(n_embd / n_head) llama.cpp
+    // also derives by its size: done the same way here); the norm weights stored as w (the
+    // converter adds Gemma's 1).
+    c.sliding_window = opt_int(p + "attention.sliding_window").value_or(0);
+    c.sliding_layers.assign(size_t(c.n_layer), 1);
+    for (int l = 5; l < c.n_layer; l += 6) c.sliding_layers[size_t(l)] = 0;
+    c.rope_theta_swa = 10000.0f;
+    c.act = ModelConfig::Act::GeluTanh;
+    c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+    c.attn_scale = c.n_layer == 62 ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
+                                   : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    c.post_norms = true;
+    if (auto cap = f.get_float(p + "final_logit_softcapping")) c.final_logit_softcap = float(*cap);
+  }
   if (c.arch == Arch::Phi3) {
     // Phi-3's 128k variants (LongRoPE: two sets of per-frequency factors picked by context
     // length, and an attention factor) are not implemented; their 4k ones need none of it.

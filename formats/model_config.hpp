@@ -1,6 +1,7 @@
 // Architecture hyper-parameters of a Llama-family model, read from GGUF metadata or from a
 // Hugging Face config.json. Everything above the file readers works from this struct.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,9 +12,11 @@ namespace rz {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Mistral, Qwen3, Phi3 };
-inline constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Mistral, Arch::Qwen3, Arch::Phi3};
-// GGUF's general.architecture / Hugging Face's model_type of each.
+enum class Arch { Llama, Qwen2, Mistral, Qwen3, Phi3, Gemma3 };
+inline constexpr Arch kArchs[] = {Arch::Llama, Arch::Qwen2, Arch::Mistral,
+                                  Arch::Qwen3, Arch::Phi3,  Arch::Gemma3};
+// GGUF's general.architecture / Hugging Face's model_type of each (Hugging Face names gemma3's
+// text model "gemma3_text"; arch_from_name takes both).
 const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
 std::string supported_arch_names();  // "llama, qwen2, ..."
@@ -63,9 +66,32 @@ struct ModelConfig {
   // Sliding-window attention: a query at position p attends to keys at positions > p - window
   // (the window counts the query itself, as transformers masks it); 0: every position.
   int sliding_window = 0;
+  // Which layers use the sliding window (1) and which attend to every position (0): gemma3
+  // interleaves them; empty: every layer uses sliding_window.
+  std::vector<uint8_t> sliding_layers;
+  // The rotary base of the sliding-window layers, which rotate without rope_scaling or
+  // rope_freq_factors (gemma3's local layers: 10000); 0: they rotate as the others.
+  float rope_theta_swa = 0.0f;
 
-  // Layer l's sliding window (0: none); every layer has the same one so far.
-  int layer_window(int /*layer*/) const { return sliding_window; }
+  // Gemma 3 (and other departures from the Llama block):
+  enum class Act { SiLU, GeluTanh };
+  Act act = Act::SiLU;      // the gate's activation: silu, or gelu's tanh approximation
+  float embd_scale = 0.0f;  // token embeddings multiplied by this (gemma: sqrt(n_embd)); 0: none
+  float attn_scale = 0.0f;  // attention score scale; 0: 1 / sqrt(head_dim)
+  bool post_norms = false;  // RMSNorm of the attention and feed-forward outputs before each
+                            // residual add (post_attention_norm, post_ffw_norm)
+  float norm_weight_add = 0.0f;      // added to every RMSNorm weight at load (gemma's safetensors
+                                     // store w - 1; llama.cpp's converter writes w)
+  float final_logit_softcap = 0.0f;  // logits = cap * tanh(logits / cap); 0: none
+
+  // Layer l's sliding window (0: none).
+  int layer_window(int layer) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return sliding_layers[size_t(layer)] ? sliding_window : 0;
+  }
+  // Whether layer l rotates with rope_theta_swa.
+  bool layer_rope_swa(int layer) const { return rope_theta_swa > 0 && layer_window(layer) > 0; }
 
   // Checks internal consistency; throws rz::Error("WHERE: cause").
   void validate(const std::string& where) const;

@@ -59,6 +59,10 @@ std::map<std::string, Expected> expected_tensors(const ModelConfig& c) {
     }
     m[b + "attn_output.weight"] = {{Q, E}};
     m[b + "ffn_norm.weight"] = {{E}};
+    if (c.post_norms) {
+      m[b + "post_attention_norm.weight"] = {{E}};
+      m[b + "post_ffw_norm.weight"] = {{E}};
+    }
     m[b + "ffn_down.weight"] = {{F, E}};
     if (c.qk_norm) {
       m[b + "attn_q_norm.weight"] = {{c.head_dim}};
@@ -132,25 +136,29 @@ class SafetensorsModel final : public ModelFile {
     for (const auto& file : shards.files) {
       files_.push_back(SafetensorsFile::open(file));
       const SafetensorsFile& sf = *files_.back();
-      for (const TensorView& t : sf.tensors()) {
-        auto gname = hf_to_gguf_name(t.name);
-        if (!gname) {
-          if (t.name.ends_with(".rotary_emb.inv_freq")) continue;  // recomputed, never used
-          throw file_error(file, "unexpected tensor '" + t.name + "' (no GGUF counterpart)");
-        }
-        if (index_.count(*gname))
-          throw file_error(file, "tensor '" + t.name + "' appears in more than one file");
-        TensorView v = t;
-        v.name = *gname;
-        index_.emplace(*gname, tensors_.size());
-        tensors_.push_back(std::move(v));
-      }
       for (const auto& [name, shard] : shards.weight_map)
         if (fs::path(file).filename() == shard && !sf.find_tensor(name))
           throw file_error(
               file, "tensor '" + name + "' listed in model.safetensors.index.json is missing");
     }
     config_ = read_hf_config((fs::path(dir_) / "config.json").string());
+    // GGUF names, which depend on the architecture (gemma's norms).
+    for (size_t i = 0; i < files_.size(); ++i)
+      for (const TensorView& t : files_[i]->tensors()) {
+        auto gname = hf_to_gguf_name(t.name, config_.arch);
+        if (!gname) {
+          if (t.name.ends_with(".rotary_emb.inv_freq")) continue;  // recomputed, never used
+          throw file_error(shards.files[i],
+                           "unexpected tensor '" + t.name + "' (no GGUF counterpart)");
+        }
+        if (index_.count(*gname))
+          throw file_error(shards.files[i],
+                           "tensor '" + t.name + "' appears in more than one file");
+        TensorView v = t;
+        v.name = *gname;
+        index_.emplace(*gname, tensors_.size());
+        tensors_.push_back(std::move(v));
+      }
   }
   const std::string& path() const override { return path_; }
   std::string_view format() const override { return "safetensors"; }

@@ -160,7 +160,7 @@ const TensorView* SafetensorsFile::find_tensor(std::string_view name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::optional<std::string> hf_to_gguf_name(std::string_view n) {
+std::optional<std::string> hf_to_gguf_name(std::string_view n, Arch arch) {
   if (n == "model.embed_tokens.weight") return "token_embd.weight";
   if (n == "model.norm.weight") return "output_norm.weight";
   if (n == "lm_head.weight") return "output.weight";
@@ -198,6 +198,16 @@ std::optional<std::string> hf_to_gguf_name(std::string_view n) {
       {"input_layernorm", "attn_norm"},
       {"post_attention_layernorm", "ffn_norm"},
   };
+  // Gemma's four norms a layer: its post_attention_layernorm follows the attention block (in
+  // Llama it is the feed-forward block's input norm, which Gemma calls pre_feedforward).
+  static const std::pair<std::string_view, std::string_view> kGemma[] = {
+      {"post_attention_layernorm", "post_attention_norm"},
+      {"pre_feedforward_layernorm", "ffn_norm"},
+      {"post_feedforward_layernorm", "post_ffw_norm"},
+  };
+  if (arch == Arch::Gemma3)
+    for (const auto& [hf, gg] : kGemma)
+      if (n == hf) return "blk." + layer + "." + std::string(gg) + std::string(suffix);
   for (const auto& [hf, gg] : kMap)
     if (n == hf) return "blk." + layer + "." + std::string(gg) + std::string(suffix);
   return std::nullopt;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "formats/gguf.hpp"  // MappedFile
+#include "formats/model_config.hpp"
 #include "formats/tensor.hpp"
 
 namespace rz {
@@ -44,7 +45,7 @@ class SafetensorsFile {
 
 // Hugging Face Llama-family name → GGUF name ("model.layers.3.mlp.up_proj.weight" →
 // "blk.3.ffn_up.weight"); nullopt for names without a GGUF counterpart.
-std::optional<std::string> hf_to_gguf_name(std::string_view hf_name);
+std::optional<std::string> hf_to_gguf_name(std::string_view hf_name, Arch arch = Arch::Llama);
 
 // The shards of a model directory: the files named by model.safetensors.index.json (with its
 // weight_map, tensor name → file name) when present, otherwise every *.safetensors file in the

@@ -87,6 +87,14 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   attn_factor = rf.attn_factor;
   rope_cs = DeviceBuffer<float>(size_t(max_ctx) * cfg.n_rot);
   rope_cs_table(inv_freq.get(), cfg.n_rot, attn_factor, max_ctx, rope_cs.get(), stream);
+  if (cfg.rope_theta_swa > 0) {
+    const RopeFreqs local = RopeFreqs::make_swa(cfg);
+    inv_freq_swa = DeviceBuffer<float>(local.inv_freq.size());
+    inv_freq_swa.upload(local.inv_freq);
+    rope_cs_swa = DeviceBuffer<float>(size_t(max_ctx) * cfg.n_rot);
+    rope_cs_table(inv_freq_swa.get(), cfg.n_rot, local.attn_factor, max_ctx, rope_cs_swa.get(),
+                  stream);
+  }
   RZ_CUDA_CHECK(cudaDeviceSynchronize());
 
   allocate_scratch();
@@ -189,7 +197,7 @@ void GpuExecutor::Impl::allocate_scratch() {
   bytes += attn_ws.bytes();
   argmax_ws_bytes = argmax_workspace_bytes(opt.slots, cfg.n_vocab);
   argmax_ws = DeviceBuffer<uint8_t>(std::max<size_t>(argmax_ws_bytes, 256));
-  bytes += argmax_ws.bytes() + rope_cs.bytes();
+  bytes += argmax_ws.bytes() + rope_cs.bytes() + rope_cs_swa.bytes();
   sample_ws_bytes = sample_rows_workspace_bytes(opt.slots, cfg.n_vocab);
   sample_ws = DeviceBuffer<uint8_t>(std::max<size_t>(sample_ws_bytes, 256));
   bytes += sample_ws.bytes();

@@ -143,6 +143,8 @@ struct GpuExecutor::Impl {
   std::unique_ptr<Gemm> gemm;
   DeviceBuffer<float> inv_freq;
   DeviceBuffer<float> rope_cs;  // [max_ctx, n_rot] cos/sin of every position (kernels/rope.hpp)
+  // The sliding layers' own (ModelConfig::rope_theta_swa; empty without): gemma3's local layers.
+  DeviceBuffer<float> inv_freq_swa, rope_cs_swa;
   float attn_factor = 1.0f;
 
   KvCacheShape shape;  // one layer's cache; n_blocks = kv_blocks() + 1 (pad_block)

@@ -20,6 +20,7 @@
 #include "kernels/qmm.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
+#include "kernels/softcap.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/swiglu_rows.hpp"
 
@@ -290,8 +291,8 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
   const auto* d_ctx = at<int32_t>(d, args_layout.ctx_lens);
   const auto* d_table_rows = at<int32_t>(d, args_layout.table_rows);
   const auto* d_cu = at<int32_t>(d, args_layout.cu_seqlens);
-  embedding_gather(w.token_embd.type, w.token_embd.ptr(), cfg.n_vocab, E, d_ids, N, x.get(),
-                   stream);
+  embedding_gather(w.token_embd.type, w.token_embd.ptr(), cfg.n_vocab, E, d_ids, N, x.get(), stream,
+                   cfg.embd_scale);
   QkvPostArgs qp_args;
   qp_args.n_tokens = N;
   qp_args.n_head = cfg.n_head;
@@ -304,6 +305,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
   QkvPostArgs qp_sep = qp_args;  // layers whose Q, K, V have different types: three sources
   qp_sep.k_src = k.get();
   qp_sep.v_src = v.get();
+  const GateAct act = cfg.act == ModelConfig::Act::GeluTanh ? GateAct::gelu_tanh : GateAct::silu;
   for (int l = 0; l < cfg.n_layer; ++l) {
     const GpuLayerWeights& L = w.layers[l];
     uint16_t* kc = k_cache.get() + size_t(l) * size_t(shape.layer_elems());
@@ -336,8 +338,15 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       rms_norm_heads(k_rows, L.k_norm.get(), N, cfg.n_head_kv, cfg.head_dim, k_stride, cfg.norm_eps,
                      stream);
     }
-    qkv_post(qkv.get(), bq, bk, cfg.qkv_bias ? L.bv.get() : nullptr, d_pos, inv_freq.get(), d_rows,
-             q.get(), kc, vc, L.fused_qkv ? qp_args : qp_sep, stream);
+    // Sliding layers with their own rotary base (gemma3) rotate with its tables.
+    const bool swa_rope = cfg.layer_rope_swa(l);
+    QkvPostArgs qp = L.fused_qkv ? qp_args : qp_sep;
+    if (swa_rope) {
+      qp.cs_table = rope_cs_swa.get();
+      qp.attn_factor = 1.0f;  // RopeFreqs::make_swa: unscaled
+    }
+    qkv_post(qkv.get(), bq, bk, cfg.qkv_bias ? L.bv.get() : nullptr, d_pos,
+             swa_rope ? inv_freq_swa.get() : inv_freq.get(), d_rows, q.get(), kc, vc, qp, stream);
     const int window = cfg.layer_window(l);
     if (D > 0) {  // rows 0..D-1: one query token each
       AttentionDecodeArgs a;
@@ -347,6 +356,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.max_context = ps.max_rows;
       a.table_stride = table_stride;
       a.window = window;
+      a.scale = cfg.attn_scale;
       auto* ws = reinterpret_cast<float*>(attn_ws.get());
       if (ps.graph)  // the decode step: row r is piece r (no indirection inside the graph)
         attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream);
@@ -363,11 +373,14 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.max_context = ps.max_packed;
       a.table_stride = table_stride;
       a.window = window;
+      a.scale = cfg.attn_scale;
       attention_prefill(q.get() + size_t(D) * size_t(q_dim), kc, vc,
                         d_tables + size_t(R) * size_t(table_stride), d_cu, d_ctx + D,
                         att.get() + size_t(D) * size_t(q_dim), attn_ws.get(), a, stream);
     }
     matmul(L.wo, att.get(), tmp.get(), N);
+    if (cfg.post_norms)  // gemma: the attention output normalized before the residual add
+      rms_norm(tmp.get(), L.post_attn_norm.get(), tmp.get(), N, E, cfg.norm_eps, stream);
     add_rms_norm(x.get(), tmp.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,
                  forms_for(xn.get(), N, E,
                            {L.fused_gate_up ? &L.w_gate_up : &L.w_gate,
@@ -375,14 +388,16 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     if (L.fused_gate_up) {
       matmul(L.w_gate_up, xn.get(), gu.get(), N, true);
       swiglu_rows(gu.get(), gate.get(), N, FF, stream,
-                  forms_for(gate.get(), N, FF, {&L.w_down, nullptr, nullptr}));
+                  forms_for(gate.get(), N, FF, {&L.w_down, nullptr, nullptr}), act);
       matmul(L.w_down, gate.get(), tmp.get(), N, true);
     } else {
       matmul(L.w_gate, xn.get(), gate.get(), N, true);
       matmul(L.w_up, xn.get(), up.get(), N, true);
-      swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream);
+      swiglu(gate.get(), up.get(), gate.get(), int64_t(N) * FF, stream, act);
       matmul(L.w_down, gate.get(), tmp.get(), N);
     }
+    if (cfg.post_norms)
+      rms_norm(tmp.get(), L.post_ffn_norm.get(), tmp.get(), N, E, cfg.norm_eps, stream);
     if (l + 1 < cfg.n_layer)
       add_rms_norm(x.get(), tmp.get(), w.layers[l + 1].attn_norm.get(), xn.get(), N, E,
                    cfg.norm_eps, stream, forms_for(xn.get(), N, E, qkv_inputs(w.layers[l + 1])));
@@ -406,6 +421,8 @@ void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
   rms_norm(last.get(), w.output_norm.get(), last_norm.get(), n_out, E, cfg.norm_eps, stream,
            forms_for(last_norm.get(), n_out, E, {&w.output(), nullptr, nullptr}));
   matmul(w.output(), last_norm.get(), logits.get(), n_out, true);
+  if (cfg.final_logit_softcap > 0)
+    softcap(logits.get(), int64_t(n_out) * cfg.n_vocab, cfg.final_logit_softcap, stream);
 }
 
 void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n,

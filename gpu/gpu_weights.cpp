@@ -175,6 +175,8 @@ GpuWeights GpuWeights::upload(const ModelFile& f, bool fp8) {
     l.bv = vec(cl.bv, w.bytes);
     l.q_norm = vec(cl.q_norm, w.bytes);
     l.k_norm = vec(cl.k_norm, w.bytes);
+    l.post_attn_norm = vec(cl.post_attn_norm, w.bytes);
+    l.post_ffn_norm = vec(cl.post_ffn_norm, w.bytes);
     l.fused_qkv = cl.wq->type == cl.wk->type && cl.wq->type == cl.wv->type;
     if (l.fused_qkv) {
       l.wqkv = stacked(f, {cl.wq, cl.wk, cl.wv}, w.bytes);

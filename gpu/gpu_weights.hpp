@@ -33,9 +33,10 @@ struct DeviceMatrix {
 // a fused row [q | k | v] per token), likewise gate and up as [w_gate; w_up]; the separate
 // matrices are then left empty.
 struct GpuLayerWeights {
-  DeviceBuffer<float> attn_norm, ffn_norm;  // [n_embd]
-  DeviceBuffer<float> bq, bk, bv;           // biases (empty unless qkv_bias)
-  DeviceBuffer<float> q_norm, k_norm;       // [head_dim] (empty unless qk_norm)
+  DeviceBuffer<float> attn_norm, ffn_norm;            // [n_embd]
+  DeviceBuffer<float> bq, bk, bv;                     // biases (empty unless qkv_bias)
+  DeviceBuffer<float> q_norm, k_norm;                 // [head_dim] (empty unless qk_norm)
+  DeviceBuffer<float> post_attn_norm, post_ffn_norm;  // [n_embd] (empty unless post_norms)
   DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   DeviceMatrix wqkv;       // [q_dim + 2 kv_dim][n_embd] when fused_qkv
   DeviceMatrix w_gate_up;  // [2 n_ff][n_embd] when fused_gate_up

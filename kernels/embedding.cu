@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <string>
 
 #include "kernels/cuda_common.cuh"
@@ -56,7 +57,8 @@ constexpr int kThreads = 256;
 template <class D>
 __global__ void embedding_gather_kernel(const uint8_t* __restrict__ table, int64_t n_vocab,
                                         int n_embd, size_t row_bytes,
-                                        const int32_t* __restrict__ ids, float* __restrict__ out) {
+                                        const int32_t* __restrict__ ids, float* __restrict__ out,
+                                        float scale) {
   grid_dependency_sync();
   const int t = blockIdx.x;
   const int j = blockIdx.y * blockDim.x + threadIdx.x;
@@ -68,22 +70,24 @@ __global__ void embedding_gather_kernel(const uint8_t* __restrict__ table, int64
   } else {
     const uint8_t* row = table + static_cast<size_t>(id) * row_bytes;
     v = D::at(row + static_cast<size_t>(j / D::kBlock) * D::kBytes, j % D::kBlock);
+    if (scale != 0.0f) v = __fmul_rn(v, scale);
   }
   out[static_cast<size_t>(t) * n_embd + j] = v;
 }
 
 template <class D>
 void launch(const void* table, int64_t n_vocab, int n_embd, const int32_t* ids, int n_tokens,
-            float* out, cudaStream_t stream) {
+            float* out, float scale, cudaStream_t stream) {
   const size_t row_bytes = static_cast<size_t>(n_embd / D::kBlock) * D::kBytes;
   const dim3 grid(static_cast<unsigned>(n_tokens),
                   static_cast<unsigned>((n_embd + kThreads - 1) / kThreads));
   launch_kernel(embedding_gather_kernel<D>, grid, kThreads, 0, stream,
-                static_cast<const uint8_t*>(table), n_vocab, n_embd, row_bytes, ids, out);
+                static_cast<const uint8_t*>(table), n_vocab, n_embd, row_bytes, ids, out, scale);
   RZ_CUDA_CHECK_LAUNCH("embedding_gather_kernel");
 }
 
-using Launcher = void (*)(const void*, int64_t, int, const int32_t*, int, float*, cudaStream_t);
+using Launcher = void (*)(const void*, int64_t, int, const int32_t*, int, float*, float,
+                          cudaStream_t);
 
 // The one dispatch on the storage type.
 Launcher launcher_for(GgmlType type) {
@@ -116,7 +120,8 @@ std::string type_label(GgmlType t) {
 bool embedding_type_supported(GgmlType type) { return launcher_for(type) != nullptr; }
 
 void embedding_gather(GgmlType type, const void* table, int64_t n_vocab, int n_embd,
-                      const int32_t* ids, int n_tokens, float* out, cudaStream_t stream) {
+                      const int32_t* ids, int n_tokens, float* out, cudaStream_t stream,
+                      float scale) {
   const Launcher l = launcher_for(type);
   if (!l) throw Error("embedding_gather: no GPU gather for " + type_label(type));
   const int bs = type_traits(type).block_size;
@@ -128,7 +133,9 @@ void embedding_gather(GgmlType type, const void* table, int64_t n_vocab, int n_e
                 std::to_string(n_tokens) + ")");
   if (n_tokens == 0) return;
   if (!table || !ids || !out) throw Error("embedding_gather: null pointer");
-  l(table, n_vocab, n_embd, ids, n_tokens, out, stream);
+  if (!(scale >= 0.0f) || !std::isfinite(scale))
+    throw Error("embedding_gather: scale must be finite and >= 0");
+  l(table, n_vocab, n_embd, ids, n_tokens, out, scale, stream);
 }
 
 }  // namespace rz::gpu

@@ -21,7 +21,9 @@ bool embedding_type_supported(GgmlType type);
 // (callers check ids on the host first; the NaN makes a missed check loud, never an out-of-bounds
 // read). Throws rz::Error for an unsupported type, n_embd not a whole number of blocks, or
 // negative sizes; n_tokens == 0 launches nothing.
+// scale: each element times it (fp32 product, as the CPU executor: gemma's sqrt(n_embd)); 0: none.
 void embedding_gather(GgmlType type, const void* table, int64_t n_vocab, int n_embd,
-                      const int32_t* ids, int n_tokens, float* out, cudaStream_t stream);
+                      const int32_t* ids, int n_tokens, float* out, cudaStream_t stream,
+                      float scale = 0.0f);
 
 }  // namespace rz::gpu

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/gate_act.cuh"
 
 namespace rz::gpu {
 namespace {
@@ -16,26 +17,26 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;  // 1M threads: several waves on any GPU; longer arrays loop
 
-__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n,
+                              GateAct act) {
   grid_dependency_sync();
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const float g = gate[i];
-    const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
-    out[i] = __fmul_rn(silu, up[i]);
+    out[i] = gate_act(act, gate[i], up[i]);
   }
 }
 
 }  // namespace
 
-void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream,
+            GateAct act) {
   if (n < 0) throw Error("swiglu: negative length " + std::to_string(n));
   if (n == 0) return;
   if (!gate || !up || !out) throw Error("swiglu: null pointer");
   const int64_t blocks_needed = (n + kThreads - 1) / kThreads;
   const int64_t blocks = blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks;
-  launch_kernel(swiglu_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, gate, up, out,
-                n);
+  launch_kernel(swiglu_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, gate, up, out, n,
+                act);
   RZ_CUDA_CHECK_LAUNCH("swiglu_kernel");
 }
 

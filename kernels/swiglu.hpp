@@ -10,6 +10,10 @@ namespace rz::gpu {
 
 // gate, up, out: device [n] fp32 (n = n_tokens * n_ff, rows contiguous); out may alias gate or
 // up. Throws rz::Error for n < 0; n == 0 launches nothing.
-void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// The gate's activation: silu (SwiGLU) or gelu's tanh approximation (GeGLU: gemma).
+enum class GateAct { silu, gelu_tanh };
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream,
+            GateAct act = GateAct::silu);
 
 }  // namespace rz::gpu

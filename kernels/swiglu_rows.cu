@@ -13,6 +13,7 @@
 
 #include "kernels/act_forms.cuh"
 #include "kernels/cuda_check.hpp"
+#include "kernels/gate_act.cuh"
 
 namespace rz::gpu {
 namespace {
@@ -20,17 +21,13 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxGridY = 65535;
 
-__device__ __forceinline__ float swiglu1(float g, float u) {
-  const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
-  return __fmul_rn(silu, u);
-}
-
 // grid (ceil(n_ff / (V * kThreads)), min(rows, 65535)); V floats per thread (1 or 4). rows is
 // n_rows, or round_up(n_rows, 8) when forms.qmm is set (the rows past n_rows write the qmm form's
 // zero pad rows and nothing else). Forms only with V = 4 (the host checks).
 template <int V>
 __global__ void swiglu_rows_kernel(const float* __restrict__ gu, float* __restrict__ out,
-                                   int64_t n_rows, int64_t n_ff, ActForms forms, int64_t rows) {
+                                   int64_t n_rows, int64_t n_ff, ActForms forms, int64_t rows,
+                                   GateAct act) {
   act_forms_dependency_sync(forms);
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   const bool active = j < n_ff;
@@ -48,16 +45,16 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gu, float* __restri
       if (active) {
         const float4 gv = *reinterpret_cast<const float4*>(g);
         const float4 uv = *reinterpret_cast<const float4*>(u);
-        ov.x = swiglu1(gv.x, uv.x);
-        ov.y = swiglu1(gv.y, uv.y);
-        ov.z = swiglu1(gv.z, uv.z);
-        ov.w = swiglu1(gv.w, uv.w);
+        ov.x = gate_act(act, gv.x, uv.x);
+        ov.y = gate_act(act, gv.y, uv.y);
+        ov.z = gate_act(act, gv.z, uv.z);
+        ov.w = gate_act(act, gv.w, uv.w);
         *reinterpret_cast<float4*>(o) = ov;
       }
       if (forms.any())
         store_act_forms(forms, r, n_rows, static_cast<int>(n_ff), static_cast<int>(j), ov, active);
     } else {
-      *o = swiglu1(*g, *u);
+      *o = gate_act(act, *g, *u);
     }
   }
 }
@@ -65,7 +62,7 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gu, float* __restri
 }  // namespace
 
 void swiglu_rows(const float* gu, float* out, int64_t n_rows, int64_t n_ff, cudaStream_t stream,
-                 const ActForms& forms) {
+                 const ActForms& forms, GateAct act) {
   if (n_rows < 0 || n_ff <= 0)
     throw Error("swiglu_rows: bad shape [" + std::to_string(n_rows) + ", " + std::to_string(n_ff) +
                 "]");
@@ -85,10 +82,10 @@ void swiglu_rows(const float* gu, float* out, int64_t n_rows, int64_t n_ff, cuda
                   static_cast<unsigned>(rows < kMaxGridY ? rows : kMaxGridY));
   if (vec)
     launch_kernel(swiglu_rows_kernel<4>, grid, kThreads, 0, stream, gu, out, n_rows, n_ff, forms,
-                  rows);
+                  rows, act);
   else
     launch_kernel(swiglu_rows_kernel<1>, grid, kThreads, 0, stream, gu, out, n_rows, n_ff, forms,
-                  rows);
+                  rows, act);
   RZ_CUDA_CHECK_LAUNCH("swiglu_rows_kernel");
 }
 

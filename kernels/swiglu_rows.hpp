@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/act_forms.hpp"
+#include "kernels/swiglu.hpp"
 
 namespace rz::gpu {
 
@@ -16,7 +17,8 @@ namespace rz::gpu {
 // Throws rz::Error for n_rows < 0, n_ff <= 0 or a null pointer; n_rows == 0 launches nothing.
 // forms: the matmul input forms of out to write beside it (kernels/act_forms.hpp; they need n_ff
 // a multiple of 4 and 16-byte aligned gu and out, else rz::Error).
+// act: the gate's activation (kernels/swiglu.hpp).
 void swiglu_rows(const float* gu, float* out, int64_t n_rows, int64_t n_ff, cudaStream_t stream,
-                 const ActForms& forms = {});
+                 const ActForms& forms = {}, GateAct act = GateAct::silu);
 
 }  // namespace rz::gpu

@@ -57,16 +57,23 @@ const TensorView* row_range(std::vector<std::unique_ptr<TensorView>>& owner, con
 
 ModelWeights ModelWeights::load(const ModelFile& f) {
   const ModelConfig& c = f.config();
+  // An RMSNorm weight, with the config's offset added (gemma's 1 + w) in fp32 as transformers.
+  const auto norm = [&](const std::string& name, int64_t n) {
+    std::vector<float> v = vec(f, name, n);
+    if (c.norm_weight_add != 0.0f)
+      for (float& x : v) x += c.norm_weight_add;
+    return v;
+  };
   const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;
   ModelWeights w;
   w.token_embd = &matrix(f, "token_embd.weight", c.n_vocab, c.n_embd);
-  w.output_norm = vec(f, "output_norm.weight", c.n_embd);
+  w.output_norm = norm("output_norm.weight", c.n_embd);
   const TensorView* out = f.find_tensor("output.weight");
   w.output = out ? &matrix(f, "output.weight", c.n_vocab, c.n_embd) : w.token_embd;
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights l;
-    l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
+    l.attn_norm = norm(p + "attn_norm.weight", c.n_embd);
     if (c.fused_qkv_gate_up) {
       const TensorView& qkv = matrix(f, p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd);
       l.wq = row_range(w.row_ranges, qkv, 0, q_dim, "q");
@@ -83,8 +90,8 @@ ModelWeights ModelWeights::load(const ModelFile& f) {
       l.w_up = &matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd);
     }
     if (c.qk_norm) {
-      l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
+      l.q_norm = norm(p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = norm(p + "attn_k_norm.weight", c.head_dim);
     }
     if (c.qkv_bias) {
       l.bq = vec(f, p + "attn_q.bias", q_dim);
@@ -92,7 +99,11 @@ ModelWeights ModelWeights::load(const ModelFile& f) {
       l.bv = vec(f, p + "attn_v.bias", kv_dim);
     }
     l.wo = &matrix(f, p + "attn_output.weight", c.n_embd, q_dim);
-    l.ffn_norm = vec(f, p + "ffn_norm.weight", c.n_embd);
+    l.ffn_norm = norm(p + "ffn_norm.weight", c.n_embd);
+    if (c.post_norms) {
+      l.post_attn_norm = norm(p + "post_attention_norm.weight", c.n_embd);
+      l.post_ffn_norm = norm(p + "post_ffw_norm.weight", c.n_embd);
+    }
     l.w_down = &matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff);
     w.layers.push_back(std::move(l));
   }

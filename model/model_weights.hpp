@@ -1,7 +1,7 @@
 // The weight map of a Llama-family model, gathered by name from a ModelFile: what the CPU executor
 // reads in place and what the CUDA executor uploads (gpu/gpu_weights.cpp). Matrices stay views into
 // the mapped file in their stored (possibly quantized) type; the small vectors (norm weights,
-// biases) are dequantized once into fp32.
+// biases) are dequantized once into fp32, norm weights with ModelConfig::norm_weight_add added.
 #pragma once
 #include <memory>
 #include <vector>
@@ -13,17 +13,18 @@
 namespace rz {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;        // [n_embd]
-  const TensorView* wq = nullptr;      // [n_head * head_dim][n_embd]
-  const TensorView* wk = nullptr;      // [n_head_kv * head_dim][n_embd]
-  const TensorView* wv = nullptr;      // [n_head_kv * head_dim][n_embd]
-  std::vector<float> bq, bk, bv;       // biases (empty unless qkv_bias)
-  std::vector<float> q_norm, k_norm;   // [head_dim] per-head norms (empty unless qk_norm)
-  const TensorView* wo = nullptr;      // [n_embd][n_head * head_dim]
-  std::vector<float> ffn_norm;         // [n_embd]
-  const TensorView* w_gate = nullptr;  // [n_ff][n_embd]
-  const TensorView* w_up = nullptr;    // [n_ff][n_embd]
-  const TensorView* w_down = nullptr;  // [n_embd][n_ff]
+  std::vector<float> attn_norm;       // [n_embd]
+  const TensorView* wq = nullptr;     // [n_head * head_dim][n_embd]
+  const TensorView* wk = nullptr;     // [n_head_kv * head_dim][n_embd]
+  const TensorView* wv = nullptr;     // [n_head_kv * head_dim][n_embd]
+  std::vector<float> bq, bk, bv;      // biases (empty unless qkv_bias)
+  std::vector<float> q_norm, k_norm;  // [head_dim] per-head norms (empty unless qk_norm)
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] (empty unless post_norms)
+  const TensorView* wo = nullptr;                    // [n_embd][n_head * head_dim]
+  std::vector<float> ffn_norm;                       // [n_embd]
+  const TensorView* w_gate = nullptr;                // [n_ff][n_embd]
+  const TensorView* w_up = nullptr;                  // [n_ff][n_embd]
+  const TensorView* w_down = nullptr;                // [n_embd][n_ff]
 };
 
 struct ModelWeights {

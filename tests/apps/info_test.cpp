@@ -3,6 +3,8 @@
 // with one line on stderr naming the file and the cause, and print nothing on stdout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -114,6 +116,45 @@ TEST_F(InfoTest, BadFiles) {
   v.write(d.file("v7.gguf"));
   expect_failure(d.file("v7.gguf"), "unsupported GGUF version 7");
   expect_failure(d.path(), "no *.safetensors files");
+}
+
+// Each architecture is named with what it departs from the Llama block in; one it does not run
+// gives one line naming it and the ones it does.
+TEST_F(InfoTest, Architectures) {
+  const std::string tiny = RZ_SOURCE_DIR "/tests/golden/hf_tiny/";
+  struct Case {
+    std::string model;
+    std::vector<std::string> lines;
+  };
+  const Case cases[] = {
+      {"qwen3.gguf", {"architecture: qwen3", "qk_norm         true"}},
+      {"phi3",
+       {"architecture: phi3", "fused tensors   attn_qkv [q; k; v], ffn_up [gate; up]",
+        "sliding_window  24 tokens, 2 of 2 layers\n"}},
+      {"gemma3.gguf",
+       {"architecture: gemma3", "sliding_window  16 tokens, 6 of 7 layers (global: 5)",
+        "rope_theta_swa  10000 (sliding layers)", "activation      gelu (tanh)",
+        "embd_scale      8", "post_norms      true"}},
+      {"gemma3_variant",
+       {"architecture: gemma3", "sliding_window  12 tokens, 2 of 4 layers (global: 0 3)",
+        "logit_softcap   3", "norm weights    + 1 at load", "rope_scaling    linear (factor 4"}},
+  };
+  for (const Case& c : cases) {
+    CommandResult r = rz_info("--model " + test::shell_quote(tiny + c.model));
+    ASSERT_EQ(r.exit_code, 0) << c.model << ": " << r.err;
+    for (const std::string& l : c.lines)
+      EXPECT_NE(r.out.find(l), std::string::npos) << c.model << ": no '" << l << "' in\n" << r.out;
+  }
+  TempDir d;
+  test::TinyDims dm;
+  test::tiny_gguf(dm, "gemma2").write(d.file("gemma2.gguf"));
+  CommandResult r = rz_info("--model " + test::shell_quote(d.file("gemma2.gguf")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unsupported architecture 'gemma2' (rz runs llama, qwen2, mistral, qwen3, "
+                       "phi3, gemma3)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST_F(InfoTest, Flags) {

@@ -10,7 +10,10 @@
 // rope_freqs.weight, no scaling metadata), checked against the same transformers golden;
 // "qwen3.gguf" and "phi3.gguf" likewise (tests/golden/make_hf_tiny_gguf.py). qwen3 covers the
 // per-head q/k norms, phi3 the fused QKV and gate-up tensors and a sliding window (24) shorter
-// than the longer prompts with their 32 steps.
+// than the longer prompts with their 32 steps; gemma3 ("gemma3.gguf" too) Gemma 3's block (GeGLU,
+// scaled embeddings, four norms of 1 + w, interleaved local and global layers with their own
+// rotary bases), gemma3_variant what only its config.json can say (attention scale, final logit
+// soft-capping, layer pattern, linear rope scaling on the global layers).
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -174,6 +177,28 @@ class CpuHfModel : public ::testing::TestWithParam<const char*> {
       EXPECT_EQ(mf_->require("blk.0.attn_qkv.weight").rows(), 4 * 16 + 2 * 2 * 16);
       EXPECT_EQ(mf_->require("blk.0.ffn_up.weight").rows(), 2 * c.n_ff);
       EXPECT_EQ(mf_->find_tensor("blk.0.ffn_gate.weight"), nullptr);
+    } else if (name == "gemma3" || name == "gemma3.gguf") {
+      EXPECT_EQ(c.arch, Arch::Gemma3);
+      EXPECT_TRUE(c.qk_norm);
+      EXPECT_TRUE(c.post_norms);
+      EXPECT_TRUE(c.tied_embeddings);
+      EXPECT_EQ(c.act, ModelConfig::Act::GeluTanh);
+      EXPECT_EQ(c.embd_scale, 8.0f);
+      EXPECT_EQ(c.norm_weight_add, gguf ? 0.0f : 1.0f);  // the converter adds the 1
+      EXPECT_EQ(c.sliding_window, 16);
+      for (int l = 0; l < 7; ++l) EXPECT_EQ(c.layer_window(l), l == 5 ? 0 : 16) << l;
+      EXPECT_EQ(c.rope_theta, 1e6f);
+      EXPECT_EQ(c.rope_theta_swa, 10000.0f);
+      EXPECT_EQ(c.attn_scale, 1.0f / std::sqrt(32.0f));
+      EXPECT_EQ(c.final_logit_softcap, 0.0f);
+    } else if (name == "gemma3_variant") {
+      EXPECT_EQ(c.arch, Arch::Gemma3);
+      EXPECT_FALSE(c.tied_embeddings);
+      EXPECT_EQ(c.attn_scale, 1.0f / std::sqrt(24.0f));
+      EXPECT_EQ(c.final_logit_softcap, 3.0f);
+      EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Linear);
+      EXPECT_EQ(c.rope_scaling.factor, 4.0f);
+      for (int l = 0; l < 4; ++l) EXPECT_EQ(c.layer_window(l), l == 0 || l == 3 ? 0 : 12) << l;
     } else {
       ADD_FAILURE() << "no expectations for " << name;
     }
@@ -249,7 +274,7 @@ TEST_P(CpuHfModel, GreedyBatchedMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(HfTiny, CpuHfModel,
                          ::testing::Values("llama", "llama3_tied", "llama3_tied.gguf", "qwen2",
                                            "mistral_bf16", "qwen3", "qwen3.gguf", "phi3",
-                                           "phi3.gguf"),
+                                           "phi3.gguf", "gemma3", "gemma3.gguf", "gemma3_variant"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '.', '_');

@@ -152,8 +152,9 @@ TEST(HfConfig, Errors) {
     return "{\"model_type\": \"llama\", " + extra + base + "}";
   };
   expect_error("{\"model_type\": \"gpt2\", " + base + "}", "unsupported model_type \"gpt2\"");
-  expect_error("{\"model_type\": \"gemma2\", " + base + "}",
-               "unsupported model_type \"gemma2\" (rz runs llama, qwen2, mistral, qwen3, phi3)");
+  expect_error(
+      "{\"model_type\": \"gemma2\", " + base + "}",
+      "unsupported model_type \"gemma2\" (rz runs llama, qwen2, mistral, qwen3, phi3, gemma3)");
   expect_error("{" + base + "}", "model_type");
   expect_error("{\"model_type\": \"llama\"}", "hidden_size");
   expect_error(R"({"model_type": "llama", "hidden_size": 64})", "num_hidden_layers");

@@ -4,7 +4,7 @@ model.safetensors) and what transformers computes for them (golden.json), for
 tests/cpu/cpu_hf_model_test.cpp: the CPU executor must load these directories with
 rz::ModelFile::open and reproduce transformers' greedy tokens exactly.
 
-Models (each model.safetensors well under 1 MB):
+Models (each model.safetensors under 1.5 MB):
   llama        LlamaForCausalLM, untied lm_head, rope theta 10000, fp32
   llama3_tied  LlamaForCausalLM, tied embeddings, rope_type llama3 (factor 8, original 64),
                theta 500000, head_dim 32 != hidden / heads, fp32
@@ -15,9 +15,16 @@ Models (each model.safetensors well under 1 MB):
                heads, tied embeddings, theta 1e6
   phi3         Phi3ForCausalLM: fused qkv_proj and gate_up_proj, untied, sliding_window 24 (shorter
                than the longer prompts plus their 32 steps, so the window is exercised)
+  gemma3       Gemma3ForCausalLM: 7 layers (the sixth global, the others sliding, window 16), GeGLU,
+               embeddings times sqrt(hidden), four norms a layer stored as w - 1, q/k norms, local
+               rotary base 10000 and global 1e6, query_pre_attn_scalar = head_dim (what a GGUF can
+               say), tied
+  gemma3_variant  the same class with what only config.json can say: query_pre_attn_scalar 24 !=
+               head_dim 32, final_logit_softcapping 3, explicit layer_types (global layers 0 and
+               3), linear rope scaling (factor 4) on the global layers, untied
 
-Every weight is drawn normal(0, 0.1) (norm weights 1 + normal(0, 0.1), biases included) with a
-fixed seed, so logits spread over a few units. The golden run reloads each saved directory
+Every weight is drawn normal(0, 0.1) (norm weights 1 + normal(0, 0.1), biases included; Gemma's
+norm weights, which multiply by 1 + w, normal(0, 0.1)) with a fixed seed, so logits spread over a few units. The golden run reloads each saved directory
 (what is on disk is what is checked), then for 8 prompts of random ids (lengths 1..40) decodes 32
 greedy tokens by full recomputation in fp32 (eager attention, no_grad). golden.json holds per
 prompt: ids, greedy (32 ids), logits_first (the prompt's last position; picks greedy[0]),
@@ -28,8 +35,8 @@ is robust to fp32 summation order.
   /opt/refpy/bin/python tests/golden/make_hf_tiny_models.py [NAME ...]
 
 (NAMEs: rebuild only those; the seed of each model is fixed by its place in MODELS. llama,
-llama3_tied, qwen2 and mistral_bf16 were made with transformers 5.23.0; qwen3 and phi3 with torch
-2.15.0 and transformers 5.24.0.)
+llama3_tied, qwen2 and mistral_bf16 were made with transformers 5.23.0; qwen3, phi3, gemma3 and
+gemma3_variant with torch 2.15.0 and transformers 5.24.0.)
 """
 import json
 import os
@@ -38,7 +45,8 @@ import sys
 
 import numpy as np
 import torch
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM,
                           Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
                           Qwen3ForCausalLM)
 
@@ -75,14 +83,31 @@ MODELS = [
      dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, vocab_size=288,
           tie_word_embeddings=False, sliding_window=24,
           rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    ("gemma3", Gemma3ForCausalLM, Gemma3TextConfig, torch.float32,
+     dict(hidden_size=64, num_hidden_layers=7, head_dim=32, intermediate_size=128, vocab_size=352,
+          tie_word_embeddings=True, sliding_window=16, query_pre_attn_scalar=32,
+          rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+    ("gemma3_variant", Gemma3ForCausalLM, Gemma3TextConfig, torch.float32,
+     dict(hidden_size=64, num_hidden_layers=4, head_dim=32, intermediate_size=96, vocab_size=300,
+          tie_word_embeddings=False, sliding_window=12, query_pre_attn_scalar=24,
+          final_logit_softcapping=3.0,
+          layer_types=["full_attention", "sliding_attention", "sliding_attention",
+                       "full_attention"],
+          rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0,
+                                              "rope_theta": 1000000.0},
+                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
 ]
 
 
 def randomize(model, gen):
+    # Gemma's RMSNorm multiplies by 1 + w: its norm weights are drawn around 0, so that every
+    # model's norms scale by about 1.
+    center = 0.0 if model.config.model_type.startswith("gemma") else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * 0.1
-            p.copy_(1.0 + noise if "norm" in name else noise)
+            p.copy_(center + noise if "norm" in name else noise)
 
 
 @torch.no_grad()

@@ -553,7 +553,10 @@ TEST(GpuExecutor, Llama3RopeFreqsGgufMatchesTransformers) {
 // The other architectures' tiny models (tests/golden/make_hf_tiny_models.py, converted to GGUF by
 // make_hf_tiny_gguf.py): qwen3's per-head q/k norms, phi3's fused QKV and gate-up tensors and its
 // sliding window of 24 (shorter than most prompts with their 31 decode steps, so prefill and
-// decode attention both cut it). Against the CPU executor (within 2e-6 of transformers on each,
+// decode attention both cut it), gemma3's block (GeGLU, scaled embeddings, post norms, local
+// layers with their own rotary base and a window of 16) and gemma3_variant's attention scale,
+// final soft-capping and linear rope scaling. Against the CPU executor (within 5e-5 of
+// transformers on each,
 // tests/cpu/cpu_hf_model_test.cpp) and against transformers.
 class GpuHfTiny : public ::testing::TestWithParam<const char*> {};
 
@@ -572,7 +575,8 @@ TEST_P(GpuHfTiny, MatchesCpuAndTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GpuHfTiny,
-                         ::testing::Values("qwen3", "qwen3.gguf", "phi3", "phi3.gguf"),
+                         ::testing::Values("qwen3", "qwen3.gguf", "phi3", "phi3.gguf", "gemma3",
+                                           "gemma3.gguf", "gemma3_variant"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '.', '_');
