@@ -213,7 +213,13 @@ std::shared_ptr<Tokenizer> tokenizer(std::ostream& os, const ModelFile& m) {
 void chat_template(std::ostream& os, const ModelFile& m, const Tokenizer* tok) {
   const std::string src = chat_template_source(m);
   if (src.empty()) {
-    os << "chat template: none\n";
+    // chat_template_for's fallback for architectures with one chat format.
+    const Arch a = m.config().arch;
+    os << "chat template: none"
+       << (a == Arch::Gemma3 ? " (chat uses the gemma family)"
+           : a == Arch::Phi3 ? " (chat uses the phi3 family)"
+                             : "")
+       << "\n";
     return;
   }
   std::string family;

@@ -44,8 +44,16 @@ ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
   const std::string eos = token_text_or_empty(tok, tok.eos_id());
   if (!forced_name.empty()) return ChatTemplate::from_name(forced_name, bos, eos);
   const std::string src = chat_template_source(m);
-  if (src.empty())
-    throw file_error(m.path(), "the model has no chat template; choose one with --template");
+  if (src.empty()) {
+    // A file without a template (some GGUF conversions drop it) of an architecture with one
+    // chat format: that format.
+    switch (m.config().arch) {
+      case Arch::Gemma3: return ChatTemplate::from_name("gemma", bos, eos);
+      case Arch::Phi3: return ChatTemplate::from_name("phi3", bos, eos);
+      default:
+        throw file_error(m.path(), "the model has no chat template; choose one with --template");
+    }
+  }
   return ChatTemplate::from_jinja(src, bos, eos);
 }
 

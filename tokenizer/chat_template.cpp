@@ -20,6 +20,9 @@
 //   phi3     Phi-3-mini (2024-05) / Phi-3.5: <|role|>\ncontent<|end|>\n, then <|assistant|>\n or
 //            EOS; Phi-3.5 drops an empty system message; the first Phi-3-mini template (2024-04)
 //            ignores system messages and add_generation_prompt.
+//   gemma    Gemma 3: BOS, <start_of_turn>role\ncontent|trim<end_of_turn>\n with "assistant"
+//            written "model"; a first system message goes, untrimmed plus "\n\n", in front of
+//            the first turn's content; the turns after it must alternate user/assistant.
 // Templates outside these shapes (tool calls, message content lists) are not interpreted: a
 // template without a known family marker is an rz::Error asking for --template NAME. Roles the
 // templates raise_exception() on (alternation, unsupported roles) throw rz::Error.
@@ -48,9 +51,11 @@ enum Variant : int {
   kPhi35 = 41,
   kPhi3First = 42,
   kPhi3FirstNoBos = 43,
+  kGemma = 50,
 };
 
-const std::array<const char*, 5> kFamilies = {"chatml", "llama3", "llama2", "mistral", "phi3"};
+const std::array<const char*, 6> kFamilies = {"chatml",  "llama3", "llama2",
+                                              "mistral", "phi3",   "gemma"};
 
 bool contains(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
@@ -213,6 +218,8 @@ ChatTemplate ChatTemplate::from_name(std::string_view name, std::string bos_toke
     t.variant_ = kMistralV7;
   } else if (name == "phi3") {
     t.variant_ = kPhi3;
+  } else if (name == "gemma") {
+    t.variant_ = kGemma;
   } else {
     throw Error("unknown chat template '" + std::string(name) + "'; known: " + known_names() +
                 " (and mistral-v1, mistral-v3, mistral-v7)");
@@ -286,8 +293,14 @@ ChatTemplate ChatTemplate::from_jinja(std::string_view source, std::string bos_t
     } else {
       t.variant_ = kPhi3;
     }
+  } else if (contains(source, "<start_of_turn>")) {
+    if (!contains(sq, "'<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first"))
+      throw unrecognised("a Gemma-like <start_of_turn> template of an unknown shape");
+    t.name_ = "gemma";
+    t.variant_ = kGemma;
   } else {
-    throw unrecognised("no <|im_start|>, <|start_header_id|>, [INST] or <|user|> markers");
+    throw unrecognised(
+        "no <|im_start|>, <|start_header_id|>, [INST], <|user|> or <start_of_turn> markers");
   }
   return t;
 }
@@ -412,6 +425,23 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
         }
       }
       out += add_generation_prompt ? std::string("<|assistant|>\n") : eos_;
+      break;
+    }
+    case kGemma: {
+      size_t first = 0;
+      std::string prefix;
+      if (messages[0].role == "system") {
+        prefix = messages[0].content + "\n\n";
+        first = 1;
+      }
+      out += bos_;
+      for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        alternation(m, i - first);
+        out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n" +
+               (i == first ? prefix : std::string()) + py_strip(m.content) + "<end_of_turn>\n";
+      }
+      if (add_generation_prompt) out += "<start_of_turn>model\n";
       break;
     }
     case kPhi3First:

@@ -31,6 +31,7 @@ TEMPLATES = {
     "phi3": ("phi3", "<s>", "<|endoftext|>"),
     "phi3_5": ("phi3", "<s>", "<|endoftext|>"),
     "phi3_mini_2404": ("phi3", "<s>", "<|endoftext|>"),
+    "gemma3": ("gemma", "<bos>", "<eos>"),
 }
 
 
