@@ -20,9 +20,10 @@ size_t add_bytes(size_t& total, size_t n) {
   return n;
 }
 
-// Types the kernels decode but do not multiply (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K): such a matrix is
-// dequantized once, at load, to F16 on the device, and runs as an F16 matrix (its GEMV and
-// cuBLAS): every value exactly the CPU's dequantized one rounded to fp16, at 16 bits a weight.
+// Types the kernels decode but do not multiply (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS):
+// such a matrix is dequantized once, at load, to F16 on the device, and runs as an F16 matrix (its
+// GEMV and cuBLAS): every value exactly the CPU's dequantized one rounded to fp16, at 16 bits a
+// weight.
 bool runs_as_f16(GgmlType type, int64_t cols) {
   return type != GgmlType::F32 && !gpu_matrix_supported(type, cols) && dequant_supported(type) &&
          cols % dequant_cols_multiple(type) == 0 && gpu_matrix_supported(GgmlType::F16, cols);

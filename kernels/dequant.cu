@@ -120,8 +120,8 @@ void launch(const void* w, void* out, HalfType ot, int64_t n_groups, cudaStream_
     launch_kernel(dequant_kernel<Load, HalfType::f16>, grid_for(n_groups), kThreads, 0, stream, wb,
                   o, n_groups);
   } else {
-    launch_kernel(dequant_kernel<Load, HalfType::bf16>, grid_for(n_groups), kThreads, 0, stream,
-                  wb, o, n_groups);
+    launch_kernel(dequant_kernel<Load, HalfType::bf16>, grid_for(n_groups), kThreads, 0, stream, wb,
+                  o, n_groups);
   }
   RZ_CUDA_CHECK_LAUNCH("dequant_kernel");
 }
@@ -142,6 +142,7 @@ int dequant_cols_multiple(GgmlType type) {
   switch (type) {
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
+    case GgmlType::IQ4_XS:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K: return QK_K;
@@ -149,6 +150,7 @@ int dequant_cols_multiple(GgmlType type) {
     case GgmlType::Q4_0:
     case GgmlType::Q4_1:
     case GgmlType::Q5_0:
+    case GgmlType::IQ4_NL:
     case GgmlType::Q5_1: return 32;
     case GgmlType::F16:
     case GgmlType::BF16:
@@ -183,6 +185,12 @@ void dequantize_matrix(GgmlType type, const void* w, void* out, HalfType out_typ
     case GgmlType::Q2_K: launch<LoadQuant<quant::Q2K>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::Q3_K: launch<LoadQuant<quant::Q3K>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::Q5_K: launch<LoadQuant<quant::Q5K>>(w, out, out_type, n_groups, stream); break;
+    case GgmlType::IQ4_NL:
+      launch<LoadQuant<quant::IQ4NL>>(w, out, out_type, n_groups, stream);
+      break;
+    case GgmlType::IQ4_XS:
+      launch<LoadQuant<quant::IQ4XS>>(w, out, out_type, n_groups, stream);
+      break;
     case GgmlType::F32: launch<LoadF32>(w, out, out_type, n_groups, stream); break;
     case GgmlType::BF16: launch<LoadHalf<true>>(w, out, out_type, n_groups, stream); break;
     case GgmlType::F16:

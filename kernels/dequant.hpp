@@ -22,7 +22,7 @@ namespace rz::gpu {
 enum class HalfType : uint8_t { f16, bf16 };
 
 // True for the types dequantize_matrix handles: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, F16, BF16, F32.
+// Q5_0, Q5_1, IQ4_NL, IQ4_XS, F16, BF16, F32.
 bool dequant_supported(GgmlType type);
 
 // cols must be a multiple of this for `type`: the GGUF block size (256 for the K types, 32 for

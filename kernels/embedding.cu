@@ -105,6 +105,8 @@ Launcher launcher_for(GgmlType type) {
     case GgmlType::Q2_K: return launch<DqQuant<quant::Q2K>>;
     case GgmlType::Q3_K: return launch<DqQuant<quant::Q3K>>;
     case GgmlType::Q5_K: return launch<DqQuant<quant::Q5K>>;
+    case GgmlType::IQ4_NL: return launch<DqQuant<quant::IQ4NL>>;
+    case GgmlType::IQ4_XS: return launch<DqQuant<quant::IQ4XS>>;
     default: return nullptr;
   }
 }

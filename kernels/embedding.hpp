@@ -10,7 +10,8 @@
 
 namespace rz::gpu {
 
-// Storage types the gather kernel reads: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
+// Storage types the gather kernel reads: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
 bool embedding_type_supported(GgmlType type);
 
 // out[t, :] = dequantize_row(table row ids[t])   for t in [0, n_tokens)

@@ -247,7 +247,8 @@ struct Q2K {
     const uint8_t* q = b + kQs + 32 * (j0 / 128) + j0 % 32;
 #pragma unroll
     for (int i = 0; i < N; ++i)
-      v[i] = __fsub_rn(__fmul_rn(dl, static_cast<float>(static_cast<int>((q[i] >> shift) & 3))), ml);
+      v[i] =
+          __fsub_rn(__fmul_rn(dl, static_cast<float>(static_cast<int>((q[i] >> shift) & 3))), ml);
   }
 };
 
@@ -308,6 +309,62 @@ struct Q5K {
       const int qi = static_cast<int>(nibbles(q[i], s % 2) | ((qh[i] >> s) & 1u) << 4);
       v[i] = __fsub_rn(__fmul_rn(ds, static_cast<float>(qi)), ms);
     }
+  }
+};
+
+// kIq4Values (quants/quant_blocks.hpp) packed eight int8 to a word, for a register lookup.
+constexpr uint64_t pack_iq4_values(int first) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(kIq4Values[first + i])) << (8 * i);
+  return v;
+}
+
+// kIq4Values[q] as fp32, q < 16.
+__device__ __forceinline__ float iq4_value(uint32_t q) {
+  constexpr uint64_t lo = pack_iq4_values(0), hi = pack_iq4_values(8);
+  return static_cast<float>(static_cast<int8_t>(((q < 8 ? lo : hi) >> (8 * (q & 7))) & 0xffu));
+}
+
+// IQ4_NL (18 bytes): d (fp16) | qs[16]; element j = d * kIq4Values[q], q the low (j < 16) or high
+// nibble of qs[j % 16].
+struct IQ4NL {
+  static constexpr int kElems = QK4_NL;
+  static constexpr int kBytes = sizeof(BlockIQ4_NL);
+  static constexpr int kD = offsetof(BlockIQ4_NL, d);
+  static constexpr int kQs = offsetof(BlockIQ4_NL, qs);
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const uint8_t* q = b + kQs + j0 % 16;
+    const int hi = j0 / 16;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = __fmul_rn(d, iq4_value(nibbles(q[i], hi)));
+  }
+};
+
+// IQ4_XS (136 bytes): d (fp16) | scales_h (u16) | scales_l[4] | qs[128]. Sub-block s = j / 32:
+// scale (nibble s % 2 of scales_l[s / 2] | bits 2 s, 2 s + 1 of scales_h << 4) - 32, times d; its
+// elements as IQ4_NL's over qs[16 s ..].
+struct IQ4XS {
+  static constexpr int kElems = QK_K;
+  static constexpr int kBytes = sizeof(BlockIQ4_XS);
+  static constexpr int kD = offsetof(BlockIQ4_XS, d);
+  static constexpr int kScalesH = offsetof(BlockIQ4_XS, scales_h);
+  static constexpr int kScalesL = offsetof(BlockIQ4_XS, scales_l);
+  static constexpr int kQs = offsetof(BlockIQ4_XS, qs);
+
+  template <int N>
+  __device__ __forceinline__ static void decode_exact(const uint8_t* b, int j0, float (&v)[N]) {
+    const int s = j0 / 32, l = j0 % 32;
+    const float d = f16_bits_to_f32(load_u16_le(b + kD));
+    const uint32_t sh = load_u16_le(b + kScalesH);
+    const int ls = ((b[kScalesL + s / 2] >> (4 * (s % 2))) & 0x0f) | ((sh >> (2 * s)) & 3u) << 4;
+    const float dl = __fmul_rn(d, static_cast<float>(ls - 32));
+    const uint8_t* q = b + kQs + 16 * s + l % 16;
+    const int hi = l / 16;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = __fmul_rn(dl, iq4_value(nibbles(q[i], hi)));
   }
 };
 

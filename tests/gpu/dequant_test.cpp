@@ -30,10 +30,10 @@
 namespace rz::gpu {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,
-                           GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::F16,  GgmlType::BF16,
-                           GgmlType::F32};
+const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K,   GgmlType::Q8_0,  GgmlType::Q4_0,
+                           GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q2_K,
+                           GgmlType::Q3_K, GgmlType::Q5_K,   GgmlType::F16,   GgmlType::BF16,
+                           GgmlType::F32,  GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 const char* name_of(HalfType h) { return h == HalfType::f16 ? "f16" : "bf16"; }
@@ -46,7 +46,7 @@ uint16_t round_bits(HalfType h, float v) {
 
 TEST(DequantChecks, SupportedTypes) {
   for (GgmlType t : kTypes) EXPECT_TRUE(dequant_supported(t)) << name_of(t);
-  for (GgmlType t : {GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::I8})
+  for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ3_S, GgmlType::Q8_1, GgmlType::I8})
     EXPECT_FALSE(dequant_supported(t)) << name_of(t);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q4_K), 256);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q6_K), 256);
@@ -56,7 +56,9 @@ TEST(DequantChecks, SupportedTypes) {
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q5_K), 256);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q2_K), 256);
   EXPECT_EQ(dequant_cols_multiple(GgmlType::Q5_1), 32);
-  EXPECT_EQ(dequant_cols_multiple(GgmlType::IQ4_XS), 0);
+  EXPECT_EQ(dequant_cols_multiple(GgmlType::IQ4_XS), 256);
+  EXPECT_EQ(dequant_cols_multiple(GgmlType::IQ4_NL), 32);
+  EXPECT_EQ(dequant_cols_multiple(GgmlType::IQ2_XXS), 0);
 }
 
 // The checks come before any CUDA call, so these run without a GPU.
@@ -67,7 +69,7 @@ TEST(DequantChecks, BadArgumentsThrowBeforeLaunch) {
   EXPECT_THROW(dequantize_matrix(GgmlType::F16, buf, buf, h, 4, 12, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf, h, -1, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf, h, 4, 0, nullptr), rz::Error);
-  EXPECT_THROW(dequantize_matrix(GgmlType::IQ4_XS, buf, buf, h, 4, 256, nullptr), rz::Error);
+  EXPECT_THROW(dequantize_matrix(GgmlType::IQ2_XXS, buf, buf, h, 4, 256, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, nullptr, buf, h, 4, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf + 2, buf, h, 4, 32, nullptr), rz::Error);
   EXPECT_THROW(dequantize_matrix(GgmlType::Q8_0, buf, buf + 8, h, 4, 32, nullptr), rz::Error);
@@ -95,6 +97,8 @@ std::vector<int> scale_offsets(GgmlType t) {
     case GgmlType::Q6_K: return {208};
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
     case GgmlType::Q5_0: return {0};
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return {0, 2};

@@ -19,10 +19,10 @@ namespace {
 
 using namespace elem_test;
 
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q6_K,
-                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
-                           GgmlType::Q5_K};
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q8_0,
+                           GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q4_K,  GgmlType::Q6_K,
+                           GgmlType::Q5_0, GgmlType::Q5_1,   GgmlType::Q2_K,  GgmlType::Q3_K,
+                           GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 
@@ -31,6 +31,8 @@ std::vector<int> fp16_fields(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
     case GgmlType::Q5_0: return {0};
     case GgmlType::Q4_1:
     case GgmlType::Q5_1:
@@ -185,7 +187,7 @@ TEST(EmbeddingGather, RejectsBadArguments) {
   const int32_t* ids = reinterpret_cast<const int32_t*>(16);
   const void* table = reinterpret_cast<const void*>(16);
   EXPECT_TRUE(throws_shape_error(
-      [&] { embedding_gather(GgmlType::IQ4_XS, table, 10, 256, ids, 1, out, nullptr); }, "IQ4_XS"));
+      [&] { embedding_gather(GgmlType::IQ3_S, table, 10, 256, ids, 1, out, nullptr); }, "IQ3_S"));
   EXPECT_TRUE(throws_shape_error(
       [&] { embedding_gather(GgmlType::Q4_K, table, 10, 200, ids, 1, out, nullptr); },
       "n_embd 200"));
@@ -196,8 +198,9 @@ TEST(EmbeddingGather, RejectsBadArguments) {
       "n_tokens -1"));
   EXPECT_TRUE(throws_shape_error(
       [&] { embedding_gather(GgmlType::F32, nullptr, 10, 8, ids, 1, out, nullptr); }, "null"));
-  EXPECT_FALSE(embedding_type_supported(GgmlType::IQ4_XS));
-  EXPECT_FALSE(embedding_type_supported(GgmlType::IQ4_NL));
+  EXPECT_TRUE(embedding_type_supported(GgmlType::IQ4_XS));
+  EXPECT_FALSE(embedding_type_supported(GgmlType::IQ3_S));
+  EXPECT_FALSE(embedding_type_supported(GgmlType::IQ2_XXS));
   EXPECT_NO_THROW(
       embedding_gather(GgmlType::F32, table, 10, 8, ids, 0, out, nullptr));  // no launch
 }

@@ -225,6 +225,8 @@ std::string transcoded_model(GgmlType t) {
     case GgmlType::Q5_1: halves = {0, 2}, hi = 0.0016f; break;   // d q + m, q <= 31
     case GgmlType::Q2_K: halves = {80, 82}, hi = 0.001f; break;  // d sc q - dmin mn, 15 x 3
     case GgmlType::Q3_K: halves = {108}, hi = 0.0004f; break;    // d (sc - 32) q, 32 x 4
+    case GgmlType::IQ4_NL: halves = {0}, hi = 0.0004f; break;    // d k[q], |k| <= 127
+    case GgmlType::IQ4_XS: halves = {0}, hi = 0.000012f; break;  // d (s - 32) k[q], 32 x 127
     default: halves = {0, 2}, hi = 0.000025f; break;             // Q5_K: d sc q, 63 x 31
   }
   std::uniform_real_distribution<float> small(hi / 5, hi);
@@ -261,7 +263,8 @@ TEST_P(GpuVsCpuDecodedTypes, LogitsAndGreedyPicks) {
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuVsCpuDecodedTypes,
                          ::testing::Values(GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,
-                                           GgmlType::Q3_K, GgmlType::Q5_K),
+                                           GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::IQ4_NL,
+                                           GgmlType::IQ4_XS),
                          [](const auto& info) {
                            return std::string(type_traits(info.param).name);
                          });

@@ -234,9 +234,9 @@ constexpr GgmlType kQuantizable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::B
                                      GgmlType::Q4_K, GgmlType::Q6_K};
 
 constexpr GgmlType kDequantizable[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
-    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,   GgmlType::Q3_K,
+    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 TEST(Quants, QuantizeMatchesGgufBitForBit) {
   SCOPED_TRACE(seed_note());
@@ -378,6 +378,8 @@ std::vector<size_t> half_fields(GgmlType t) {
     case GgmlType::Q4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
     case GgmlType::Q5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
     case GgmlType::Q6_K: return {offsetof(BlockQ6_K, d)};
+    case GgmlType::IQ4_NL: return {offsetof(BlockIQ4_NL, d)};
+    case GgmlType::IQ4_XS: return {offsetof(BlockIQ4_XS, d)};
     default: return {};
   }
 }
