@@ -32,7 +32,7 @@ RowKernels kernels_for(GgmlType t) {
     case GgmlType::Q2_K: return {dequantize_q2_k, nullptr};
     case GgmlType::Q3_K: return {dequantize_q3_k, nullptr};
     case GgmlType::Q4_K: return {dequantize_q4_k, quantize_q4_k};
-    case GgmlType::Q5_K: return {dequantize_q5_k, nullptr};
+    case GgmlType::Q5_K: return {dequantize_q5_k, quantize_q5_k};
     case GgmlType::Q6_K: return {dequantize_q6_k, quantize_q6_k};
     case GgmlType::IQ4_NL: return {dequantize_iq4_nl, nullptr};
     case GgmlType::IQ4_XS: return {dequantize_iq4_xs, nullptr};

@@ -46,6 +46,7 @@ void dequantize_q4_k(const void* src, float* dst, int64_t n);
 void dequantize_q5_k(const void* src, float* dst, int64_t n);
 void dequantize_q6_k(const void* src, float* dst, int64_t n);
 void quantize_q4_k(const float* src, void* dst, int64_t n);
+void quantize_q5_k(const float* src, void* dst, int64_t n);
 
 // Non-linear 4-bit formats (quants_iq.cpp).
 void dequantize_iq4_nl(const void* src, float* dst, int64_t n);

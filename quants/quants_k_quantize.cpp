@@ -145,63 +145,95 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 
 }  // namespace
 
+namespace {
+
+// The Q4_K / Q5_K part of ggml's quantize_row_q{4,5}_K_ref: per 32-element sub-block the levels
+// L (0..nmax) with a scale and min from make_qkx2_quants, the scales and mins packed to 6 bits
+// against the block's d and dmin, then L again against the packed values. Block: BlockQ4_K or
+// BlockQ5_K (the same d, dmin, scales fields).
+template <class Block>
+void quantize_k4_scales(const float* x, int nmax, float rmin, int nstep, Block* y, uint8_t* L) {
+  uint8_t Laux[32];
+  float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < QK_K / 32; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
+                                 0.1f, nstep);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  std::memset(y->scales, 0, sizeof(y->scales));
+  for (int j = 0; j < QK_K / 32; ++j) {
+    uint8_t ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
+    uint8_t lm = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
+    if (ls > 63) ls = 63;
+    if (lm > 63) lm = 63;
+    if (j < 4) {
+      y->scales[j] = ls;
+      y->scales[j + 4] = lm;
+    } else {
+      y->scales[j + 4] = static_cast<uint8_t>((ls & 0x0f) | (lm & 0x0f) << 4);
+      y->scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      y->scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  y->d = fp32_to_fp16(max_scale / 63.0f);
+  y->dmin = fp32_to_fp16(max_min / 63.0f);
+  const float d_all = fp16_to_fp32(y->d), dmin_all = fp16_to_fp32(y->dmin);
+  for (int j = 0; j < QK_K / 32; ++j) {
+    uint8_t sc, m;
+    if (j < 4) {
+      sc = y->scales[j] & 63;
+      m = y->scales[j + 4] & 63;
+    } else {
+      sc = static_cast<uint8_t>((y->scales[j + 4] & 0x0f) | ((y->scales[j - 4] >> 6) << 4));
+      m = static_cast<uint8_t>((y->scales[j + 4] >> 4) | ((y->scales[j] >> 6) << 4));
+    }
+    const float d = d_all * static_cast<float>(sc);
+    if (d == 0) continue;  // keeps the levels make_qkx2_quants chose
+    const float dm = dmin_all * static_cast<float>(m);
+    for (int ii = 0; ii < 32; ++ii) {
+      L[32 * j + ii] =
+          static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + ii] + dm) / d), 0, nmax));
+    }
+  }
+}
+
+}  // namespace
+
 void quantize_q4_k(const float* src, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ4_K*>(dst);
   for (int64_t i = 0; i < n / QK_K; ++i, ++y, src += QK_K) {
-    const float* x = src;
-    uint8_t L[QK_K], Laux[32];
-    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < QK_K / 32; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-      scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.0f,
-                                   0.1f, 20);
-      if (scales[j] > max_scale) max_scale = scales[j];
-      if (mins[j] > max_min) max_min = mins[j];
-    }
-    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-    std::memset(y->scales, 0, sizeof(y->scales));
-    for (int j = 0; j < QK_K / 32; ++j) {
-      uint8_t ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
-      uint8_t lm = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
-      if (ls > 63) ls = 63;
-      if (lm > 63) lm = 63;
-      if (j < 4) {
-        y->scales[j] = ls;
-        y->scales[j + 4] = lm;
-      } else {
-        y->scales[j + 4] = static_cast<uint8_t>((ls & 0x0f) | (lm & 0x0f) << 4);
-        y->scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        y->scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    y->d = fp32_to_fp16(max_scale / 63.0f);
-    y->dmin = fp32_to_fp16(max_min / 63.0f);
-    const float d_all = fp16_to_fp32(y->d), dmin_all = fp16_to_fp32(y->dmin);
-    for (int j = 0; j < QK_K / 32; ++j) {
-      uint8_t sc, m;
-      if (j < 4) {
-        sc = y->scales[j] & 63;
-        m = y->scales[j + 4] & 63;
-      } else {
-        sc = static_cast<uint8_t>((y->scales[j + 4] & 0x0f) | ((y->scales[j - 4] >> 6) << 4));
-        m = static_cast<uint8_t>((y->scales[j + 4] >> 4) | ((y->scales[j] >> 6) << 4));
-      }
-      const float d = d_all * static_cast<float>(sc);
-      if (d == 0) continue;  // keeps the levels make_qkx2_quants chose
-      const float dm = dmin_all * static_cast<float>(m);
-      for (int ii = 0; ii < 32; ++ii) {
-        L[32 * j + ii] =
-            static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + ii] + dm) / d), 0, 15));
-      }
-    }
+    uint8_t L[QK_K];
+    quantize_k4_scales(src, 15, -1.0f, 20, y, L);
     uint8_t* q = y->qs;
     for (int j = 0; j < QK_K; j += 64, q += 32) {
       for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | L[j + l + 32] << 4);
+    }
+  }
+}
+
+// As Q4_K with 5-bit levels: the low nibbles as Q4_K's, the fifth bit of sub-block s's element l
+// at bit s of qh[l].
+void quantize_q5_k(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ5_K*>(dst);
+  for (int64_t i = 0; i < n / QK_K; ++i, ++y, src += QK_K) {
+    uint8_t L[QK_K];
+    quantize_k4_scales(src, 31, -0.5f, 15, y, L);
+    std::memset(y->qh, 0, sizeof(y->qh));
+    uint8_t* ql = y->qs;
+    for (int j = 0, s = 0; j < QK_K; j += 64, s += 2, ql += 32) {
+      for (int l = 0; l < 32; ++l) {
+        const int l1 = L[j + l], l2 = L[j + l + 32];
+        y->qh[l] |= static_cast<uint8_t>((l1 >> 4) << s | (l2 >> 4) << (s + 1));
+        ql[l] = static_cast<uint8_t>((l1 & 0x0f) | (l2 & 0x0f) << 4);
+      }
     }
   }
 }

@@ -8,9 +8,9 @@ Each MANIFEST line is "OP TYPE N_PER_ROW IN OUT":
   dequantize  IN holds quantized rows of N_PER_ROW elements; OUT receives float32 values.
 
 Everything goes through the gguf package's gguf.quants.quantize / dequantize, except quantization
-to Q4_K and Q6_K: gguf.quants (0.19) has no quantizer for those, so those go through ggml's own
-reference quantizers (quantize_row_q4_K_ref, quantize_row_q6_K_ref in ggml-quants.c), loaded from
-the libggml-python package with ctypes. This file also carries a numpy port of those two
+to Q4_K, Q5_K and Q6_K: gguf.quants (0.19) has no quantizer for those, so those go through ggml's
+own reference quantizers (quantize_row_q{4,5,6}_K_ref in ggml-quants.c), loaded from the
+libggml-python package with ctypes. This file also carries a numpy port of the Q4_K and Q6_K
 quantizers (vectorised across blocks, every value float32, each operation rounded separately, sums
 in ggml's sequential order); every call checks that the port agrees with ggml byte for byte.
 """
@@ -210,7 +210,8 @@ def quantize_q6_k(rows):
 
 
 PORTED = {T.Q4_K: quantize_q4_k, T.Q6_K: quantize_q6_k}
-GGML_REF = {T.Q4_K: ("quantize_row_q4_K_ref", 144), T.Q6_K: ("quantize_row_q6_K_ref", 210)}
+GGML_REF = {T.Q4_K: ("quantize_row_q4_K_ref", 144), T.Q5_K: ("quantize_row_q5_K_ref", 176),
+            T.Q6_K: ("quantize_row_q6_K_ref", 210)}
 _ggml = None
 
 
@@ -232,7 +233,7 @@ def ggml_library():
 
 
 def quantize_with_ggml(rows, qtype):
-    """Q4_K / Q6_K through ggml's reference quantizers (quantize_row_*_ref), called via ctypes."""
+    """Q4_K / Q5_K / Q6_K through ggml's reference quantizers (quantize_row_*_ref), via ctypes."""
     import ctypes
     name, type_size = GGML_REF[qtype]
     fn = getattr(ggml_library(), name)
@@ -249,13 +250,14 @@ def run(op, type_name, n_per_row, src, dst):
     block_size, type_size = gq.GGML_QUANT_SIZES[qtype]
     if op == "quantize":
         rows = np.fromfile(src, dtype=F).reshape(-1, n_per_row)
-        if qtype in PORTED:
+        if qtype in GGML_REF:
             # gguf.quants has no K-quant quantizers: ggml's own C code is the reference, and the
             # numpy port beside it must agree with it on every call.
             out = quantize_with_ggml(rows, qtype)
-            port = np.ascontiguousarray(PORTED[qtype](rows)).view(np.uint8).reshape(out.shape)
-            if not np.array_equal(port, out):
-                raise SystemExit(f"numpy port of {type_name} disagrees with ggml's reference")
+            if qtype in PORTED:
+                port = np.ascontiguousarray(PORTED[qtype](rows)).view(np.uint8).reshape(out.shape)
+                if not np.array_equal(port, out):
+                    raise SystemExit(f"numpy port of {type_name} disagrees with ggml's reference")
         else:
             out = gq.quantize(rows, qtype)
         np.ascontiguousarray(out).view(np.uint8).tofile(dst)

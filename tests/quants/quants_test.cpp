@@ -231,7 +231,7 @@ struct QuantJob {
 
 constexpr GgmlType kQuantizable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
                                      GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                                     GgmlType::Q4_K, GgmlType::Q6_K};
+                                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 constexpr GgmlType kDequantizable[] = {
     GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
@@ -507,6 +507,8 @@ double error_bound(GgmlType t, const float* x, int64_t i) {
     // d and dmin scale 6-bit sub-scales (Q4_K) or 8-bit ones (Q6_K) times the quant level.
     case GgmlType::Q4_K:
       return (std::max(mx, 0.0f) - std::min(mn, 0.0f)) * 0.1 + 63 * 16 * std::ldexp(1.0, -25);
+    case GgmlType::Q5_K:  // as Q4_K with 31 levels
+      return (std::max(mx, 0.0f) - std::min(mn, 0.0f)) * 0.05 + 63 * 32 * std::ldexp(1.0, -25);
     case GgmlType::Q6_K: return amax * 0.05 + 128 * 32 * std::ldexp(1.0, -25);
     default: return 0;
   }
@@ -569,7 +571,7 @@ TEST(Quants, UnsupportedTypesAndBadLengthsThrow) {
   EXPECT_THROW(dequantize_row(static_cast<GgmlType>(63), buf.data(), f.data(), 32), Error);
   EXPECT_THROW(dequantize_row(GgmlType::Q4_K, buf.data(), f.data(), 100), Error);
   EXPECT_THROW(quantize_row(GgmlType::Q2_K, f.data(), buf.data(), 256), Error);
-  EXPECT_THROW(quantize_row(GgmlType::Q5_K, f.data(), buf.data(), 256), Error);
+  EXPECT_THROW(quantize_row(GgmlType::Q3_K, f.data(), buf.data(), 256), Error);
   EXPECT_THROW(quantize_row(GgmlType::Q8_0, f.data(), buf.data(), 48), Error);
   EXPECT_FALSE(can_quantize(GgmlType::Q3_K));
   EXPECT_FALSE(can_quantize(GgmlType::IQ4_XS));
