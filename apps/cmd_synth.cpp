@@ -1,7 +1,8 @@
 // rz synth: a GGUF model with random weights in a real model's exact shape (benchmarks, tests).
-//   rz synth --shape NAME --format f16|bf16|q8_0|q4_0|q4_1|q4_k_m --out FILE.gguf [--seed S]
-//            [--vocab FILE.gguf] [--threads N]
-// Shapes, formats, value distribution and vocabulary padding: model/synth.hpp. Without --vocab
+//   rz synth --shape NAME --format FMT --out FILE.gguf [--pure] [--seed S] [--vocab FILE.gguf]
+//            [--threads N]
+// Shapes, formats (f16, bf16 and llama-quantize's presets), value distribution and vocabulary
+// padding: apps/synth/synth.hpp. Without --vocab
 // the tokenizer comes from ../shared/testdata/vocab/ggml-vocab-gpt-2.gguf relative to the
 // repository root (looked up from the working directory and from the binary's build directory);
 // when that is absent the file has no tokenizer. A summary goes to stderr.
@@ -48,7 +49,9 @@ std::string human(uint64_t n) {
 int synth(int argc, char** argv) {
   cli::Flags flags("synth", "write a GGUF model with random weights in a real model's shape");
   flags.opt("shape", "NAME", "tiny, qwen2.5-1.5b or llama3.1-8b")
-      .opt("format", "FMT", "f16, bf16, q8_0, q4_0, q4_1 or q4_k_m (llama.cpp's Q4_K_M mix)")
+      .opt("format", "FMT",
+           synth_format_list() + " (llama-quantize's presets, its per-tensor types)")
+      .sw("pure", "every matrix in the format's one type (llama-quantize --pure)")
       .opt("out", "FILE", "output .gguf file")
       .opt("seed", "S", "random seed (same seed, same bytes)", "0")
       .opt("vocab", "FILE",
@@ -63,6 +66,7 @@ int synth(int argc, char** argv) {
   SynthOptions opt;
   opt.shape = flags.str("shape");
   opt.format = parse_synth_format(flags.str("format"));
+  opt.pure = flags.has("pure");
   opt.out = flags.str("out");
   const long long seed = flags.integer("seed");
   if (seed < 0) throw Error("--seed: expected a non-negative integer");

@@ -29,13 +29,13 @@ RowKernels kernels_for(GgmlType t) {
     case GgmlType::Q5_0: return {dequantize_q5_0, quantize_q5_0};
     case GgmlType::Q5_1: return {dequantize_q5_1, quantize_q5_1};
     case GgmlType::Q8_0: return {dequantize_q8_0, quantize_q8_0};
-    case GgmlType::Q2_K: return {dequantize_q2_k, nullptr};
-    case GgmlType::Q3_K: return {dequantize_q3_k, nullptr};
+    case GgmlType::Q2_K: return {dequantize_q2_k, quantize_q2_k};
+    case GgmlType::Q3_K: return {dequantize_q3_k, quantize_q3_k};
     case GgmlType::Q4_K: return {dequantize_q4_k, quantize_q4_k};
     case GgmlType::Q5_K: return {dequantize_q5_k, quantize_q5_k};
     case GgmlType::Q6_K: return {dequantize_q6_k, quantize_q6_k};
-    case GgmlType::IQ4_NL: return {dequantize_iq4_nl, nullptr};
-    case GgmlType::IQ4_XS: return {dequantize_iq4_xs, nullptr};
+    case GgmlType::IQ4_NL: return {dequantize_iq4_nl, quantize_iq4_nl};
+    case GgmlType::IQ4_XS: return {dequantize_iq4_xs, quantize_iq4_xs};
     default: return {};
   }
 }

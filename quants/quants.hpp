@@ -1,6 +1,9 @@
 // Quantized block formats of GGUF: dequantization of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and quantization to Q8_0, Q4_K, Q5_K and Q6_K (plus
-// F16/BF16), bit-for-bit as the gguf Python package's reference quantizers (gguf.quants) do it.
+// Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; quantization to F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K bit-for-bit as the gguf Python package's reference
+// quantizers (gguf.quants; ggml's for the K types) do it, and to Q2_K, Q3_K, IQ4_NL and IQ4_XS
+// with rz's own plain quantizers (quants_simple_quantize.cpp: for synthetic models, no reference
+// to match).
 #pragma once
 #include <cstdint>
 

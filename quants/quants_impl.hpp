@@ -51,6 +51,12 @@ void quantize_q5_k(const float* src, void* dst, int64_t n);
 // Non-linear 4-bit formats (quants_iq.cpp).
 void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
 void dequantize_iq4_xs(const void* src, float* dst, int64_t n);
+
+// rz's own plain quantizers for the types without a reference one (quants_simple_quantize.cpp).
+void quantize_q2_k(const float* src, void* dst, int64_t n);
+void quantize_q3_k(const float* src, void* dst, int64_t n);
+void quantize_iq4_nl(const float* src, void* dst, int64_t n);
+void quantize_iq4_xs(const float* src, void* dst, int64_t n);
 void quantize_q6_k(const float* src, void* dst, int64_t n);
 
 }  // namespace rz::quants

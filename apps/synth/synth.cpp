@@ -193,7 +193,7 @@ SynthSummary synth_write(const SynthOptions& opt) {
   if (n_tokens > s.n_vocab)
     throw file_error(opt.vocab, std::to_string(n_tokens) + " tokens do not fit the " + s.name +
                                     " vocabulary of " + std::to_string(s.n_vocab));
-  const std::vector<SynthTensor> plan = synth_plan(s, opt.format);
+  const std::vector<SynthTensor> plan = synth_plan(s, opt.format, opt.pure);
 
   GgufWriter w;
   const std::string& a = s.arch;

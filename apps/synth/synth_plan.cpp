@@ -1,4 +1,4 @@
-// rz synth, the plan: shapes, formats, llama.cpp's Q4_K_M type rule and the tensor list with
+// rz synth, the plan: shapes, formats, llama.cpp's per-tensor type rules and the tensor list with
 // types and byte sizes (see synth.hpp). No data here; synth.cpp generates and writes.
 #include <algorithm>
 #include <cstdlib>
@@ -8,36 +8,57 @@
 
 namespace rz {
 
+namespace {
+
+struct FormatInfo {
+  SynthFormat format;
+  const char* name;
+  uint32_t file_type;  // llama.cpp's llama_ftype
+  GgmlType base;       // the type of every matrix no rule changes
+};
+
+constexpr FormatInfo kFormats[] = {
+    {SynthFormat::F16, "f16", 1, GgmlType::F16},
+    {SynthFormat::BF16, "bf16", 32, GgmlType::BF16},
+    {SynthFormat::Q8_0, "q8_0", 7, GgmlType::Q8_0},
+    {SynthFormat::Q4_0, "q4_0", 2, GgmlType::Q4_0},
+    {SynthFormat::Q4_1, "q4_1", 3, GgmlType::Q4_1},
+    {SynthFormat::Q5_0, "q5_0", 8, GgmlType::Q5_0},
+    {SynthFormat::Q5_1, "q5_1", 9, GgmlType::Q5_1},
+    {SynthFormat::Q2_K, "q2_k", 10, GgmlType::Q2_K},
+    {SynthFormat::Q3_K_M, "q3_k_m", 12, GgmlType::Q3_K},
+    {SynthFormat::Q4_K_M, "q4_k_m", 15, GgmlType::Q4_K},
+    {SynthFormat::Q5_K_M, "q5_k_m", 17, GgmlType::Q5_K},
+    {SynthFormat::Q6_K, "q6_k", 18, GgmlType::Q6_K},
+    {SynthFormat::IQ4_XS, "iq4_xs", 30, GgmlType::IQ4_XS},
+};
+
+const FormatInfo& info(SynthFormat f) {
+  for (const FormatInfo& i : kFormats)
+    if (i.format == f) return i;
+  throw Error("synth: unknown format");
+}
+
+}  // namespace
+
+const std::string& synth_format_list() {
+  static const std::string list = [] {
+    std::string s;
+    for (const FormatInfo& i : kFormats) s += (s.empty() ? "" : ", ") + std::string(i.name);
+    return s;
+  }();
+  return list;
+}
+
 SynthFormat parse_synth_format(const std::string& name) {
-  for (SynthFormat f : {SynthFormat::F16, SynthFormat::BF16, SynthFormat::Q8_0, SynthFormat::Q4_0,
-                        SynthFormat::Q4_1, SynthFormat::Q4_K_M})
-    if (name == synth_format_name(f)) return f;
-  throw Error("unknown format '" + name + "' (expected f16, bf16, q8_0, q4_0, q4_1 or q4_k_m)");
+  for (const FormatInfo& i : kFormats)
+    if (name == i.name) return i.format;
+  throw Error("unknown format '" + name + "' (expected " + synth_format_list() + ")");
 }
 
-const char* synth_format_name(SynthFormat f) {
-  switch (f) {
-    case SynthFormat::F16: return "f16";
-    case SynthFormat::BF16: return "bf16";
-    case SynthFormat::Q8_0: return "q8_0";
-    case SynthFormat::Q4_0: return "q4_0";
-    case SynthFormat::Q4_1: return "q4_1";
-    case SynthFormat::Q4_K_M: return "q4_k_m";
-  }
-  return "?";
-}
+const char* synth_format_name(SynthFormat f) { return info(f).name; }
 
-uint32_t synth_file_type(SynthFormat f) {
-  switch (f) {  // llama.cpp's llama_ftype numbers
-    case SynthFormat::F16: return 1;
-    case SynthFormat::BF16: return 32;
-    case SynthFormat::Q8_0: return 7;
-    case SynthFormat::Q4_0: return 2;
-    case SynthFormat::Q4_1: return 3;
-    case SynthFormat::Q4_K_M: return 15;
-  }
-  return 0;
-}
+uint32_t synth_file_type(SynthFormat f) { return info(f).file_type; }
 
 const std::vector<std::string>& synth_shape_names() {
   static const std::vector<std::string> names = {"tiny", "qwen2.5-1.5b", "llama3.1-8b"};
@@ -96,30 +117,64 @@ bool use_more_bits(int i_layer, int n_layers) {
   return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
 }
 
-GgmlType q4_k_m_type(const SynthShape& s, const std::string& name) {
-  if (name == "output.weight") return GgmlType::Q6_K;
-  if (name == "token_embd.weight") return s.tied_embeddings ? GgmlType::Q6_K : GgmlType::Q4_K;
-  if (name.rfind("blk.", 0) == 0) {
-    const int layer = std::atoi(name.c_str() + 4);
-    const bool more = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
-    if (more && use_more_bits(layer, s.n_layer)) return GgmlType::Q6_K;
+// llama.cpp's llama_tensor_get_type for these presets on a dense llama/qwen2 model without an
+// importance matrix: the rules that apply, in its order, then its fallback for rows that are not
+// whole 256-element super-blocks.
+GgmlType preset_type(const SynthShape& s, SynthFormat f, const std::string& name, int64_t cols,
+                     bool pure) {
+  const GgmlType base = info(f).base;
+  const bool quantized = f != SynthFormat::F16 && f != SynthFormat::BF16;
+  GgmlType t = base;
+  const bool is_output =
+      name == "output.weight" || (s.tied_embeddings && name == "token_embd.weight");
+  const int layer = name.rfind("blk.", 0) == 0 ? std::atoi(name.c_str() + 4) : -1;
+  const auto is = [&](const char* suffix) { return layer >= 0 && name.ends_with(suffix); };
+  const int n_gqa = s.n_head / s.n_head_kv;
+  if (!quantized || pure) {
+  } else if (is_output) {
+    if (cols % 256 != 0)
+      t = GgmlType::Q8_0;
+    else if (base != GgmlType::Q8_0)
+      t = GgmlType::Q6_K;
+  } else if (is(".attn_v.weight")) {
+    if (f == SynthFormat::Q2_K)
+      t = n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
+    else if (f == SynthFormat::Q3_K_M)
+      t = layer < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    else if (f == SynthFormat::IQ4_XS && n_gqa >= 4)
+      t = GgmlType::Q5_K;
+    else if ((f == SynthFormat::Q4_K_M || f == SynthFormat::Q5_K_M) &&
+             use_more_bits(layer, s.n_layer))
+      t = GgmlType::Q6_K;
+  } else if (is(".ffn_down.weight")) {
+    if (f == SynthFormat::Q2_K)
+      t = GgmlType::Q3_K;
+    else if (f == SynthFormat::Q3_K_M)
+      t = layer < s.n_layer / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    else if ((f == SynthFormat::Q4_K_M || f == SynthFormat::Q5_K_M) &&
+             use_more_bits(layer, s.n_layer))
+      t = GgmlType::Q6_K;
+  } else if (is(".attn_output.weight")) {
+    if (f == SynthFormat::Q2_K)
+      t = GgmlType::Q3_K;
+    else if (f == SynthFormat::Q3_K_M)
+      t = GgmlType::Q4_K;
   }
-  return GgmlType::Q4_K;
+  if (cols % 256 != 0) {  // llama.cpp's fallback for rows of partial super-blocks
+    switch (t) {
+      case GgmlType::Q2_K:
+      case GgmlType::Q3_K:
+      case GgmlType::IQ4_XS: t = GgmlType::IQ4_NL; break;
+      case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
+      case GgmlType::Q5_K: t = GgmlType::Q5_1; break;
+      case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
+      default: break;
+    }
+  }
+  return t;
 }
 
 namespace {
-
-GgmlType pure_type(SynthFormat f) {
-  switch (f) {
-    case SynthFormat::F16: return GgmlType::F16;
-    case SynthFormat::BF16: return GgmlType::BF16;
-    case SynthFormat::Q8_0: return GgmlType::Q8_0;
-    case SynthFormat::Q4_0: return GgmlType::Q4_0;
-    case SynthFormat::Q4_1: return GgmlType::Q4_1;
-    case SynthFormat::Q4_K_M: break;
-  }
-  return GgmlType::Q4_K;
-}
 
 uint64_t tensor_bytes(const std::string& name, GgmlType t, const std::vector<int64_t>& ne) {
   const TypeTraits& tr = type_traits(t);
@@ -133,12 +188,12 @@ uint64_t tensor_bytes(const std::string& name, GgmlType t, const std::vector<int
 
 }  // namespace
 
-std::vector<SynthTensor> synth_plan(const SynthShape& s, SynthFormat f) {
+std::vector<SynthTensor> synth_plan(const SynthShape& s, SynthFormat f, bool pure) {
   using Init = SynthTensor::Init;
   std::vector<SynthTensor> plan;
   auto add = [&](const std::string& name, std::vector<int64_t> ne, Init init) {
     GgmlType t = GgmlType::F32;
-    if (init == Init::Matrix) t = f == SynthFormat::Q4_K_M ? q4_k_m_type(s, name) : pure_type(f);
+    if (init == Init::Matrix) t = preset_type(s, f, name, ne[0], pure);
     const uint64_t bytes = tensor_bytes(name, t, ne);
     plan.push_back(SynthTensor{name, t, std::move(ne), bytes, init});
   };

@@ -39,6 +39,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// tiny in format f: pure for f16, bf16, q8_0, q4_0 and q4_1 (every matrix, the output included,
+// runs that type's kernels), llama-quantize's per-tensor types for the K and IQ presets.
 std::string tiny_model(SynthFormat f) {
   const fs::path dir =
       fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid()));
@@ -48,6 +50,8 @@ std::string tiny_model(SynthFormat f) {
     SynthOptions o;
     o.shape = "tiny";
     o.format = f;
+    o.pure = f == SynthFormat::F16 || f == SynthFormat::BF16 || f == SynthFormat::Q8_0 ||
+             f == SynthFormat::Q4_0 || f == SynthFormat::Q4_1;
     o.seed = 7;
     o.out = out;
     synth_write(o);
@@ -116,6 +120,15 @@ double measured_abs(SynthFormat f) {
     case SynthFormat::Q4_0: return 6.06e-4;
     case SynthFormat::Q4_1: return 6.77e-4;
     case SynthFormat::Q4_K_M: return 6.74e-4;
+    // the llama-quantize presets, H200 2026-11-26
+    // (bench/gpu-runs/2026-11-26-h200-synth-presets.log)
+    case SynthFormat::Q5_0: return 6.21e-4;
+    case SynthFormat::Q5_1: return 6.39e-4;
+    case SynthFormat::Q2_K: return 8.32e-4;
+    case SynthFormat::Q3_K_M: return 7.41e-4;
+    case SynthFormat::Q5_K_M: return 6.55e-4;
+    case SynthFormat::Q6_K: return 5.53e-4;
+    case SynthFormat::IQ4_XS: return 8.60e-4;
   }
   return 0;
 }
@@ -146,12 +159,14 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
       worst = std::max(worst, d.max_abs);
       EXPECT_LE(d.max_abs, tol) << path << " step " << step << " slot " << s << " (max |cpu logit| "
                                 << d.max_ref << ")";
-      // A pick may differ only where the CPU's top-2 margin is below this row's measured error.
+      // A pick may differ only where the CPU's top-2 margin is below this row's measured error,
+      // or is a near-tie by gpu_verify's --min-margin convention (below 0.002 x the row's max
+      // |logit|: tests/gpu_verify/README.md, "Near-ties"); either way it counts toward the cap.
       if (tg[s] != tc[s]) {
         const double m = margin(cpu.last_logits(s));
-        EXPECT_LT(m, d.max_abs) << path << " step " << step << " slot " << s << ": gpu " << tg[s]
-                                << " cpu " << tc[s] << ", margin " << m << " |dlogit| "
-                                << d.max_abs;
+        EXPECT_TRUE(m < d.max_abs || m < 0.002 * d.max_ref)
+            << path << " step " << step << " slot " << s << ": gpu " << tg[s] << " cpu " << tc[s]
+            << ", margin " << m << " |dlogit| " << d.max_abs << " max |logit| " << d.max_ref;
         ++excused;
         std::printf("[ %s ] excused divergence: step %d slot %d margin %.3g |dlogit| %.3g\n",
                     path.c_str(), step, s, m, d.max_abs);
@@ -194,13 +209,13 @@ TEST_P(GpuVsCpu, LogitsAndGreedyPicks) {
               synth_format_name(GetParam()), worst, measured_abs(GetParam()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, GpuVsCpu,
-                         ::testing::Values(SynthFormat::F16, SynthFormat::BF16, SynthFormat::Q8_0,
-                                           SynthFormat::Q4_0, SynthFormat::Q4_1,
-                                           SynthFormat::Q4_K_M),
-                         [](const auto& info) {
-                           return std::string(synth_format_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Formats, GpuVsCpu,
+    ::testing::Values(SynthFormat::F16, SynthFormat::BF16, SynthFormat::Q8_0, SynthFormat::Q4_0,
+                      SynthFormat::Q4_1, SynthFormat::Q4_K_M, SynthFormat::Q5_0, SynthFormat::Q5_1,
+                      SynthFormat::Q2_K, SynthFormat::Q3_K_M, SynthFormat::Q5_K_M,
+                      SynthFormat::Q6_K, SynthFormat::IQ4_XS),
+    [](const auto& info) { return std::string(synth_format_name(info.param)); });
 
 // The types the GPU decodes but does not multiply (gpu/gpu_weights.cpp dequantizes them to F16
 // at load): tiny's F16 model with every matrix (token embedding and output included) replaced by
