@@ -225,9 +225,19 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
   object obj;
   if (root.get_object().get(obj) != simdjson::SUCCESS)
     throw file_error(where, "expected a JSON object");
-  Keys k(obj, where);
-
-  auto model_type = k.opt_string("model_type");
+  auto model_type = Keys(obj, where).opt_string("model_type");
+  // Gemma 3's image-text checkpoints (Gemma3ForConditionalGeneration, model_type "gemma3"): rz
+  // runs their language model, whose config is text_config (a gemma3_text config).
+  element text_config;
+  std::string prefix;
+  if (model_type == "gemma3" && obj.at_key("text_config").get(text_config) == simdjson::SUCCESS &&
+      !text_config.is_null()) {
+    if (text_config.get_object().get(obj) != simdjson::SUCCESS)
+      Keys(obj, where).fail("text_config", "must be an object");
+    model_type = "gemma3_text";
+    prefix = "text_config.";
+  }
+  Keys k(obj, where, prefix);
   if (!model_type) k.fail("model_type", "is missing");
   ModelConfig c;
   if (const std::optional<Arch> a = arch_from_name(*model_type))

@@ -105,6 +105,15 @@ void check_tensors(const ModelFile& m) {
                                      " models as rz runs them have no such weight)");
 }
 
+// The image half of a Gemma 3 image-text checkpoint (its vision tower and projector), which rz
+// does not run: it serves the language model.
+bool is_vision_tensor(std::string_view name) {
+  for (std::string_view p : {"vision_tower.", "model.vision_tower.", "multi_modal_projector.",
+                             "model.multi_modal_projector."})
+    if (name.starts_with(p)) return true;
+  return false;
+}
+
 class GgufModel final : public ModelFile {
  public:
   explicit GgufModel(std::shared_ptr<GgufFile> f)
@@ -148,6 +157,7 @@ class SafetensorsModel final : public ModelFile {
         auto gname = hf_to_gguf_name(t.name, config_.arch);
         if (!gname) {
           if (t.name.ends_with(".rotary_emb.inv_freq")) continue;  // recomputed, never used
+          if (config_.arch == Arch::Gemma3 && is_vision_tensor(t.name)) continue;  // text only
           throw file_error(shards.files[i],
                            "unexpected tensor '" + t.name + "' (no GGUF counterpart)");
         }

@@ -161,6 +161,20 @@ const TensorView* SafetensorsFile::find_tensor(std::string_view name) const {
 }
 
 std::optional<std::string> hf_to_gguf_name(std::string_view n, Arch arch) {
+  // Gemma 3's image-text checkpoints keep the language model under a prefix (transformers before
+  // 4.52: language_model.model.* and language_model.lm_head.*; 4.52 on: model.language_model.*).
+  std::string unprefixed;
+  if (arch == Arch::Gemma3) {
+    for (const auto& [from, to] :
+         {std::pair<std::string_view, std::string_view>{"language_model.model.", "model."},
+          {"model.language_model.", "model."},
+          {"language_model.lm_head.", "lm_head."}})
+      if (n.starts_with(from)) {
+        unprefixed = std::string(to) + std::string(n.substr(from.size()));
+        n = unprefixed;
+        break;
+      }
+  }
   if (n == "model.embed_tokens.weight") return "token_embd.weight";
   if (n == "model.norm.weight") return "output_norm.weight";
   if (n == "lm_head.weight") return "output.weight";

@@ -24,9 +24,13 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cpu/cpu_executor.hpp"
 #include "cpu/cpu_ops.hpp"
+#include "formats/hf_config.hpp"
 #include "formats/model_file.hpp"
+#include "formats/safetensors.hpp"
 #include "sched/slot_runner.hpp"
 
 namespace rz {
@@ -309,6 +313,84 @@ TEST(CpuHfModelLlama3Gguf, RopeFrequenciesMatchTheSafetensorsConfig) {
       "llama3_tied: %d blended frequencies, max relative inv_freq difference GGUF vs "
       "safetensors %.2e\n",
       blended, worst);
+}
+
+}  // namespace
+}  // namespace rz
+
+namespace rz {
+namespace {
+
+// Gemma 3's image-text checkpoints (Gemma3ForConditionalGeneration: model_type "gemma3" with a
+// text_config, the language model under model.language_model.*, a vision tower beside it): rz
+// runs the language model. The tiny gemma3 rewritten in that layout (plus a vision tensor) must
+// load with the same config and give bit for bit the same logits and transformers' tokens.
+TEST(CpuHfModelGemma3, ImageTextCheckpointRunsItsLanguageModel) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("rz_gemma3_it_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto src = SafetensorsFile::open(kDir + "gemma3/model.safetensors");
+  std::vector<SafetensorsEntry> entries;
+  for (const TensorView& t : src->tensors()) {
+    SafetensorsEntry e;
+    ASSERT_TRUE(t.name.starts_with("model.")) << t.name;
+    e.name = "model.language_model." + t.name.substr(6);
+    e.dtype = "F32";
+    for (int i = t.n_dims - 1; i >= 0; --i) e.shape.push_back(t.ne[size_t(i)]);
+    e.data.assign(t.data, t.data + t.nbytes);
+    entries.push_back(std::move(e));
+  }
+  entries.push_back({"model.vision_tower.vision_model.post_layernorm.weight",
+                     "F32",
+                     {4},
+                     std::vector<uint8_t>(16, 0)});
+  entries.push_back({"model.multi_modal_projector.mm_input_projection_weight",
+                     "F32",
+                     {2, 2},
+                     std::vector<uint8_t>(16, 0)});
+  write_safetensors((dir / "model.safetensors").string(), entries);
+  const std::string text = read_text_file(kDir + "gemma3/config.json");
+  {
+    std::FILE* f = std::fopen((dir / "config.json").string().c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string cfg = R"({"architectures": ["Gemma3ForConditionalGeneration"],
+      "model_type": "gemma3", "vision_config": {"model_type": "siglip_vision_model"},
+      "text_config": )" + text +
+                            "}";
+    std::fwrite(cfg.data(), 1, cfg.size(), f);
+    std::fclose(f);
+  }
+  auto it = ModelFile::open(dir.string());
+  auto plain = ModelFile::open(kDir + "gemma3");
+  const ModelConfig &a = it->config(), &b = plain->config();
+  EXPECT_EQ(a.arch, Arch::Gemma3);
+  EXPECT_EQ(a.n_layer, b.n_layer);
+  EXPECT_EQ(a.sliding_layers, b.sliding_layers);
+  EXPECT_EQ(a.attn_scale, b.attn_scale);
+  EXPECT_EQ(a.rope_theta_swa, b.rope_theta_swa);
+  EXPECT_EQ(it->find_tensor("blk.6.post_ffw_norm.weight") != nullptr, true);
+  const HfGolden g = load_golden(kDir + "gemma3/golden.json");
+  CpuExecutor ea(it, {.slots = 1, .max_context = 128, .threads = 2});
+  CpuExecutor eb(plain, {.slots = 1, .max_context = 128, .threads = 2});
+  SlotRunner ra(ea), rb(eb);
+  ea.set_keep_logits(true);
+  eb.set_keep_logits(true);
+  for (const auto& p : g.prompts) {
+    std::vector<PrefillRequest> req(1);
+    req[0].tokens = p.ids;
+    std::vector<int32_t> got = {ra.prefill(req)[0]};
+    rb.prefill(req);
+    ASSERT_TRUE(
+        std::equal(ea.last_logits(0).begin(), ea.last_logits(0).end(), eb.last_logits(0).begin()));
+    while (static_cast<int>(got.size()) < g.steps) {
+      got.push_back(ra.decode(0, got.back()));
+      rb.decode(0, got[got.size() - 2]);
+    }
+    EXPECT_EQ(got, p.greedy);
+    ra.release(0);
+    rb.release(0);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -112,6 +112,24 @@ TEST(HfConfig, ArchitecturesAndNulls) {
                                    base + "}",
                                "x"),
                Error);
+  // Gemma 3 image-text: the language model's config is text_config; its errors name it.
+  ModelConfig g3 = parse_hf_config(std::string("{\"model_type\": \"gemma3\", \"text_config\": "
+                                               "{\"model_type\": \"gemma3_text\", ") +
+                                       base + "}}",
+                                   "x");
+  EXPECT_EQ(g3.arch, Arch::Gemma3);
+  EXPECT_EQ(g3.n_embd, 64);
+  EXPECT_EQ(g3.head_dim, 256);          // Gemma3TextConfig's default
+  EXPECT_EQ(g3.layer_window(1), 4096);  // 2 layers: no sixth, global one
+  EXPECT_EQ(g3.sliding_window, 4096);   // Gemma3TextConfig's default
+  try {
+    parse_hf_config(R"({"model_type": "gemma3", "text_config": {"hidden_size": 64}})", "x");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"text_config.num_hidden_layers\" is missing"),
+              std::string::npos)
+        << e.what();
+  }
   // null counts as absent; a llama's sliding_window is ignored.
   ModelConfig m =
       parse_hf_config(std::string("{\"model_type\": \"llama\", \"head_dim\": null, "

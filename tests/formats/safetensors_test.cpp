@@ -214,6 +214,23 @@ TEST(Safetensors, HfToGgufNames) {
         "model.embed_tokens.bias", "lm_head.bias", "model.layers.1.mlp.up_proj.weight.x", "",
         "token_embd.weight"})
     EXPECT_FALSE(hf_to_gguf_name(n).has_value()) << n;
+  // Gemma 3: its four norms, and the language model of an image-text checkpoint under either
+  // prefix transformers has written.
+  const std::pair<const char*, const char*> gemma[] = {
+      {"model.layers.2.post_attention_layernorm.weight", "blk.2.post_attention_norm.weight"},
+      {"model.layers.2.pre_feedforward_layernorm.weight", "blk.2.ffn_norm.weight"},
+      {"model.layers.2.post_feedforward_layernorm.weight", "blk.2.post_ffw_norm.weight"},
+      {"model.layers.2.self_attn.q_norm.weight", "blk.2.attn_q_norm.weight"},
+      {"model.language_model.layers.2.mlp.up_proj.weight", "blk.2.ffn_up.weight"},
+      {"language_model.model.layers.2.mlp.up_proj.weight", "blk.2.ffn_up.weight"},
+      {"model.language_model.embed_tokens.weight", "token_embd.weight"},
+      {"language_model.lm_head.weight", "output.weight"},
+  };
+  for (const auto& [hf, gg] : gemma) EXPECT_EQ(hf_to_gguf_name(hf, Arch::Gemma3), gg) << hf;
+  EXPECT_EQ(hf_to_gguf_name("model.layers.2.post_attention_layernorm.weight"),
+            "blk.2.ffn_norm.weight");  // Llama's meaning of the name
+  EXPECT_FALSE(hf_to_gguf_name("model.language_model.layers.2.mlp.up_proj.weight").has_value());
+  EXPECT_FALSE(hf_to_gguf_name("model.vision_tower.x.weight", Arch::Gemma3).has_value());
 }
 
 TEST(Safetensors, ShardDiscovery) {
