@@ -213,13 +213,10 @@ std::shared_ptr<Tokenizer> tokenizer(std::ostream& os, const ModelFile& m) {
 void chat_template(std::ostream& os, const ModelFile& m, const Tokenizer* tok) {
   const std::string src = chat_template_source(m);
   if (src.empty()) {
-    // chat_template_for's fallback for architectures with one chat format.
-    const Arch a = m.config().arch;
-    os << "chat template: none"
-       << (a == Arch::Gemma3 ? " (chat uses the gemma family)"
-           : a == Arch::Phi3 ? " (chat uses the phi3 family)"
-                             : "")
-       << "\n";
+    const std::string family = default_chat_family(m.config().arch);
+    os << "chat template: none";
+    if (!family.empty()) os << " (chat uses the " << family << " family)";
+    os << "\n";
     return;
   }
   std::string family;

@@ -38,6 +38,14 @@ std::string token_text_or_empty(const Tokenizer& tok, int32_t id) {
   return id >= 0 && id < tok.n_vocab() ? tok.token_text(id) : std::string();
 }
 
+std::string default_chat_family(Arch arch) {
+  switch (arch) {
+    case Arch::Gemma3: return "gemma";
+    case Arch::Phi3: return "phi3";
+    default: return "";
+  }
+}
+
 ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
                                const std::string& forced_name) {
   const std::string bos = token_text_or_empty(tok, tok.bos_id());
@@ -45,14 +53,11 @@ ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
   if (!forced_name.empty()) return ChatTemplate::from_name(forced_name, bos, eos);
   const std::string src = chat_template_source(m);
   if (src.empty()) {
-    // A file without a template (some GGUF conversions drop it) of an architecture with one
-    // chat format: that format.
-    switch (m.config().arch) {
-      case Arch::Gemma3: return ChatTemplate::from_name("gemma", bos, eos);
-      case Arch::Phi3: return ChatTemplate::from_name("phi3", bos, eos);
-      default:
-        throw file_error(m.path(), "the model has no chat template; choose one with --template");
-    }
+    // A file without a template (some GGUF conversions drop it): its architecture's format.
+    const std::string family = default_chat_family(m.config().arch);
+    if (family.empty())
+      throw file_error(m.path(), "the model has no chat template; choose one with --template");
+    return ChatTemplate::from_name(family, bos, eos);
   }
   return ChatTemplate::from_jinja(src, bos, eos);
 }

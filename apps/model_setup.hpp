@@ -26,8 +26,13 @@ std::string chat_template_source(const ModelFile& m);
 // The text of a token id, or "" when the id is out of range (absent BOS/EOS).
 std::string token_text_or_empty(const Tokenizer& tok, int32_t id);
 
-// The model's chat template family, or the family `forced_name` names when not empty. Throws
-// rz::Error when the model has none or it is not recognised.
+// The chat family a file without a template of this architecture uses (the architecture's one
+// format: gemma3 "gemma", phi3 "phi3"); "" when it has none.
+std::string default_chat_family(Arch arch);
+
+// The model's chat template family, or the family `forced_name` names when not empty (else, for
+// a file without a template, default_chat_family). Throws rz::Error when the model has none or it
+// is not recognised.
 ChatTemplate chat_template_for(const ModelFile& m, const Tokenizer& tok,
                                const std::string& forced_name = "");
 

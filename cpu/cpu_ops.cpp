@@ -63,11 +63,17 @@ void attend_head(const float* q, const float* k, const float* v, const int32_t* 
                  float* scores, float* out, int first) {
   const int64_t block_stride = int64_t{block_size} * stride;
   first = std::clamp(first, 0, std::max(n_pos - 1, 0));
+  // Positions [first, n_pos) block by block: block b holds p0 .. p0 + block_size - 1, of which
+  // j0 .. n - 1 are in range.
+  const int b0 = first / block_size;
   float mx = -INFINITY;
-  for (int p = first; p < n_pos; ++p) {
-    const float* kp = k + blocks[p / block_size] * block_stride + (p % block_size) * stride;
-    scores[p] = dot_f32(q, kp, head_dim) * scale;
-    mx = std::max(mx, scores[p]);
+  for (int b = b0, p0 = b0 * block_size; p0 < n_pos; p0 += block_size, ++b) {
+    const float* kb = k + blocks[b] * block_stride;
+    const int n = std::min(block_size, n_pos - p0);
+    for (int j = std::max(first - p0, 0); j < n; ++j) {
+      scores[p0 + j] = dot_f32(q, kb + j * stride, head_dim) * scale;
+      mx = std::max(mx, scores[p0 + j]);
+    }
   }
   float sum = 0;
   for (int p = first; p < n_pos; ++p) {
@@ -76,10 +82,14 @@ void attend_head(const float* q, const float* k, const float* v, const int32_t* 
   }
   const float inv = 1.0f / sum;
   std::fill(out, out + head_dim, 0.0f);
-  for (int p = first; p < n_pos; ++p) {
-    const float w = scores[p] * inv;
-    const float* vp = v + blocks[p / block_size] * block_stride + (p % block_size) * stride;
-    for (int d = 0; d < head_dim; ++d) out[d] += w * vp[d];
+  for (int b = b0, p0 = b0 * block_size; p0 < n_pos; p0 += block_size, ++b) {
+    const float* vb = v + blocks[b] * block_stride;
+    const int n = std::min(block_size, n_pos - p0);
+    for (int j = std::max(first - p0, 0); j < n; ++j) {
+      const float w = scores[p0 + j] * inv;
+      const float* vp = vb + j * stride;
+      for (int d = 0; d < head_dim; ++d) out[d] += w * vp[d];
+    }
   }
 }
 

@@ -173,7 +173,7 @@ RopeScaling parse_rope_scaling(const Keys& top, const Keys& owner, const std::st
 }
 
 // Gemma3TextConfig: the block's departures from Llama (see ModelConfig), with its defaults.
-void parse_gemma3(const Keys& k, object obj, ModelConfig& c, const std::string& where) {
+void parse_gemma3(const Keys& k, object obj, ModelConfig& c) {
   c.qkv_bias = k.bool_or("attention_bias", false);
   c.qk_norm = true;
   c.post_norms = true;
@@ -211,7 +211,6 @@ void parse_gemma3(const Keys& k, object obj, ModelConfig& c, const std::string& 
     for (int l = 0; l < c.n_layer; ++l)
       c.sliding_layers[size_t(l)] = pattern <= 0 || (l + 1) % pattern != 0;
   }
-  (void)where;
 }
 
 }  // namespace
@@ -341,7 +340,7 @@ ModelConfig parse_hf_config(std::string_view json, const std::string& where) {
       c.fused_qkv_gate_up = true;
       c.sliding_window = k.int_or("sliding_window", 0);
       break;
-    case Arch::Gemma3: parse_gemma3(k, obj, c, where); break;
+    case Arch::Gemma3: parse_gemma3(k, obj, c); break;
   }
   if (auto act = k.opt_string("hidden_act"); act && *act != "silu" && !gemma)
     k.fail("hidden_act", "\"" + *act + "\" is not supported (rz implements silu)");

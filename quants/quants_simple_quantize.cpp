@@ -5,6 +5,7 @@
 // choice: a sub-block's scale from its extreme values, the super-block scale from the largest
 // sub-block scale, every quant the nearest level (tests/quants/quants_test.cpp bounds the round
 // trip error).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -16,7 +17,6 @@ RZ_QUANTS_NO_FP_CONTRACT
 namespace rz::quants {
 namespace {
 
-int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 int round_int(float v) { return static_cast<int>(std::nearbyint(v)); }
 
 // The index of the kIq4Values entry nearest to v.
@@ -70,13 +70,13 @@ void quantize_q2_k(const float* src, void* dst, int64_t n) {
     const float d = fp16_to_fp32(y->d), dmin = fp16_to_fp32(y->dmin);
     std::memset(y->qs, 0, sizeof(y->qs));
     for (int k = 0; k < 16; ++k) {
-      const int sc = d > 0 ? clamp(round_int(scale[k] / d), 0, 15) : 0;
-      const int mn = dmin > 0 ? clamp(round_int(mins[k] / dmin), 0, 15) : 0;
+      const int sc = d > 0 ? std::clamp(round_int(scale[k] / d), 0, 15) : 0;
+      const int mn = dmin > 0 ? std::clamp(round_int(mins[k] / dmin), 0, 15) : 0;
       y->scales[k] = static_cast<uint8_t>(sc | mn << 4);
       const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(mn);
       for (int l = 0; l < 16; ++l) {
         const int p = 16 * k + l;  // element p = 128 c + 32 j + m: 2 bits at 2 j of qs[32 c + m]
-        const int q = dl > 0 ? clamp(round_int((src[p] + ml) / dl), 0, 3) : 0;
+        const int q = dl > 0 ? std::clamp(round_int((src[p] + ml) / dl), 0, 3) : 0;
         y->qs[32 * (p / 128) + p % 32] |= static_cast<uint8_t>(q << (2 * ((p / 32) % 4)));
       }
     }
@@ -100,7 +100,7 @@ void quantize_q3_k(const float* src, void* dst, int64_t n) {
     std::memset(y->hmask, 0, sizeof(y->hmask));
     std::memset(y->scales, 0, sizeof(y->scales));
     for (int k = 0; k < 16; ++k) {
-      const int sc = d > 0 ? clamp(round_int(s[k] / d), -32, 31) + 32 : 32;
+      const int sc = d > 0 ? std::clamp(round_int(s[k] / d), -32, 31) + 32 : 32;
       // low nibble: k < 8 in scales[k], else the high nibble of scales[k - 8]; bits 4, 5 at shift
       // 2 (k / 4) of scales[8 + k % 4]
       if (k < 8)
@@ -111,7 +111,7 @@ void quantize_q3_k(const float* src, void* dst, int64_t n) {
       const float dl = d * static_cast<float>(sc - 32);
       for (int l = 0; l < 16; ++l) {
         const int p = 16 * k + l;
-        const int v = (dl != 0 ? clamp(round_int(src[p] / dl), -4, 3) : 0) + 4;
+        const int v = (dl != 0 ? std::clamp(round_int(src[p] / dl), -4, 3) : 0) + 4;
         y->qs[32 * (p / 128) + p % 32] |= static_cast<uint8_t>((v & 3) << (2 * ((p / 32) % 4)));
         if (v & 4) y->hmask[p % 32] |= static_cast<uint8_t>(1u << (p / 32));
       }
@@ -143,7 +143,7 @@ void quantize_iq4_xs(const float* src, void* dst, int64_t n) {
     y->scales_h = 0;
     std::memset(y->scales_l, 0, sizeof(y->scales_l));
     for (int k = 0; k < 8; ++k) {
-      const int sc = d > 0 ? clamp(round_int(s[k] / d), -32, 31) + 32 : 32;
+      const int sc = d > 0 ? std::clamp(round_int(s[k] / d), -32, 31) + 32 : 32;
       y->scales_l[k / 2] |= static_cast<uint8_t>((sc & 0x0f) << (4 * (k % 2)));
       y->scales_h |= static_cast<uint16_t>((sc >> 4) << (2 * k));
       iq4_indices(src + 32 * k, d * static_cast<float>(sc - 32), y->qs + 16 * k);
