@@ -20,31 +20,11 @@ size_t add_bytes(size_t& total, size_t n) {
   return n;
 }
 
-// Types the kernels decode but do not multiply (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS):
-// such a matrix is dequantized once, at load, to F16 on the device, and runs as an F16 matrix (its
-// GEMV and cuBLAS): every value exactly the CPU's dequantized one rounded to fp16, at 16 bits a
-// weight.
-bool runs_as_f16(GgmlType type, int64_t cols) {
-  return type != GgmlType::F32 && !gpu_matrix_supported(type, cols) && dequant_supported(type) &&
-         cols % dequant_cols_multiple(type) == 0 && gpu_matrix_supported(GgmlType::F16, cols);
-}
-
 void check_loadable(const ModelFile& f, const TensorView& t) {
-  if (!gpu_matrix_supported(t.type, t.cols()) && !runs_as_f16(t.type, t.cols()))
+  if (!gpu_matrix_supported(t.type, t.cols()))
     throw file_error(f.path(), t.name + " has type " + std::string(type_traits(t.type).name) +
                                    " with " + std::to_string(t.cols()) +
                                    " columns, which the CUDA executor cannot multiply");
-}
-
-// m, uploaded in a type that runs as F16, replaced by its F16 dequantization.
-void to_f16(DeviceMatrix& m, size_t& total) {
-  DeviceBuffer<uint8_t> h(size_t(m.rows) * size_t(m.cols) * sizeof(uint16_t));
-  dequantize_matrix(m.type, m.ptr(), h.get(), HalfType::f16, m.rows, m.cols, nullptr);
-  RZ_CUDA_CHECK(cudaDeviceSynchronize());
-  total = total - m.data.bytes() + h.bytes();
-  m.data = std::move(h);
-  m.type = GgmlType::F16;
-  m.row_bytes = size_t(m.cols) * sizeof(uint16_t);
 }
 
 DeviceMatrix matrix(const ModelFile& f, const TensorView& t, size_t& total) {
@@ -56,7 +36,6 @@ DeviceMatrix matrix(const ModelFile& f, const TensorView& t, size_t& total) {
   m.row_bytes = t.row_bytes();
   m.data = DeviceBuffer<uint8_t>(add_bytes(total, t.nbytes));
   m.data.upload(t.data, t.nbytes);
-  if (runs_as_f16(m.type, m.cols)) to_f16(m, total);
   return m;
 }
 
@@ -80,7 +59,6 @@ DeviceMatrix stacked(const ModelFile& f, std::initializer_list<const TensorView*
     RZ_CUDA_CHECK(cudaMemcpy(m.data.get() + at, t->data, t->nbytes, cudaMemcpyHostToDevice));
     at += t->nbytes;
   }
-  if (runs_as_f16(m.type, m.cols)) to_f16(m, total);
   return m;
 }
 

@@ -24,6 +24,13 @@ GemvKernel kernel_for_type(GgmlType type) {
     case GgmlType::Q4_1: return GemvKernel::q4_1;
     case GgmlType::F16: return GemvKernel::f16;
     case GgmlType::BF16: return GemvKernel::bf16;
+    case GgmlType::Q5_0: return GemvKernel::q5_0;
+    case GgmlType::Q5_1: return GemvKernel::q5_1;
+    case GgmlType::Q5_K: return GemvKernel::q5_k;
+    case GgmlType::Q2_K: return GemvKernel::q2_k;
+    case GgmlType::Q3_K: return GemvKernel::q3_k;
+    case GgmlType::IQ4_NL: return GemvKernel::iq4_nl;
+    case GgmlType::IQ4_XS: return GemvKernel::iq4_xs;
     default: return GemvKernel::none;
   }
 }
@@ -38,6 +45,13 @@ const Family* family_of(GemvKernel k) {
     case GemvKernel::q4_1: return &family_q4_1();
     case GemvKernel::f16: return &family_f16();
     case GemvKernel::bf16: return &family_bf16();
+    case GemvKernel::q5_0: return &family_q5_0();
+    case GemvKernel::q5_1: return &family_q5_1();
+    case GemvKernel::q5_k: return &family_q5_k();
+    case GemvKernel::q2_k: return &family_q2_k();
+    case GemvKernel::q3_k: return &family_q3_k();
+    case GemvKernel::iq4_nl: return &family_iq4_nl();
+    case GemvKernel::iq4_xs: return &family_iq4_xs();
     case GemvKernel::none: break;
   }
   return nullptr;
@@ -49,7 +63,8 @@ struct Operand {
   GgmlType type = GgmlType::F32;  // when !fp8
   bool fp8 = false;
   const float* row_scale = nullptr;  // fp8 only
-  bool k_quant() const { return !fp8 && (type == GgmlType::Q4_K || type == GgmlType::Q6_K); }
+  // The 256-element super-block types (Q2_K .. Q6_K, IQ4_XS): few work items per row.
+  bool k_quant() const { return !fp8 && family != nullptr && family->block_elems == 256; }
   std::string label() const {
     if (fp8) return "fp8";
     const auto& tr = type_traits(type);

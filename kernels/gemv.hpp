@@ -3,8 +3,9 @@
 // W stays in its GGUF format on the device (row-major: each row is cols / block_size blocks,
 // layouts in quants/quant_blocks.hpp, values exactly as quants/quants.cpp's dequantize_row
 // defines them); x and y are fp32. Every weight byte is read once per call, whatever the batch.
-// Kernels: kernels/gemv_common.cuh (the one generic kernel), kernels/gemv_{q4k,q6k,legacy,half}.cu
-// (per-type traits), kernels/gemv.cu (chooser and dispatch). Design notes: kernels/GEMV.md.
+// Kernels: kernels/gemv_common.cuh (the one generic kernel), kernels/gemv_{q4k_q5k,q6k,q2k_q3k,
+// iq4xs,legacy,half}.cu (per-type traits), kernels/gemv.cu (chooser and dispatch). Design notes:
+// kernels/GEMV.md.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -17,7 +18,23 @@ namespace rz::gpu {
 constexpr int kGemvMaxBatch = 16;
 
 // Which kernel family serves a weight type; none = not supported on the GPU.
-enum class GemvKernel : uint8_t { none, q4_k, q6_k, q8_0, q4_0, q4_1, f16, bf16 };
+enum class GemvKernel : uint8_t {
+  none,
+  q4_k,
+  q6_k,
+  q8_0,
+  q4_0,
+  q4_1,
+  f16,
+  bf16,
+  q5_0,
+  q5_1,
+  q5_k,
+  q2_k,
+  q3_k,
+  iq4_nl,
+  iq4_xs
+};
 
 // The chooser: the kernel for (type, batch), or none when the type has no GPU kernel or batch is
 // outside 1..kGemvMaxBatch. Answers "is this supported?" and drives gemv()'s dispatch.

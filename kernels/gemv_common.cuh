@@ -283,12 +283,20 @@ int gemv_choose_split(GgmlType type, int64_t rows, int64_t cols, int batch, int 
 void gemv_with_split(GgmlType type, const void* w, const float* x, float* y, int64_t rows,
                      int64_t cols, int batch, int split, cudaStream_t stream);
 
-// Defined one per file: gemv_q4k.cu, gemv_q6k.cu, gemv_legacy.cu, gemv_half.cu, gemv_fp8.cu.
+// Defined in gemv_q4k_q5k.cu, gemv_q6k.cu, gemv_q2k_q3k.cu, gemv_iq4xs.cu, gemv_legacy.cu,
+// gemv_half.cu and gemv_fp8.cu.
 const Family& family_q4_k();
+const Family& family_q5_k();
 const Family& family_q6_k();
+const Family& family_q2_k();
+const Family& family_q3_k();
+const Family& family_iq4_xs();
 const Family& family_q8_0();
 const Family& family_q4_0();
 const Family& family_q4_1();
+const Family& family_q5_0();
+const Family& family_q5_1();
+const Family& family_iq4_nl();
 const Family& family_f16();
 const Family& family_bf16();
 const Family& family_fp8();  // gemv_fp8(): rows of E4M3 codes with a per-row scale

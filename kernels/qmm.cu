@@ -22,16 +22,12 @@
 #include "formats/common.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_common.cuh"
-#include "kernels/gemv_common.cuh"  // load_words_a2, byte_to_float
 #include "kernels/mma.cuh"
+#include "kernels/qmm_formats.cuh"
 #include "kernels/qmm_layout.cuh"
-#include "kernels/quant_decode.cuh"
 
 namespace rz::gpu {
 namespace qmm_detail {
-
-using gemv_detail::byte_to_float;
-using gemv_detail::load_words_a2;
 
 constexpr int kWarps = 4;  // warps per thread block, 16 rows each
 constexpr int kRowsPerBlock = 16 * kWarps;
@@ -39,170 +35,6 @@ constexpr int kRowsPerBlock = 16 * kWarps;
 // Column of the chunk that k-slot element e of thread c holds in step t (see the top comment;
 // kernels/qmm_layout.cuh has the one definition, for the kernels that write prepared x).
 __host__ __device__ constexpr int chunk_col(int t, int c, int e) { return qmm_chunk_col(t, c, e); }
-
-// N bytes at a 2-byte aligned address of a staged row, as N / 4 little-endian words.
-template <int N>
-__device__ __forceinline__ void lds_words_a2(const uint8_t* p, uint32_t (&out)[N / 4]) {
-  load_words_a2<N, true>(p, out);
-}
-
-__device__ __forceinline__ uint32_t lds_u16_a2(const uint8_t* p) {
-  return *reinterpret_cast<const uint16_t*>(p);
-}
-
-// A format's traits: kChunkBytes (bytes of 256 columns of one row), kAligned16 (whether every
-// row's chunk starts 16-byte aligned; otherwise it is staged from the 16-byte boundary below it),
-// Item (what thread c keeps of one row's chunk), load(chunk, c) from the staged bytes in shared
-// memory, and dequant<t>(item, v): the four values of columns chunk_col(t, c, 0..3) as fp32.
-
-struct Q4K {  // one super-block per chunk: d, dmin | scales[12] | qs[128]
-  using Fmt = quant::Q4K;
-  static constexpr int kChunkBytes = Fmt::kBytes;
-  static constexpr bool kAligned16 = true;
-  struct Item {
-    uint32_t q[8];  // qs[32 c, 32 c + 32): group c (columns 64 c + [0, 64)), low then high nibbles
-    float ds[2], ms[2];  // sub-block 2 c + h: d * scale, dmin * min
-  };
-  __device__ static Item load(const uint8_t* b, int c) {
-    Item it;
-    const uint4 hdr = *reinterpret_cast<const uint4*>(b);
-    const uint4 q0 = *reinterpret_cast<const uint4*>(b + Fmt::kQs + 32 * c);
-    const uint4 q1 = *reinterpret_cast<const uint4*>(b + Fmt::kQs + 32 * c + 16);
-    it.q[0] = q0.x, it.q[1] = q0.y, it.q[2] = q0.z, it.q[3] = q0.w;
-    it.q[4] = q1.x, it.q[5] = q1.y, it.q[6] = q1.z, it.q[7] = q1.w;
-    static_assert(Fmt::kD == 0 && Fmt::kDmin == 2 && Fmt::kScales == 4);
-    const float d = f16_bits_to_f32_fast(hdr.x & 0xffffu);
-    const float dmin = f16_bits_to_f32_fast(hdr.x >> 16);
-    const Fmt::ScalesMins sm = Fmt::scales_mins(hdr.y, hdr.z, hdr.w);
-    const uint32_t sc = c < 2 ? sm.sc_lo : sm.sc_hi, mn = c < 2 ? sm.mn_lo : sm.mn_hi;
-    const int byte0 = (2 * c) & 3;  // sub-blocks 2c, 2c + 1 are bytes byte0, byte0 + 1
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      it.ds[h] = d * byte_to_float(sc, byte0 + h);
-      it.ms[h] = dmin * byte_to_float(mn, byte0 + h);
-    }
-    return it;
-  }
-  template <int t>
-  __device__ static void dequant(const Item& it, float (&v)[4]) {
-    const uint32_t q = quant::nibbles(it.q[t >> 1], t & 1);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = fmaf(byte_to_float(q, e), it.ds[t & 1], -it.ms[t & 1]);
-  }
-};
-
-// One super-block per chunk (210 bytes, so only 2-byte aligned): ql[128] | qh[64] | scales[16] |
-// d. Thread c's columns 64 c + [0, 64) are half cc = c / 2, groups k = 2 (c % 2) + h: ql bytes
-// 64 cc + 32 h + l (nibble c % 2), qh bytes 32 cc + l (bits at 2 k), scale 8 cc + 2 k + l / 16
-// = 4 c + 2 h + l / 16.
-struct Q6K {
-  using Fmt = quant::Q6K;
-  static constexpr int kChunkBytes = Fmt::kBytes;
-  static constexpr bool kAligned16 = false;
-  struct Item {
-    uint32_t ql[16];  // [8 h + i]: nibble c % 2 of ql word 64 cc + 32 h + 4 i, as bytes
-    uint32_t qh[8];   // [i]: qh word 32 cc + 4 i shifted right by 4 (c % 2)
-    float ds[4];      // [2 h + l / 16]: d * scale
-  };
-  __device__ static Item load(const uint8_t* b, int c) {
-    Item it;
-    const int cc = c >> 1, sh = 4 * (c & 1);
-    lds_words_a2<64>(b + Fmt::kQl + 64 * cc, it.ql);
-    lds_words_a2<32>(b + Fmt::kQh + 32 * cc, it.qh);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) it.ql[i] = (it.ql[i] >> sh) & 0x0f0f0f0fu;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) it.qh[i] >>= sh;
-    uint32_t sc[1];
-    lds_words_a2<4>(b + Fmt::kScales + 4 * c, sc);
-    const float d = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
-#pragma unroll
-    for (int j = 0; j < 4; ++j) it.ds[j] = d * byte_to_float(sc[0] ^ 0x80808080u, j, 128.0f);
-    return it;
-  }
-  template <int t>
-  __device__ static void dequant(const Item& it, float (&v)[4]) {
-    constexpr int h = t & 1, i = t >> 1;
-    const uint32_t q = it.ql[8 * h + i] | (((it.qh[i] >> (2 * h)) & 0x03030303u) << 4);
-    const float ds = it.ds[2 * h + (i >> 2)];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = byte_to_float(q, e, 32.0f) * ds;
-  }
-};
-
-// Eight 32-element blocks per chunk; thread c's columns are blocks 2 c + h (h = 0, 1).
-template <class Fmt>
-__device__ __forceinline__ const uint8_t* small_block(const uint8_t* chunk, int c, int h) {
-  return chunk + Fmt::kBytes * (2 * c + h);
-}
-
-struct Q8_0 {  // d | qs[32] int8, 34 bytes; a chunk is 272 bytes
-  using Fmt = quant::Q8_0;
-  static constexpr int kChunkBytes = 8 * Fmt::kBytes;
-  static constexpr bool kAligned16 = true;
-  struct Item {
-    uint32_t q[2][8];  // block 2 c + h, bytes 4 i .. 4 i + 3, sign bit flipped
-    float d[2];
-  };
-  __device__ static Item load(const uint8_t* chunk, int c) {
-    Item it;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* b = small_block<Fmt>(chunk, c, h);
-      it.d[h] = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
-      lds_words_a2<32>(b + Fmt::kQs, it.q[h]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) it.q[h][i] ^= 0x80808080u;
-    }
-    return it;
-  }
-  template <int t>
-  __device__ static void dequant(const Item& it, float (&v)[4]) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = byte_to_float(it.q[t & 1][t >> 1], e, 128.0f) * it.d[t & 1];
-  }
-};
-
-// Q4_0 (d | qs[16], 18 bytes; value d (q - 8)) and Q4_1 (d, m | qs[16], 20 bytes; d q + m):
-// column l < 16 of a block is the low nibble of qs[l], l >= 16 the high nibble of qs[l - 16].
-// Chunks of 144 / 160 bytes.
-template <class Fmt, bool kHasMin>
-struct Q4Legacy {
-  static constexpr int kChunkBytes = 8 * Fmt::kBytes;
-  static constexpr bool kAligned16 = true;
-  struct Item {
-    uint32_t q[2][4];  // block 2 c + h, qs words
-    float d[2], m[2];
-  };
-  __device__ static Item load(const uint8_t* chunk, int c) {
-    Item it;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* b = small_block<Fmt>(chunk, c, h);
-      it.d[h] = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
-      it.m[h] = kHasMin ? f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kM)) : 0.0f;
-      lds_words_a2<16>(b + Fmt::kQs, it.q[h]);
-    }
-    return it;
-  }
-  template <int t>
-  __device__ static void dequant(const Item& it, float (&v)[4]) {
-    constexpr int h = t & 1, l = 4 * (t >> 1);  // the block's columns l .. l + 3
-    const uint32_t q = quant::nibbles(it.q[h][(l & 15) >> 2], l >> 4);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if constexpr (kHasMin)
-        v[e] = fmaf(byte_to_float(q, e), it.d[h], it.m[h]);
-      else
-        v[e] = byte_to_float(q, e, 8.0f) * it.d[h];
-    }
-  }
-};
-using Q4_0 = Q4Legacy<quant::Q4_0, false>;
-using Q4_1 = Q4Legacy<quant::Q4_1, true>;
-
-static_assert(Q4K::kChunkBytes % 16 == 0 && Q8_0::kChunkBytes % 16 == 0 &&
-              Q4_0::kChunkBytes % 16 == 0 && Q4_1::kChunkBytes % 16 == 0);
 
 // ---------------------------------------------------------------- staging (cp.async)
 
@@ -474,7 +306,14 @@ bool qmm_supported(GgmlType type, int64_t cols) {
     case GgmlType::Q6_K:
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
-    case GgmlType::Q4_1: return cols > 0 && cols % kQmmChunk == 0;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q5_K:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS: return cols > 0 && cols % kQmmChunk == 0;
     default: return false;
   }
 }
@@ -542,7 +381,14 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
     case GgmlType::Q6_K: launch<Q6K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
     case GgmlType::Q8_0: launch<Q8_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
     case GgmlType::Q4_0: launch<Q4_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    default: launch<Q4_1>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q4_1: launch<Q4_1>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q5_0: launch<Q5_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q5_1: launch<Q5_1>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q5_K: launch<Q5K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q2_K: launch<Q2K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q3_K: launch<Q3K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::IQ4_NL: launch<IQ4NL>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    default: launch<IQ4XS>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
   }
   if (splits > 1) {
     const int64_t total = rows * n;

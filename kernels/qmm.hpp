@@ -1,10 +1,10 @@
 // Quantized matrix × matrix on tensor cores (batched decode and short prefill chunks):
 //   y[t, r] = sum_c W[r, c] * x[t, c]     for t < n tokens, r < rows, c < cols
-// W stays in its GGUF block format (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1); each warp decodes its rows'
-// blocks to fp16 in registers, straight into the A operand of mma.sync m16n8k16 (fp32
-// accumulation), so a call reads each weight byte from memory once whatever n is and never
-// writes a dequantized matrix. x must first be rounded to fp16 and permuted by
-// qmm_prepare_x (once per activation matrix: every weight type reads the same prepared x).
+// W stays in its GGUF block format (Q2_K .. Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS);
+// each warp decodes its rows' blocks to fp16 in registers, straight into the A operand of
+// mma.sync m16n8k16 (fp32 accumulation), so a call reads each weight byte from memory once
+// whatever n is and never writes a dequantized matrix. x must first be rounded to fp16 and permuted
+// by qmm_prepare_x (once per activation matrix: every weight type reads the same prepared x).
 // Design, measurements and the choice against gemv / cuBLAS: kernels/QMM.md.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -18,7 +18,7 @@ namespace rz::gpu {
 
 constexpr int kQmmChunk = 256;  // columns per step of the K loop (one K-quant super-block)
 
-// True when qmm runs `type` with `cols` columns: Q4_K, Q6_K, Q8_0, Q4_0 or Q4_1 and cols a
+// True when qmm runs `type` with `cols` columns: a quantized type of the list above and cols a
 // positive multiple of kQmmChunk.
 bool qmm_supported(GgmlType type, int64_t cols);
 

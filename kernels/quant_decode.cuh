@@ -30,6 +30,13 @@ __device__ __forceinline__ uint32_t nibbles(uint32_t bytes, int hi) {
   return (bytes >> (4 * hi)) & 0x0f0f0f0fu;
 }
 
+// The low four bits of h, one to a byte: bit i of h becomes bit 0 of byte i (the fifth bits of
+// Q5_0 / Q5_1 quants, four elements at once). The multiply places copies of h at shifts 0, 7, 14
+// and 21; no two copies' bits meet, and the mask keeps bit i of the copy at 7 i.
+__device__ __forceinline__ uint32_t spread_bits4(uint32_t h) {
+  return ((h & 0x0fu) * 0x00204081u) & 0x01010101u;
+}
+
 // Q8_0 (34 bytes): d (fp16) | qs[32] int8; element j = qs[j] * d.
 struct Q8_0 {
   static constexpr int kElems = QK8_0;
@@ -189,8 +196,7 @@ struct Q6K {
 // Q5_0 (22 bytes): d (fp16) | qh[4] | qs[16];         element j = d * (q - 16)
 // Q5_1 (24 bytes): d, m (fp16) | qh[4] | qs[16];      element j = d * q + m
 // q of element j: its low 4 bits as Q4_0's (nibble j / 16 of qs[j % 16]), its fifth bit bit j of
-// the little-endian word qh. Decoded only (dequantization, the embedding gather): the matrices of
-// these types run as F16 on the GPU (gpu/gpu_weights.cpp).
+// the little-endian word qh.
 template <bool kHasMin>
 struct Q5Legacy {
   using Block = std::conditional_t<kHasMin, BlockQ5_1, BlockQ5_0>;
@@ -323,6 +329,20 @@ constexpr uint64_t pack_iq4_values(int first) {
 __device__ __forceinline__ float iq4_value(uint32_t q) {
   constexpr uint64_t lo = pack_iq4_values(0), hi = pack_iq4_values(8);
   return static_cast<float>(static_cast<int8_t>(((q < 8 ? lo : hi) >> (8 * (q & 7))) & 0xffu));
+}
+
+// kIq4Values of four quants at once: byte i of q (0..15) selects byte i of the result, the table's
+// int8 value. Two byte permutes look the low three bits up in each half of the table; bit 3
+// chooses between them.
+__device__ __forceinline__ uint32_t iq4_values4(uint32_t q) {
+  constexpr uint64_t lo = pack_iq4_values(0), hi = pack_iq4_values(8);
+  const uint32_t s = q & 0x07070707u;
+  const uint32_t packed = s | (s >> 4);  // byte 0: q0 | q1 << 4, byte 2: q2 | q3 << 4
+  const uint32_t sel = (packed & 0xffu) | ((packed >> 8) & 0xff00u);
+  const uint32_t vlo = __byte_perm(static_cast<uint32_t>(lo), static_cast<uint32_t>(lo >> 32), sel);
+  const uint32_t vhi = __byte_perm(static_cast<uint32_t>(hi), static_cast<uint32_t>(hi >> 32), sel);
+  const uint32_t pick_hi = ((q >> 3) & 0x01010101u) * 0xffu;
+  return (vlo & ~pick_hi) | (vhi & pick_hi);
 }
 
 // IQ4_NL (18 bytes): d (fp16) | qs[16]; element j = d * kIq4Values[q], q the low (j < 16) or high

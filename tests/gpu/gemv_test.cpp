@@ -41,8 +41,10 @@ namespace {
 
 constexpr double kRelTol = 2e-6;
 
-const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                           GgmlType::Q4_1, GgmlType::F16,  GgmlType::BF16};
+const GgmlType kTypes[] = {GgmlType::Q4_K,   GgmlType::Q6_K,  GgmlType::Q8_0, GgmlType::Q4_0,
+                           GgmlType::Q4_1,   GgmlType::F16,   GgmlType::BF16, GgmlType::Q5_0,
+                           GgmlType::Q5_1,   GgmlType::Q5_K,  GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
 
@@ -57,14 +59,18 @@ TEST(GemvChooser, SupportedTypesAndBatches) {
   }
   EXPECT_EQ(gemv_supported(GgmlType::Q4_K, 1), GemvKernel::q4_k);
   EXPECT_EQ(gemv_supported(GgmlType::BF16, 16), GemvKernel::bf16);
-  for (GgmlType t :
-       {GgmlType::F32, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_XS})
+  EXPECT_EQ(gemv_supported(GgmlType::IQ4_XS, 3), GemvKernel::iq4_xs);
+  for (GgmlType t : {GgmlType::F32, GgmlType::Q8_1, GgmlType::IQ2_XXS, GgmlType::TQ1_0})
     EXPECT_EQ(gemv_supported(t, 1), GemvKernel::none) << name_of(t);
   EXPECT_EQ(gemv_cols_multiple(GgmlType::Q4_K), 256);
   EXPECT_EQ(gemv_cols_multiple(GgmlType::Q6_K), 256);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::Q5_K), 256);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::IQ4_XS), 256);
   EXPECT_EQ(gemv_cols_multiple(GgmlType::Q8_0), 32);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::Q5_1), 32);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::IQ4_NL), 32);
   EXPECT_EQ(gemv_cols_multiple(GgmlType::F16), 8);
-  EXPECT_EQ(gemv_cols_multiple(GgmlType::Q5_K), 0);
+  EXPECT_EQ(gemv_cols_multiple(GgmlType::IQ2_XXS), 0);
 }
 
 // The checks come before any CUDA call, so these run without a GPU.
@@ -74,7 +80,8 @@ TEST(GemvChooser, BadShapesThrowBeforeLaunch) {
   EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, nullptr, nullptr, 0, 32, 1, nullptr), rz::Error);
   EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, nullptr, nullptr, 4, 32, 0, nullptr), rz::Error);
   EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, nullptr, nullptr, 4, 32, 17, nullptr), rz::Error);
-  EXPECT_THROW(gemv(GgmlType::Q5_K, nullptr, nullptr, nullptr, 4, 256, 1, nullptr), rz::Error);
+  EXPECT_THROW(gemv(GgmlType::IQ2_XXS, nullptr, nullptr, nullptr, 4, 256, 1, nullptr), rz::Error);
+  EXPECT_THROW(gemv(GgmlType::Q3_K, nullptr, nullptr, nullptr, 4, 224, 1, nullptr), rz::Error);
   alignas(16) static float buf[64];
   EXPECT_THROW(gemv(GgmlType::Q8_0, nullptr, buf + 1, buf, 4, 32, 1, nullptr), rz::Error);
   try {
@@ -112,7 +119,11 @@ TEST(GemvChooser, SplitChoice) {
   EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 2048, 1, h200), 1);
   EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 8960, 5, h200), 1);
   EXPECT_EQ(gemv_choose_split(GgmlType::Q4_K, 1536, 8960, 1, 0), 1);
-  EXPECT_EQ(gemv_choose_split(GgmlType::Q5_K, 1536, 8960, 1, h200), 1);
+  EXPECT_EQ(gemv_choose_split(GgmlType::IQ2_XXS, 1536, 8960, 1, h200), 1);
+  // every 256-element super-block type is capped as the K-quants are
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q5_K, 1536, 8960, 1, h200), 2);
+  EXPECT_EQ(gemv_choose_split(GgmlType::IQ4_XS, 1536, 8960, 1, h200), 2);
+  EXPECT_EQ(gemv_choose_split(GgmlType::Q5_0, 1536, 8960, 1, h200), 4);
   // a bad forced split or a split at batch > 4 throws before any CUDA call
   alignas(16) static float buf[64];
   EXPECT_THROW(gemv_detail::gemv_with_split(GgmlType::F16, buf, buf, buf, 1, 8, 1, 3, nullptr),
@@ -416,11 +427,9 @@ TEST(GemvBench, DISABLED_Bandwidth) {
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", ceiling / 1e9);
   std::printf("%-13s %-12s %-5s %7s %6s %3s %9s %8s %6s\n", "model", "matrix", "type", "rows",
               "cols", "B", "us", "GB/s", "%copy");
-  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                            GgmlType::Q4_1, GgmlType::F16,  GgmlType::BF16};
   const int batches[] = {1, 2, 4, 8, 16};
   for (const MatShape& s : kBenchShapes)
-    for (GgmlType t : types) {
+    for (GgmlType t : kTypes) {
       const RotatedWeights rw(t, s);
       const size_t wbytes = rw.wbytes;
       DeviceBuffer<float> dx(static_cast<size_t>(kGemvMaxBatch * s.cols)),

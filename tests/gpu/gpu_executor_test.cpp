@@ -217,11 +217,12 @@ INSTANTIATE_TEST_SUITE_P(
                       SynthFormat::Q6_K, SynthFormat::IQ4_XS),
     [](const auto& info) { return std::string(synth_format_name(info.param)); });
 
-// The types the GPU decodes but does not multiply (gpu/gpu_weights.cpp dequantizes them to F16
-// at load): tiny's F16 model with every matrix (token embedding and output included) replaced by
-// random blocks of the type, scales small enough for O(1) logits. Both executors decode the same
-// bytes; the GPU then multiplies fp16 roundings of the CPU's weights, so the tolerance is F16's
-// plus that rounding (about 2^-11 of each weight): 4x F16's.
+// The types no synth preset writes for every matrix (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS):
+// tiny's F16 model with every matrix (token embedding and output included) replaced by random
+// blocks of the type, scales small enough for O(1) logits. Both executors read the same bytes;
+// the GPU's kernels for these types (gemv, qmm) round weights or activations to fp16 where the
+// tensor cores take them (about 2^-11 of each), so the tolerance is F16's plus that rounding: 4x
+// F16's.
 std::string transcoded_model(GgmlType t) {
   const fs::path dir =
       fs::temp_directory_path() / ("rz_gpu_exec_test_" + std::to_string(::getpid()));
@@ -266,9 +267,9 @@ std::string transcoded_model(GgmlType t) {
   return out;
 }
 
-class GpuVsCpuDecodedTypes : public ::testing::TestWithParam<GgmlType> {};
+class GpuVsCpuTranscodedTypes : public ::testing::TestWithParam<GgmlType> {};
 
-TEST_P(GpuVsCpuDecodedTypes, LogitsAndGreedyPicks) {
+TEST_P(GpuVsCpuTranscodedTypes, LogitsAndGreedyPicks) {
   RZ_REQUIRE_GPU();
   const double worst = run_against_cpu(transcoded_model(GetParam()),
                                        GpuExecutorOptions{.slots = 4, .max_context = 256},
@@ -276,7 +277,7 @@ TEST_P(GpuVsCpuDecodedTypes, LogitsAndGreedyPicks) {
   std::printf("[ %s ] max |gpu - cpu| logit: %.3g\n", type_traits(GetParam()).name.data(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GpuVsCpuDecodedTypes,
+INSTANTIATE_TEST_SUITE_P(Types, GpuVsCpuTranscodedTypes,
                          ::testing::Values(GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,
                                            GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::IQ4_NL,
                                            GgmlType::IQ4_XS),

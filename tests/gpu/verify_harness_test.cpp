@@ -283,7 +283,12 @@ TEST(VerifyHarness, TolerancesAreThreeTimesTheMeasuredError) {
   }
   EXPECT_STREQ(shape_name(2, 256), "tiny");
   EXPECT_STREQ(shape_name(28, 1536), "qwen2.5-1.5b");
+  EXPECT_STREQ(shape_name(18, 640), "gemma3-270m");
   EXPECT_STREQ(shape_name(3, 100), "");
+  EXPECT_NE(tolerance_for("gemma3-270m", "Q5_0").basis.find("(H100)"), std::string::npos);
+  // Gemma's own measurement serves no other model: another Q5_0 model borrows the largest of all
+  // the others.
+  EXPECT_DOUBLE_EQ(tolerance_for("qwen2.5-1.5b", "Q5_0").measured, 3.66e-3);
   // No measurement for the pair: the largest of that format (qwen Q4_K), then of any format.
   const Tolerance q = tolerance_for("", "Q4_K");
   EXPECT_DOUBLE_EQ(q.measured, 3.21e-3);
