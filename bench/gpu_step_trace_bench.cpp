@@ -3,7 +3,9 @@
 // configured), while CUPTI records every kernel's start and end on the device, graph-launched
 // ones included. Per step: the host's wall time, the device span from the first kernel's start to
 // the last one's end, the sum of kernel durations, the busy time (their union: with PDL a kernel
-// may start before its predecessor ends) and the idle gaps. Per kernel kind: launches per step,
+// may start before its predecessor ends), the idle gaps, and the host's time before the first
+// kernel starts (building the step, uploads, the launch) and after the last ends (the wake-up
+// and the tokens' read-back). Per kernel kind: launches per step,
 // mean duration, and the mean idle gap before it (the device waiting for that launch), which is
 // what a step would save by fusing it away. ncu serializes kernels and says nothing of the gaps
 // (docs/performance.md, "Kernels per decode step").
@@ -198,7 +200,7 @@ int main(int argc, char** argv) {
       double dur_us = 0, gap_us = 0;
     };
     std::map<std::string, Kind> kinds;
-    std::vector<double> host, span, sum, busy, gaps;
+    std::vector<double> host, span, sum, busy, gaps, pre, post;
     std::vector<int> counts;
     size_t k = 0;
     for (const Step& st : steps) {
@@ -227,6 +229,8 @@ int main(int argc, char** argv) {
       sum.push_back(sum_ns / 1e6);
       busy.push_back(busy_ns / 1e6);
       gaps.push_back(gap_ns / 1e6);
+      pre.push_back(n > 0 && first_start > st.t0 ? (first_start - st.t0) / 1e6 : 0.0);
+      post.push_back(n > 0 && st.t1 > last_end ? (st.t1 - last_end) / 1e6 : 0.0);
     }
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
@@ -243,8 +247,11 @@ int main(int argc, char** argv) {
         "\n| per step (median) | value |\n| --- | ---: |\n| host wall ms | %.3f |\n| kernels | "
         "%.0f "
         "|\n| device span ms (first start to last end) | %.3f |\n| kernel time ms (sum) | %.3f "
-        "|\n| busy ms (union of kernels) | %.3f |\n| idle gaps ms | %.3f |\n",
-        median(host), median(cnt), median(span), median(sum), median(busy), median(gaps));
+        "|\n| busy ms (union of kernels) | %.3f |\n| idle gaps ms | %.3f |\n| host before the "
+        "first "
+        "kernel ms | %.3f |\n| host after the last kernel ms | %.3f |\n",
+        median(host), median(cnt), median(span), median(sum), median(busy), median(gaps),
+        median(pre), median(post));
     std::vector<std::pair<std::string, Kind>> sorted(kinds.begin(), kinds.end());
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
       return a.second.dur_us + a.second.gap_us > b.second.dur_us + b.second.gap_us;
