@@ -1,6 +1,7 @@
 // The GGUF block formats as the device reads them, one struct per type, written once for the
-// kernels that decode weights: GEMV (kernels/gemv_*.cu), whole-matrix dequantization
-// (kernels/dequant.cu) and the embedding gather (kernels/embedding.cu). Each struct gives
+// kernels that decode weights: GEMV (kernels/gemv_*.cu), qmm (kernels/qmm_formats.cuh),
+// whole-matrix dequantization (kernels/dequant.cu) and the embedding gather
+// (kernels/embedding.cu). Each struct gives
 //   - the block's shape and field offsets (from quants/quant_blocks.hpp's host structs);
 //   - where element j of a block has its quant, and the integer unpacking of scales, mins and
 //     quants, on bytes or on words of four bytes at a time (byte i of the result from byte i of
@@ -10,8 +11,8 @@
 //     intrinsics keep nvcc from fusing them into FMAs), so bit for bit dequantize_row. Byte loads
 //     only: blocks may sit at any address. The N elements must share one scale and one nibble
 //     half (j0 % 16 + N <= 16 suffices for every type).
-// The GEMV kernels keep their own float arithmetic (FMA-friendly, bounded by tolerance, see
-// kernels/GEMV.md); only the layout and the integer unpacking are shared with them.
+// The GEMV and qmm kernels keep their own float arithmetic (FMA-friendly, bounded by tolerance,
+// see kernels/GEMV.md); only the layout and the integer unpacking are shared with them.
 #pragma once
 #include <cuda_runtime.h>
 
