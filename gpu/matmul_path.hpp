@@ -1,17 +1,18 @@
 // Which kernel multiplies a weight matrix by n activation rows in the CUDA executor: the one
 // place that chooses between gemv (kernels/gemv.hpp), qmm (kernels/qmm.hpp) and dequantize +
 // cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and the decode bench on
-// an H200 (kernels/QMM.md): gemv wins for 1-2 tokens, and up to 8 on matrices under 4 MB, where
-// qmm's staging latency shows; qmm wins from there up to 64 tokens on every measured shape;
-// beyond that cuBLAS's fp16 GEMM amortizes the dequantization (the bench showed qmm ahead on
-// small matrices up to 128 tokens, but decode at batch 128 ran 9 % slower with it). Very large
-// matrices (>= 64 MB, a vocabulary's output rows) take qmm up to 128 tokens (372 us vs cuBLAS's
-// 484 for qwen2.5-1.5b's Q4_K output at n = 128), from the first token for the 4-bit types
-// (77 us vs gemv's 94 at n = 1) and from the third for Q6_K. F16 matrices go to cuBLAS as they
-// are from 9 tokens. With int8 activations on (opt-in), gemv_q8 (kernels/gemv_q8.hpp)
-// takes every matrix of its types at 1-2 tokens, and matrices under 4 MB to 4 tokens, where the
-// fp32-activation gemv or qmm would run. A quantized matrix with an fp16 copy (the default where
-// the copies fit, GpuExecutorOptions::fp16_copies) goes to cuBLAS on the copy from 17 tokens.
+// an H200 (kernels/QMM.md): up to 8 tokens qmm runs its direct kernel (weights straight into
+// registers, no shared-memory staging), which beat gemv on every measured Q4_K shape from the
+// first token (llama3.1-8b ffn_down 19.6 vs 27.4 us at n = 1, 22.5 vs 41.0 at n = 4) and every
+// type from the third; Q6_K keeps gemv for 1-2 tokens (its direct kernel is slower there). qmm's
+// staged kernel takes 9-64 tokens; beyond that cuBLAS's fp16 GEMM amortizes the dequantization
+// (the bench showed qmm ahead on small matrices up to 128 tokens, but decode at batch 128 ran
+// 9 % slower with it). Very large matrices (>= 64 MB, a vocabulary's output rows) take qmm up to
+// 128 tokens (372 us vs cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). F16 matrices go
+// to cuBLAS as they are from 9 tokens. With int8 activations on (opt-in), gemv_q8
+// (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2 tokens, and matrices under 4 MB to
+// 4 tokens. A quantized matrix with an fp16 copy (the default where the copies fit,
+// GpuExecutorOptions::fp16_copies) goes to cuBLAS on the copy from 17 tokens.
 #pragma once
 #include <cstddef>
 #include <cstdint>

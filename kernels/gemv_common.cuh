@@ -66,6 +66,17 @@ __device__ __forceinline__ float byte_to_float(uint32_t w, int i, float bias = 0
          (8388608.0f + bias);
 }
 
+// s * byte i of w + b in one FFMA after one PRMT, for bytes below 128 (every quant of 7 bits or
+// fewer), given s16 = s * 2^-16 and b16 = b - 128 s: the permute puts the byte at bits 16..22 of
+// the float 2^23 (0x4B000000), which is then 2^23 + 65536 * byte exactly, and the fused product
+// (2^23 + 65536 byte) s16 = 128 s + byte s is exact, so the one rounding is that of b16 and of the
+// sum. Saves byte_to_float's FADD where a scale follows.
+__device__ __forceinline__ float byte_fma(uint32_t w, int i, float s16, float b16) {
+  return fmaf(
+      __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7044u | (static_cast<uint32_t>(i) << 8))), s16,
+      b16);
+}
+
 // y[b, rows of this warp) for b < B. A warp is split into 32 / LPR groups of LPR lanes (LPR = 16
 // for short rows, so that fewer lanes idle); group g owns rows row0 + [0, R).
 // Grid: ceil(rows / (kWarps * R * 32 / LPR)) blocks of kWarps warps.

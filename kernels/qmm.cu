@@ -104,20 +104,26 @@ __device__ __forceinline__ const uint8_t* staged_row(const uint8_t* ws, const ui
   return p;
 }
 
+// The A operand of step t of a chunk, from the two rows' items.
+template <class T, int t>
+__device__ __forceinline__ uint4 a_operand(const typename T::Item& ia, const typename T::Item& ib) {
+  float va[4], vb[4];
+  T::template dequant<t>(ia, va);
+  T::template dequant<t>(ib, vb);
+  return make_uint4(pack_half2(va[0], va[1]), pack_half2(vb[0], vb[1]), pack_half2(va[2], va[3]),
+                    pack_half2(vb[2], vb[3]));
+}
+
 // Step t of a chunk: A from the two rows' items, B of token tile nt at xs + nt * 8 rows.
 template <class T, int t, int NT>
 __device__ __forceinline__ void step(const typename T::Item& ia, const typename T::Item& ib,
                                      const __half* xs, int n_tiles, float (&acc)[NT][4]) {
-  float va[4], vb[4];
-  T::template dequant<t>(ia, va);
-  T::template dequant<t>(ib, vb);
-  const uint32_t a0 = pack_half2(va[0], va[1]), a1 = pack_half2(vb[0], vb[1]);
-  const uint32_t a2 = pack_half2(va[2], va[3]), a3 = pack_half2(vb[2], vb[3]);
+  const uint4 a = a_operand<T, t>(ia, ib);
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     if (nt < n_tiles) {
       const uint2 b = *reinterpret_cast<const uint2*>(xs + nt * 8 * kXRow + 16 * t);
-      mma_16816(acc[nt], a0, a1, a2, a3, b.x, b.y);
+      mma_16816(acc[nt], a.x, a.y, a.z, a.w, b.x, b.y);
     }
   }
 }
@@ -195,6 +201,131 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// ---------------------------------------------------------------- direct (n <= 8)
+
+// Up to 8 tokens (one token tile), the weights are read straight from global memory into each
+// thread's items, with the next group of chunks in flight while a group is multiplied, instead of
+// through the shared-memory pipeline (whose fill latency and block-wide barriers dominate when a
+// 16 x 8 x 256 multiply per chunk is all there is to do). A thread block is one 16-row tile; its
+// warps take the K splits s = warp, warp + warps, ... (chunk ranges as in the staged kernel), and
+// warp 0 adds the splits' sums in order of s as qmm_reduce_kernel does, so with the same splits
+// a token's result is bit for bit the staged kernel's (each kernel has its own split rule; the
+// tests force equal splits to compare them). The first group's weights are requested
+// before the wait for the previous kernel (weights are never written by a step).
+constexpr int kDirectMaxSplits = 64;  // dynamic shared partial sums: splits x 32 x 16 bytes
+constexpr int kDirectMaxWarps = 8;
+
+// Whether a call of n tokens with this many K splits runs the direct kernel.
+__host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits) {
+  return n <= 8 && splits <= kDirectMaxSplits;
+}
+
+// Chunks a warp keeps in flight per group: two of the small items, one of the large (Q6_K's 28
+// words a row). H200, n = 1, us per call: Q4_K llama8b ffn_gate/up 26.7 with one, 21.2 with two;
+// Q6_K the same shape 41.9 with one, 44.7 with two.
+template <class T>
+constexpr int direct_group() {
+  return sizeof(typename T::Item) <= 64 ? 2 : 1;
+}
+
+template <class T, int D>
+__device__ __forceinline__ void direct_load(typename T::Item (&ia)[D], typename T::Item (&ib)[D],
+                                            const uint8_t* wa, const uint8_t* wb, int k, int k1,
+                                            int c) {
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    if (k + d < k1) {
+      ia[d] = T::load(wa + int64_t(k + d) * T::kChunkBytes, c);
+      ib[d] = T::load(wb + int64_t(k + d) * T::kChunkBytes, c);
+    }
+  }
+}
+
+// The 16 steps of a chunk. The B operands of all 16 are requested first: loaded next to their
+// mma, each step of the accumulator chain waited out an L1 / L2 latency (ncu: 0.61 instructions
+// issued per scheduler cycle).
+template <class T, int... t>
+__device__ __forceinline__ void direct_steps(const typename T::Item& ia, const typename T::Item& ib,
+                                             const __half* xg, bool live, float (&acc)[4],
+                                             std::integer_sequence<int, t...>) {
+  uint2 b[sizeof...(t)];
+  ((b[t] = live ? *reinterpret_cast<const uint2*>(xg + 16 * t) : make_uint2(0u, 0u)), ...);
+  (
+      [&] {
+        const uint4 a = a_operand<T, t>(ia, ib);
+        mma_16816(acc, a.x, a.y, a.z, a.w, b[t].x, b[t].y);
+      }(),
+      ...);
+}
+
+// Grid: one block per 16-row tile; block min(splits, kDirectMaxWarps) warps; dynamic shared
+// memory splits x 512 bytes when splits > 1.
+template <class T, int D>
+__global__ void __launch_bounds__(kDirectMaxWarps * 32)
+    qmm_direct_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
+                      const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
+                      int cols, int n, int chunks_per_split, int splits) {
+  using Item = typename T::Item;
+  extern __shared__ float4 part[];  // [split][lane]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int warps = blockDim.x >> 5;
+  const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
+  const uint8_t* wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
+  const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
+  const __half* xg = xp + int64_t(g) * cols + 4 * c;  // token g's B operands
+  const bool live = g < n;                            // tokens past n are zero: no loads
+  Item ca[D], cb[D];
+  float4 v;  // splits == 1: warp 0's sums
+  int s = warp;
+  if (s < splits)
+    direct_load<T, D>(ca, cb, wa, wb, s * chunks_per_split, min(chunks, (s + 1) * chunks_per_split),
+                      c);
+  grid_dependency_sync();
+  for (; s < splits; s += warps) {
+    const int k0 = s * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
+    float acc[4] = {};
+    for (int k = k0; k < k1; k += D) {
+      Item na[D], nb[D];
+      // the next group of this split, else the first of the warp's next split
+      const int s2 = k + D < k1 ? s : s + warps;
+      const int kn = k + D < k1 ? k + D : s2 * chunks_per_split;
+      if (s2 < splits)
+        direct_load<T, D>(na, nb, wa, wb, kn, min(chunks, (s2 + 1) * chunks_per_split), c);
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        if (k + d < k1)
+          direct_steps<T>(ca[d], cb[d], xg + int64_t(k + d) * kQmmChunk, live, acc,
+                          std::make_integer_sequence<int, 16>{});
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        ca[d] = na[d];
+        cb[d] = nb[d];
+      }
+    }
+    if (splits == 1) {
+      v = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    } else {
+      part[s * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    }
+  }
+  if (splits > 1) {
+    __syncthreads();
+    if (warp != 0) return;
+    v = part[lane];
+    for (int z = 1; z < splits; ++z) {
+      const float4 p = part[z * 32 + lane];
+      v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+    }
+  }
+  // rows row0 + g (x, y) and + 8 (z, w), tokens 2 c (x, z) and 2 c + 1 (y, w)
+  const float o[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = row0 + g + 8 * (i >> 1), tk = 2 * c + (i & 1);
+    if (r < rows && tk < n) y[int64_t(tk) * ldy + r] = o[i];
+  }
+}
+
 // y[t, r] = sum over s < splits of ws[s][t][r], in order of s.
 __global__ void qmm_reduce_kernel(const float* __restrict__ ws, float* __restrict__ y, int64_t ldy,
                                   int rows, int n, int splits) {
@@ -223,11 +354,22 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict
   reinterpret_cast<uint2*>(xp)[i] = pack_half4(v);
 }
 
+// out, ld: where the staged kernel writes (y itself, or the split workspace); the direct kernel
+// adds its splits itself and writes y [n, ldy].
 template <class T>
-void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_t ld, int rows,
-            int cols, int n, int splits, cudaStream_t stream) {
+void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_t ld, float* y,
+            int64_t ldy, int rows, int cols, int n, int splits, cudaStream_t stream) {
   const int chunks = cols / kQmmChunk;
   const int per_split = (chunks + splits - 1) / splits;
+  if (runs_direct(n, splits)) {  // one token tile: the direct kernel, no staging
+    launch_kernel(qmm_direct_kernel<T, direct_group<T>()>, static_cast<unsigned>((rows + 15) / 16),
+                  std::min(splits, kDirectMaxWarps) * 32,
+                  splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0, stream,
+                  static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y, ldy,
+                  rows, cols, n, per_split, splits);
+    RZ_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int tiles8 = (n + 7) / 8;
   const int nt = tiles8 >= 8 ? 8 : tiles8 >= 4 ? 4 : tiles8 >= 2 ? 2 : 1;
   const dim3 grid((tiles8 + nt - 1) / nt, (rows + kRowsPerBlock - 1) / kRowsPerBlock,
@@ -281,7 +423,19 @@ int choose_splits(int64_t rows, int64_t cols, int sms) {
   return static_cast<int>((chunks + per - 1) / per);
 }
 
-// qmm with a forced number of K splits (0: qmm_splits' choice); the tests force every split.
+// The direct kernel's splits: about as many warps as fit on the device at once (16 an SM at its
+// 128 registers a thread), at most kDirectMaxWarps splits (one a warp), none empty. Its own rule,
+// not the staged kernel's (which counts 64-row blocks): a 1536 x 1536 matrix's 96 row tiles took
+// 7.7 us with the staged rule's single split (six chunks one after another in each warp).
+int choose_direct_splits(int64_t rows, int64_t cols, int sms) {
+  const int64_t tiles = (rows + 15) / 16, chunks = cols / kQmmChunk;
+  int64_t s = std::clamp<int64_t>(16 * int64_t(sms) / tiles, 1, kDirectMaxWarps);
+  s = std::min(s, chunks);
+  const int64_t per = (chunks + s - 1) / s;
+  return static_cast<int>((chunks + per - 1) / per);
+}
+
+// qmm with a forced number of K splits (0: the kernel's own rule); the tests force every split.
 void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
          int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
 
@@ -342,6 +496,7 @@ int qmm_splits(int64_t rows, int64_t cols) {
 }
 
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {
+  if (n <= 8) return 0;  // the direct kernel (at most kDirectMaxWarps splits, added in-block)
   const int s = qmm_splits(rows, cols);
   return s > 1 ? size_t(s) * size_t(rows) * size_t(n) : 0;
 }
@@ -365,11 +520,14 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   if (!w || !xp || !y || !aligned16(w) || !aligned16(xp))
     throw Error(what() + ": null or misaligned pointer");
   const int chunks = static_cast<int>(cols / kQmmChunk);
-  if (splits == 0) splits = qmm_splits(rows, cols);  // after the checks: it asks the device
+  if (splits == 0)  // after the checks: it asks the device
+    splits = n <= 8 ? qmm_detail::choose_direct_splits(rows, cols, device_sm_count())
+                    : qmm_splits(rows, cols);
   splits = std::clamp(splits, 1, chunks);
   const int per = (chunks + splits - 1) / splits;
   splits = (chunks + per - 1) / per;  // no empty split
-  if (splits > 1 && (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
+  if (splits > 1 && !qmm_detail::runs_direct(n, splits) &&
+      (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
     throw Error(what() + ": workspace of " + std::to_string(ws_floats) + " floats, " +
                 std::to_string(size_t(splits) * size_t(rows) * size_t(n)) + " needed");
   const int64_t row_bytes = static_cast<int64_t>(row_size(type, cols));
@@ -377,20 +535,42 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   const int64_t ld = splits > 1 ? rows : ldy;
   const int r = static_cast<int>(rows), k = static_cast<int>(cols), m = static_cast<int>(n);
   switch (type) {
-    case GgmlType::Q4_K: launch<Q4K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q6_K: launch<Q6K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q8_0: launch<Q8_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q4_0: launch<Q4_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q4_1: launch<Q4_1>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q5_0: launch<Q5_0>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q5_1: launch<Q5_1>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q5_K: launch<Q5K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q2_K: launch<Q2K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::Q3_K: launch<Q3K>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    case GgmlType::IQ4_NL: launch<IQ4NL>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
-    default: launch<IQ4XS>(w, row_bytes, xp, out, ld, r, k, m, splits, stream); break;
+    case GgmlType::Q4_K:
+      launch<Q4K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q6_K:
+      launch<Q6K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q8_0:
+      launch<Q8_0>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q4_0:
+      launch<Q4_0>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q4_1:
+      launch<Q4_1>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q5_0:
+      launch<Q5_0>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q5_1:
+      launch<Q5_1>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q5_K:
+      launch<Q5K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q2_K:
+      launch<Q2K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::Q3_K:
+      launch<Q3K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    case GgmlType::IQ4_NL:
+      launch<IQ4NL>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+      break;
+    default: launch<IQ4XS>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream); break;
   }
-  if (splits > 1) {
+  if (splits > 1 && !qmm_detail::runs_direct(n, splits)) {
     const int64_t total = rows * n;
     launch_kernel(qmm_reduce_kernel, static_cast<unsigned>((total + 255) / 256), 256, 0, stream, ws,
                   y, ldy, r, m, splits);

@@ -37,7 +37,8 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
 // depend on how many tokens share the call.
 int qmm_splits(int64_t rows, int64_t cols);
 
-// Floats of workspace qmm needs for n tokens (0 when the shape does not split).
+// Floats of workspace qmm needs for n tokens (0 when the shape does not split, and for up to 8
+// tokens, whose kernel adds its splits itself).
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n);
 
 // Launches y = x · Wᵀ on `stream` (asynchronous).

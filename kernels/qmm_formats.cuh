@@ -17,6 +17,7 @@
 
 namespace rz::gpu::qmm_detail {
 
+using gemv_detail::byte_fma;
 using gemv_detail::byte_to_float;
 using gemv_detail::load_words_a2;
 // N bytes at a 2-byte aligned address of a staged row, as N / 4 little-endian words.
@@ -46,7 +47,7 @@ struct Q45K {
   struct Item {
     uint32_t q[8];  // qs[32 c, 32 c + 32): group c (columns 64 c + [0, 64)), low then high nibbles
     uint32_t h[kQ5 ? 8 : 1];  // Q5_K: qh words, shifted right by 2 c
-    float ds[2], ms[2];       // sub-block 2 c + h: d * scale, dmin * min
+    float s16[2], b16[2];     // sub-block 2 c + h: d * scale * 2^-16, -(dmin * min + 128 d scale)
   };
   __device__ static Item load(const uint8_t* b, int c) {
     Item it;
@@ -69,9 +70,10 @@ struct Q45K {
     const uint32_t sc = c < 2 ? sm.sc_lo : sm.sc_hi, mn = c < 2 ? sm.mn_lo : sm.mn_hi;
     const int byte0 = (2 * c) & 3;  // sub-blocks 2c, 2c + 1 are bytes byte0, byte0 + 1
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      it.ds[h] = d * byte_to_float(sc, byte0 + h);
-      it.ms[h] = dmin * byte_to_float(mn, byte0 + h);
+    for (int h = 0; h < 2; ++h) {  // byte_fma's constants for w = q ds - ms
+      const float ds = d * byte_to_float(sc, byte0 + h), ms = dmin * byte_to_float(mn, byte0 + h);
+      it.s16[h] = ds * 0x1p-16f;
+      it.b16[h] = -fmaf(128.0f, ds, ms);
     }
     return it;
   }
@@ -80,7 +82,7 @@ struct Q45K {
     uint32_t q = quant::nibbles(it.q[t >> 1], t & 1);
     if constexpr (kQ5) q |= ((it.h[t >> 1] >> (t & 1)) & 0x01010101u) << 4;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = fmaf(byte_to_float(q, e), it.ds[t & 1], -it.ms[t & 1]);
+    for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, it.s16[t & 1], it.b16[t & 1]);
   }
 };
 using Q4K = Q45K<false>;
@@ -97,7 +99,7 @@ struct Q6K {
   struct Item {
     uint32_t ql[16];  // [8 h + i]: nibble c % 2 of ql word 64 cc + 32 h + 4 i, as bytes
     uint32_t qh[8];   // [i]: qh word 32 cc + 4 i shifted right by 4 (c % 2)
-    float ds[4];      // [2 h + l / 16]: d * scale
+    float s16[4];     // [2 h + l / 16]: d * scale * 2^-16
   };
   __device__ static Item load(const uint8_t* b, int c) {
     Item it;
@@ -112,16 +114,18 @@ struct Q6K {
     lds_words_a2<4>(b + Fmt::kScales + 4 * c, sc);
     const float d = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
 #pragma unroll
-    for (int j = 0; j < 4; ++j) it.ds[j] = d * byte_to_float(sc[0] ^ 0x80808080u, j, 128.0f);
+    for (int j = 0; j < 4; ++j)
+      it.s16[j] = d * byte_to_float(sc[0] ^ 0x80808080u, j, 128.0f) * 0x1p-16f;
     return it;
   }
   template <int t>
   __device__ static void dequant(const Item& it, float (&v)[4]) {
     constexpr int h = t & 1, i = t >> 1;
     const uint32_t q = it.ql[8 * h + i] | (((it.qh[i] >> (2 * h)) & 0x03030303u) << 4);
-    const float ds = it.ds[2 * h + (i >> 2)];
+    const float s16 = it.s16[2 * h + (i >> 2)];
+    const float b16 = s16 * -10485760.0f;  // -(32 + 128) d scale: (q - 32) d scale by byte_fma
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = byte_to_float(q, e, 32.0f) * ds;
+    for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, s16, b16);
   }
 };
 

@@ -13,15 +13,17 @@ constexpr MatmulChoices kNoQmm{.qmm = false, .int8 = false};
 
 TEST(MatmulPath, FollowsTheMeasuredRule) {
   const GgmlType q4k = GgmlType::Q4_K;
-  // qwen2.5-1.5b attn_q (1.3 MB): gemv to 8 tokens, qmm to 64, then cuBLAS
-  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 1, kFp32), P::gemv);
-  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 8, kFp32), P::gemv);
+  // qwen2.5-1.5b attn_q (1.3 MB): qmm (direct to 8 tokens, staged to 64), then cuBLAS
+  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 1, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 8, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 9, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 64, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 65, kFp32), P::gemm);
-  // ffn_gate (7.7 MB): qmm from 3 tokens to 64
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 2, kFp32), P::gemv);
-  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 3, kFp32), P::qmm);
+  // ffn_gate (7.7 MB): qmm to 64; Q6_K gemv for 1-2 tokens
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 2, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 8960, 1536, 1, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 8960, 1536, 3, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 8960, 1536, 1, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 64, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 65, kFp32), P::gemm);
   // the output matrix (131 MB): qmm from the first token; Q6_K (191 MB) from the third
@@ -50,7 +52,8 @@ TEST(MatmulPath, Fp16CopiesTakeCublasFromSeventeenTokens) {
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
     EXPECT_EQ(choose_matmul_path(t, 1536, 1536, kCopyGemmFromTokens, copy), P::gemm);
     EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 64, copy), P::gemm);
-    EXPECT_EQ(choose_matmul_path(t, 8960, 1536, 1, copy), P::gemv);  // decode: unchanged
+    EXPECT_EQ(choose_matmul_path(t, 8960, 1536, 1, copy),
+              choose_matmul_path(t, 8960, 1536, 1, kFp32));  // decode: unchanged
     EXPECT_EQ(choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, copy),
               choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, kFp32));
   }
@@ -68,7 +71,7 @@ TEST(MatmulPath, Int8ActivationsTakeOneAndTwoTokensAndSmallMatricesToFour) {
     EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 2, all), P::gemv_q8);
     EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 3, all), P::qmm);
     EXPECT_EQ(choose_matmul_path(t, 1536, 1536, 4, all), P::gemv_q8);  // < 4 MB
-    EXPECT_EQ(choose_matmul_path(t, 1536, 1536, 5, all), P::gemv);
+    EXPECT_EQ(choose_matmul_path(t, 1536, 1536, 5, all), P::qmm);
     EXPECT_EQ(choose_matmul_path(t, 8960, 1536, 3, all), P::qmm);
   }
   // no int8 kernel for the float types
@@ -76,7 +79,8 @@ TEST(MatmulPath, Int8ActivationsTakeOneAndTwoTokensAndSmallMatricesToFour) {
   EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 1536, 1536, 1, all), P::gemv);
   EXPECT_EQ(choose_matmul_path(GgmlType::F32, 1536, 1536, 1, all), P::gemm);
   // int8 off: the fp32-activation rule
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 1, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 1, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 1536, 1536, 1, kFp32), P::gemv);
 }
 
 }  // namespace

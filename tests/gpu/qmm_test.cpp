@@ -17,10 +17,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "formats/common.hpp"
@@ -37,6 +39,7 @@
 namespace rz::gpu {
 namespace qmm_detail {  // kernels/qmm.cu
 int choose_splits(int64_t rows, int64_t cols, int sms);
+int choose_direct_splits(int64_t rows, int64_t cols, int sms);
 void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
          int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
 }  // namespace qmm_detail
@@ -87,6 +90,20 @@ TEST(QmmChooser, SplitRule) {
   EXPECT_EQ(choose_splits(14336, 4096, h200), 2);  // 224 blocks want 2 (16 chunks)
 }
 
+// Up to 8 tokens: 16-row tiles, about 16 warps an SM (132 x 16 = 2,112), at most 8 splits.
+TEST(QmmChooser, DirectSplitRule) {
+  using qmm_detail::choose_direct_splits;
+  const int h200 = 132;
+  EXPECT_EQ(choose_direct_splits(1536, 1536, h200), 6);    // 96 tiles want 22: 8, but 6 chunks
+  EXPECT_EQ(choose_direct_splits(8960, 1536, h200), 3);    // 560 tiles want 3 (2 chunks each)
+  EXPECT_EQ(choose_direct_splits(1536, 8960, h200), 7);    // 8 wanted, 5 chunks each -> 7
+  EXPECT_EQ(choose_direct_splits(4096, 4096, h200), 8);    // 256 tiles
+  EXPECT_EQ(choose_direct_splits(14336, 4096, h200), 2);   // 896 tiles
+  EXPECT_EQ(choose_direct_splits(4096, 14336, h200), 8);   // 7 chunks each
+  EXPECT_EQ(choose_direct_splits(151936, 1536, h200), 1);  // 9,496 tiles
+  EXPECT_EQ(choose_direct_splits(1, 256, h200), 1);        // one chunk
+}
+
 TEST(QmmChooser, BadArgumentsThrowBeforeLaunch) {
   alignas(16) static uint8_t buf[4096];
   auto call = [&](GgmlType t, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
@@ -100,8 +117,8 @@ TEST(QmmChooser, BadArgumentsThrowBeforeLaunch) {
   EXPECT_THROW(call(GgmlType::Q4_K, buf, buf, y, 4, 256, 1, 3), rz::Error);  // ldy < rows
   EXPECT_THROW(call(GgmlType::Q4_K, buf + 4, buf, y, 4, 256, 1, 4), rz::Error);
   EXPECT_THROW(call(GgmlType::Q4_K, nullptr, buf, y, 4, 256, 1, 4), rz::Error);
-  // a split without its workspace
-  EXPECT_THROW(qmm_detail::run(GgmlType::Q4_K, buf, buf, y, 4, 1024, 1, 4, nullptr, 0, 2, nullptr),
+  // a split without its workspace (9 tokens: the staged kernel's)
+  EXPECT_THROW(qmm_detail::run(GgmlType::Q4_K, buf, buf, y, 4, 1024, 9, 4, nullptr, 0, 2, nullptr),
                rz::Error);
   EXPECT_THROW(qmm_prepare_x(y, buf, 1, 100, nullptr), rz::Error);
   EXPECT_THROW(qmm_prepare_x(nullptr, buf, 1, 256, nullptr), rz::Error);
@@ -191,7 +208,7 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
     dw.upload(w.bytes);
     dx.upload(x);
     for (int64_t n : token_counts) {
-      for (int split : {1, 2, 3, 0}) {
+      for (int split : {1, 2, 3, 10, 0}) {  // 10: more splits than the direct kernel's warps
         const int64_t ldy = sh.rows + (split == 2 ? 5 : 0);  // a slice of a wider output too
         const std::vector<float> y = run_qmm(t, dw, dx, sh.rows, sh.cols, n, ldy, split);
         for (int64_t tk = 0; tk < n; ++tk)
@@ -218,14 +235,8 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
               worst_at.c_str());
 }
 
-// A token's row of y is bit-identical whether it is alone, the 37th of 37 or among 200 (the
-// split depends on the shape only; the mma of one token column does not see the others), and
-// two runs agree bit for bit.
-TEST_P(QmmTest, TokenResultIndependentOfBatch) {
-  RZ_REQUIRE_GPU();
-  const GgmlType t = GetParam();
+void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split) {
   std::mt19937 rng(777);
-  const int64_t rows = 1536, cols = 8960;  // splits on an H200 (qwen2.5-1.5b ffn_down)
   const HostWeights w = make_weights(t, rows, cols, rng);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t n_max = 200;
@@ -235,17 +246,38 @@ TEST_P(QmmTest, TokenResultIndependentOfBatch) {
   dw.upload(w.bytes);
   DeviceBuffer<float> dx(x.size());
   dx.upload(x);
-  const std::vector<float> all = run_qmm(t, dw, dx, rows, cols, n_max, rows, 0);
-  const std::vector<float> again = run_qmm(t, dw, dx, rows, cols, n_max, rows, 0);
+  const std::vector<float> all = run_qmm(t, dw, dx, rows, cols, n_max, rows, split);
+  const std::vector<float> again = run_qmm(t, dw, dx, rows, cols, n_max, rows, split);
   EXPECT_EQ(std::memcmp(all.data(), again.data(), all.size() * sizeof(float)), 0)
       << "two runs differ";
-  for (int64_t n : {1, 37}) {
-    const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, 0);
+  // with the kernels' own split rules, up to 8 tokens (direct) compare with 8, more with n_max
+  const std::vector<float> eight = run_qmm(t, dw, dx, rows, cols, 8, rows, split);
+  for (int64_t n : {1, 2, 8, 37}) {
+    const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
+    const std::vector<float>& ref = split == 0 && n <= 8 ? eight : all;
     for (int64_t tk = 0; tk < n; ++tk)
-      EXPECT_EQ(std::memcmp(part.data() + tk * rows, all.data() + tk * rows, rows * sizeof(float)),
+      EXPECT_EQ(std::memcmp(part.data() + tk * rows, ref.data() + tk * rows, rows * sizeof(float)),
                 0)
           << name_of(t) << " token " << tk << " of " << n << " differs from the same token of "
-          << n_max;
+          << (&ref == &eight ? 8 : n_max);
+  }
+}
+
+// A token's row of y is bit-identical whether it is alone, the 37th of 37 or among 200 (the
+// split depends on the shape only; the mma of one token column does not see the others), and two
+// runs agree bit for bit. Up to 8 tokens run the direct kernel, which has its own split rule and
+// adds equal splits in the same order as the staged one: with its own rule its tokens match 8
+// tokens' bit for bit, and with forced splits they match the staged kernel's too. Forced splits: 12
+// (more than the direct kernel's warps) and 80 on 20,480 columns (80 chunks; past kDirectMaxSplits,
+// where up to 8 tokens stay staged).
+TEST_P(QmmTest, TokenResultIndependentOfBatch) {
+  RZ_REQUIRE_GPU();
+  const GgmlType t = GetParam();
+  for (const auto& [rows, cols, split] :
+       {std::tuple<int64_t, int64_t, int>{1536, 8960, 0}, {1536, 8960, 12}, {40, 20480, 80}}) {
+    SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "] split " +
+                 std::to_string(split));
+    expect_token_independent(t, rows, cols, split);
   }
 }
 
@@ -256,7 +288,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QmmTest, ::testing::ValuesIn(kTypes),
 
 // ---------------------------------------------------------------- bench (disabled)
 
-// Per shape and token count: µs per call of qmm (prepare included), gemv (n <= 16) and the
+// Per shape and token count: µs per call of qmm (prepare included, and without it: in a step the
+// producer of x writes the prepared form), gemv (n <= 16) and the
 // dequantize + cuBLAS path the executor used before (x conversion included), with weights
 // rotated over >= 512 MiB of copies so that L2 never holds them; GB/s of the weight bytes.
 TEST(QmmBench, DISABLED_Compare) {
@@ -273,8 +306,12 @@ TEST(QmmBench, DISABLED_Compare) {
   cudaStream_t stream = nullptr;
   Gemm gemm(stream);
   std::mt19937 rng(1);
+  // RZ_QMM_BENCH_ONLY="Q4_K llama8b ffn_gate/up" (a substring of "TYPE SHAPE") runs only those
+  // (e.g. under a profiler)
+  const char* only = std::getenv("RZ_QMM_BENCH_ONLY");
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0}) {
     for (const Shape& sh : shapes) {
+      if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
       const size_t bytes = row_size(t, sh.cols) * size_t(sh.rows);
       const int copies = static_cast<int>(std::max<size_t>(1, (size_t(512) << 20) / bytes));
       DeviceBuffer<uint8_t> dw(bytes * copies);
@@ -324,6 +361,11 @@ TEST(QmmBench, DISABLED_Compare) {
           qmm(t, dw.get() + bytes * i, xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows, ws.get(),
               ws_floats, stream);
         });
+        qmm_prepare_x(dx.get(), xp.get(), n, sh.cols, stream);
+        const double q_only = time_us([&](int i) {  // x prepared by its producer, as in a step
+          qmm(t, dw.get() + bytes * i, xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows, ws.get(),
+              ws_floats, stream);
+        });
         double g = 0;
         if (n <= kGemvMaxBatch)
           g = time_us([&](int i) {
@@ -339,8 +381,11 @@ TEST(QmmBench, DISABLED_Compare) {
                             sh.rows);
           }
         });
-        std::printf("  n %4lld  qmm %8.1f us (%6.0f GB/s)  gemv %8.1f  dequant+cublas %8.1f\n",
-                    (long long)n, q, bytes / q / 1e3, g, c);
+        std::printf(
+            "  n %4lld  qmm %8.1f us (%6.0f GB/s)  without prepare %8.1f (%6.0f GB/s)  gemv %8.1f "
+            "(%6.0f GB/s)  dequant+cublas %8.1f\n",
+            (long long)n, q, bytes / q / 1e3, q_only, bytes / q_only / 1e3, g,
+            g > 0 ? bytes / g / 1e3 : 0.0, c);
       }
       std::fflush(stdout);
     }
