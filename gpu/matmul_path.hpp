@@ -3,7 +3,7 @@
 // cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and the decode bench on
 // an H200 (kernels/QMM.md): up to 8 tokens qmm runs its direct kernel (weights straight into
 // registers, no shared-memory staging), which beat gemv on every measured Q4_K shape from the
-// first token (llama3.1-8b ffn_down 19.6 vs 27.4 us at n = 1, 22.5 vs 41.0 at n = 4) and every
+// first token (llama3.1-8b ffn_down 15.6 vs 27.3 us at n = 1, 16.8 vs 40.5 at n = 4) and every
 // type from the third; Q6_K keeps gemv for 1-2 tokens (its direct kernel is slower there). qmm's
 // staged kernel takes 9-64 tokens; beyond that cuBLAS's fp16 GEMM amortizes the dequantization
 // (the bench showed qmm ahead on small matrices up to 128 tokens, but decode at batch 128 ran

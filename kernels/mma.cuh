@@ -44,6 +44,14 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// a * b + c on two fp16 pairs (one HFMA2, rounded once), as bits.
+__device__ __forceinline__ uint32_t hfma2_bits(uint32_t a, uint32_t b, uint32_t c) {
+  const __half2 r =
+      __hfma2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b),
+              *reinterpret_cast<const __half2*>(&c));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
 // Four floats rounded to fp16 (nearest even), element 0 in the low half of .x.
 __device__ __forceinline__ uint2 pack_half4(float4 v) {
   return make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));

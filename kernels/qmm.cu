@@ -220,42 +220,82 @@ __host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits) {
   return n <= 8 && splits <= kDirectMaxSplits;
 }
 
+// Formats with an integer form (Q4_K, Q5_K: kernels/qmm_formats.cuh, IntItem) run it in the
+// direct kernel: their A operand is the exact integer q * scale, the min and the super-block
+// scales are applied per chunk in fp32, about half the instructions a weight of the fp32
+// dequantization (and no fp16 rounding of the weights).
+template <class T>
+concept IntForm = requires {
+  typename T::IntItem;
+};
+template <class T>
+struct DirectItem {
+  using type = typename T::Item;
+};
+template <IntForm T>
+struct DirectItem<T> {
+  using type = typename T::IntItem;
+};
+
 // Chunks a warp keeps in flight per group: two of the small items, one of the large (Q6_K's 28
-// words a row). H200, n = 1, us per call: Q4_K llama8b ffn_gate/up 26.7 with one, 21.2 with two;
-// Q6_K the same shape 41.9 with one, 44.7 with two.
+// words a row) and of the integer forms. H200, n = 1, us per call, one chunk / two: llama8b
+// ffn_gate/up Q4_K (fp32 dequantization) 26.7 / 21.2, Q6_K 41.9 / 44.7, Q4_K integer form
+// 16.6 / 27.7 (172 registers with two).
 template <class T>
 constexpr int direct_group() {
-  return sizeof(typename T::Item) <= 64 ? 2 : 1;
+  return !IntForm<T> && sizeof(typename DirectItem<T>::type) <= 64 ? 2 : 1;
 }
 
-template <class T, int D>
-__device__ __forceinline__ void direct_load(typename T::Item (&ia)[D], typename T::Item (&ib)[D],
-                                            const uint8_t* wa, const uint8_t* wb, int k, int k1,
-                                            int c) {
+template <class T, int D, class Item = typename DirectItem<T>::type>
+__device__ __forceinline__ void direct_load(Item (&ia)[D], Item (&ib)[D], const uint8_t* wa,
+                                            const uint8_t* wb, int k, int k1, int c) {
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     if (k + d < k1) {
-      ia[d] = T::load(wa + int64_t(k + d) * T::kChunkBytes, c);
-      ib[d] = T::load(wb + int64_t(k + d) * T::kChunkBytes, c);
+      if constexpr (IntForm<T>) {
+        ia[d] = T::load_int(wa + int64_t(k + d) * T::kChunkBytes, c);
+        ib[d] = T::load_int(wb + int64_t(k + d) * T::kChunkBytes, c);
+      } else {
+        ia[d] = T::load(wa + int64_t(k + d) * T::kChunkBytes, c);
+        ib[d] = T::load(wb + int64_t(k + d) * T::kChunkBytes, c);
+      }
     }
   }
 }
 
 // The 16 steps of a chunk. The B operands of all 16 are requested first: loaded next to their
 // mma, each step of the accumulator chain waited out an L1 / L2 latency (ncu: 0.61 instructions
-// issued per scheduler cycle).
-template <class T, int... t>
-__device__ __forceinline__ void direct_steps(const typename T::Item& ia, const typename T::Item& ib,
-                                             const __half* xg, bool live, float (&acc)[4],
+// issued per scheduler cycle). Integer forms: two mmas a step (q * scale, and the mins) into the
+// chunk's own sums, which are then scaled by d and dmin (rows g: items ia; g + 8: ib).
+template <class T, class Item, int... t>
+__device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, const __half* xg,
+                                             bool live, float (&acc)[4],
                                              std::integer_sequence<int, t...>) {
   uint2 b[sizeof...(t)];
   ((b[t] = live ? *reinterpret_cast<const uint2*>(xg + 16 * t) : make_uint2(0u, 0u)), ...);
-  (
-      [&] {
-        const uint4 a = a_operand<T, t>(ia, ib);
-        mma_16816(acc, a.x, a.y, a.z, a.w, b[t].x, b[t].y);
-      }(),
-      ...);
+  if constexpr (IntForm<T>) {
+    float qs[4] = {}, ms[4] = {};
+    (
+        [&] {
+          const uint2 ra = T::template a_int<t>(ia), rb = T::template a_int<t>(ib);
+          mma_16816(qs, ra.x, rb.x, ra.y, rb.y, b[t].x, b[t].y);
+          const uint32_t ma = ia.m2[t & 1], mb = ib.m2[t & 1];
+          mma_16816(ms, ma, mb, ma, mb, b[t].x, b[t].y);
+        }(),
+        ...);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const Item& it = i < 2 ? ia : ib;
+      acc[i] = fmaf(it.d, qs[i], fmaf(-it.dmin, ms[i], acc[i]));
+    }
+  } else {
+    (
+        [&] {
+          const uint4 a = a_operand<T, t>(ia, ib);
+          mma_16816(acc, a.x, a.y, a.z, a.w, b[t].x, b[t].y);
+        }(),
+        ...);
+  }
 }
 
 // Grid: one block per 16-row tile; block min(splits, kDirectMaxWarps) warps; dynamic shared
@@ -265,7 +305,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                       const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
                       int cols, int n, int chunks_per_split, int splits) {
-  using Item = typename T::Item;
+  using Item = typename DirectItem<T>::type;
   extern __shared__ float4 part[];  // [split][lane]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int warps = blockDim.x >> 5;
@@ -294,8 +334,8 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
 #pragma unroll
       for (int d = 0; d < D; ++d)
         if (k + d < k1)
-          direct_steps<T>(ca[d], cb[d], xg + int64_t(k + d) * kQmmChunk, live, acc,
-                          std::make_integer_sequence<int, 16>{});
+          direct_steps<T, Item>(ca[d], cb[d], xg + int64_t(k + d) * kQmmChunk, live, acc,
+                                std::make_integer_sequence<int, 16>{});
 #pragma unroll
       for (int d = 0; d < D; ++d) {
         ca[d] = na[d];

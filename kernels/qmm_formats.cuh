@@ -12,6 +12,7 @@
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/gemv_common.cuh"  // load_words_a2, byte_to_float
+#include "kernels/mma.cuh"          // pack_half2
 #include "kernels/qmm.hpp"
 #include "kernels/quant_decode.cuh"
 
@@ -49,29 +50,52 @@ struct Q45K {
     uint32_t h[kQ5 ? 8 : 1];  // Q5_K: qh words, shifted right by 2 c
     float s16[2], b16[2];     // sub-block 2 c + h: d * scale * 2^-16, -(dmin * min + 128 d scale)
   };
-  __device__ static Item load(const uint8_t* b, int c) {
-    Item it;
-    const uint4 hdr = *reinterpret_cast<const uint4*>(b);
+  // Thread c's quant words (and Q5_K's fifth-bit words) of a chunk; returns the 16-byte header.
+  __device__ static uint4 load_quants(const uint8_t* b, int c, uint32_t (&q)[8],
+                                      uint32_t (&h)[kQ5 ? 8 : 1]) {
     const uint4 q0 = *reinterpret_cast<const uint4*>(b + Fmt::kQs + 32 * c);
     const uint4 q1 = *reinterpret_cast<const uint4*>(b + Fmt::kQs + 32 * c + 16);
-    it.q[0] = q0.x, it.q[1] = q0.y, it.q[2] = q0.z, it.q[3] = q0.w;
-    it.q[4] = q1.x, it.q[5] = q1.y, it.q[6] = q1.z, it.q[7] = q1.w;
+    q[0] = q0.x, q[1] = q0.y, q[2] = q0.z, q[3] = q0.w;
+    q[4] = q1.x, q[5] = q1.y, q[6] = q1.z, q[7] = q1.w;
     if constexpr (kQ5) {
       const uint4 h0 = *reinterpret_cast<const uint4*>(b + quant::Q5K::kQh);
       const uint4 h1 = *reinterpret_cast<const uint4*>(b + quant::Q5K::kQh + 16);
-      const uint32_t h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+      const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) it.h[i] = h[i] >> (2 * c);
+      for (int i = 0; i < 8; ++i) h[i] = hw[i] >> (2 * c);
     }
     static_assert(Fmt::kD == 0 && Fmt::kDmin == 2 && Fmt::kScales == 4 && Fmt::kQs % 16 == 0);
-    const float d = f16_bits_to_f32_fast(hdr.x & 0xffffu);
-    const float dmin = f16_bits_to_f32_fast(hdr.x >> 16);
+    return *reinterpret_cast<const uint4*>(b);
+  }
+  // Sub-blocks 2 c and 2 c + 1's scales and mins as floats (exact small integers).
+  __device__ static void scales_mins(const uint4& hdr, int c, float (&sc)[2], float (&mn)[2]) {
     const quant::Q4K::ScalesMins sm = quant::Q4K::scales_mins(hdr.y, hdr.z, hdr.w);
-    const uint32_t sc = c < 2 ? sm.sc_lo : sm.sc_hi, mn = c < 2 ? sm.mn_lo : sm.mn_hi;
+    const uint32_t s = c < 2 ? sm.sc_lo : sm.sc_hi, m = c < 2 ? sm.mn_lo : sm.mn_hi;
     const int byte0 = (2 * c) & 3;  // sub-blocks 2c, 2c + 1 are bytes byte0, byte0 + 1
 #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sc[h] = byte_to_float(s, byte0 + h);
+      mn[h] = byte_to_float(m, byte0 + h);
+    }
+  }
+  // Column group t's four quants as bytes (0..31).
+  template <int t>
+  __device__ static uint32_t quants(const uint32_t (&q)[8], const uint32_t (&h)[kQ5 ? 8 : 1]) {
+    uint32_t v = quant::nibbles(q[t >> 1], t & 1);
+    if constexpr (kQ5) v |= ((h[t >> 1] >> (t & 1)) & 0x01010101u) << 4;
+    return v;
+  }
+
+  __device__ static Item load(const uint8_t* b, int c) {
+    Item it;
+    const uint4 hdr = load_quants(b, c, it.q, it.h);
+    const float d = f16_bits_to_f32_fast(hdr.x & 0xffffu);
+    const float dmin = f16_bits_to_f32_fast(hdr.x >> 16);
+    float sc[2], mn[2];
+    scales_mins(hdr, c, sc, mn);
+#pragma unroll
     for (int h = 0; h < 2; ++h) {  // byte_fma's constants for w = q ds - ms
-      const float ds = d * byte_to_float(sc, byte0 + h), ms = dmin * byte_to_float(mn, byte0 + h);
+      const float ds = d * sc[h], ms = dmin * mn[h];
       it.s16[h] = ds * 0x1p-16f;
       it.b16[h] = -fmaf(128.0f, ds, ms);
     }
@@ -79,10 +103,45 @@ struct Q45K {
   }
   template <int t>
   __device__ static void dequant(const Item& it, float (&v)[4]) {
-    uint32_t q = quant::nibbles(it.q[t >> 1], t & 1);
-    if constexpr (kQ5) q |= ((it.h[t >> 1] >> (t & 1)) & 0x01010101u) << 4;
+    const uint32_t q = quants<t>(it.q, it.h);
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, it.s16[t & 1], it.b16[t & 1]);
+  }
+
+  // The direct kernel's integer form (kernels/qmm.cu, "integer A"): the A operand of step t is
+  // q * scale, an integer of at most 31 * 63 = 1953, so exact in fp16, made by one PRMT (the
+  // fp16 1024 + q, two at a time) and one HFMA2 ((1024 + q) sc - 1024 sc, exact); a second mma
+  // multiplies the sub-blocks' mins (exact too) by the same x, and the chunk's two sums are
+  // scaled by d and dmin in fp32: y = d * sum(q sc x) - dmin * sum(m x).
+  struct IntItem {
+    uint32_t q[8];
+    uint32_t h[kQ5 ? 8 : 1];
+    uint32_t sc2[2], nb2[2],
+        m2[2];  // sub-block 2 c + h, as half2: (sc, sc), -1024 (sc, sc), (m, m)
+    float d, dmin;
+  };
+  __device__ static IntItem load_int(const uint8_t* b, int c) {
+    IntItem it;
+    const uint4 hdr = load_quants(b, c, it.q, it.h);
+    it.d = f16_bits_to_f32_fast(hdr.x & 0xffffu);
+    it.dmin = f16_bits_to_f32_fast(hdr.x >> 16);
+    float sc[2], mn[2];
+    scales_mins(hdr, c, sc, mn);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      it.sc2[h] = pack_half2(sc[h], sc[h]);
+      it.nb2[h] = pack_half2(-1024.0f * sc[h], -1024.0f * sc[h]);
+      it.m2[h] = pack_half2(mn[h], mn[h]);
+    }
+    return it;
+  }
+  // Step t's A registers of one row: columns (e0, e1) and (e2, e3), q * scale in fp16.
+  template <int t>
+  __device__ static uint2 a_int(const IntItem& it) {
+    const uint32_t q = quants<t>(it.q, it.h);
+    const uint32_t sc = it.sc2[t & 1], nb = it.nb2[t & 1];
+    return make_uint2(hfma2_bits(__byte_perm(q, 0x64646464u, 0x4140u), sc, nb),
+                      hfma2_bits(__byte_perm(q, 0x64646464u, 0x4342u), sc, nb));
   }
 };
 using Q4K = Q45K<false>;

@@ -138,13 +138,21 @@ struct Case {
   int64_t rows, cols, n;
 };
 
-// float64 reference over the fp16-rounded weights: ref, mag [n, rows].
-void reference(const Case& k, std::vector<double>& ref, std::vector<double>& mag) {
+// Whether qmm's direct kernel (up to 8 tokens) runs `t` in its integer form (exact weights,
+// other arithmetic than the staged kernel's): Q4_K and Q5_K.
+bool has_integer_form(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K; }
+
+// float64 reference over the fp16-rounded weights (or the exact ones): ref, mag [n, rows].
+void reference(const Case& k, std::vector<double>& ref, std::vector<double>& mag,
+               bool fp16_weights = true) {
   ref.assign(size_t(k.n * k.rows), 0.0);
   mag.assign(size_t(k.n * k.rows), 0.0);
   std::vector<float> w16(size_t(k.cols));
   for (int64_t r = 0; r < k.rows; ++r) {
-    for (int64_t c = 0; c < k.cols; ++c) w16[c] = round_f16(k.w.values[r * k.cols + c]);
+    for (int64_t c = 0; c < k.cols; ++c) {
+      const float v = k.w.values[r * k.cols + c];
+      w16[c] = fp16_weights ? round_f16(v) : v;
+    }
     for (int64_t t = 0; t < k.n; ++t) {
       double s = 0, a = 0;
       const float* xt = k.x16.data() + t * k.cols;
@@ -201,8 +209,9 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(size_t(n_max * sh.cols));
     for (auto& v : x) v = round_f16(nd(rng));
-    std::vector<double> ref, mag;
-    reference({w, x, sh.rows, sh.cols, n_max}, ref, mag);
+    std::vector<double> ref16, mag16, ref_exact, mag_exact;
+    reference({w, x, sh.rows, sh.cols, n_max}, ref16, mag16);
+    reference({w, x, sh.rows, sh.cols, n_max}, ref_exact, mag_exact, false);
     DeviceBuffer<uint8_t> dw(w.bytes.size());
     DeviceBuffer<float> dx(x.size());
     dw.upload(w.bytes);
@@ -211,6 +220,10 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
       for (int split : {1, 2, 3, 10, 0}) {  // 10: more splits than the direct kernel's warps
         const int64_t ldy = sh.rows + (split == 2 ? 5 : 0);  // a slice of a wider output too
         const std::vector<float> y = run_qmm(t, dw, dx, sh.rows, sh.cols, n, ldy, split);
+        // the direct kernel's integer form multiplies the exact weights
+        const bool exact = n <= 8 && has_integer_form(t);
+        const std::vector<double>& ref = exact ? ref_exact : ref16;
+        const std::vector<double>& mag = exact ? mag_exact : mag16;
         for (int64_t tk = 0; tk < n; ++tk)
           for (int64_t r = 0; r < sh.rows; ++r) {
             const double got = y[tk * ldy + r], want = ref[tk * sh.rows + r];
@@ -254,7 +267,7 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
   const std::vector<float> eight = run_qmm(t, dw, dx, rows, cols, 8, rows, split);
   for (int64_t n : {1, 2, 8, 37}) {
     const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
-    const std::vector<float>& ref = split == 0 && n <= 8 ? eight : all;
+    const std::vector<float>& ref = (split == 0 || has_integer_form(t)) && n <= 8 ? eight : all;
     for (int64_t tk = 0; tk < n; ++tk)
       EXPECT_EQ(std::memcmp(part.data() + tk * rows, ref.data() + tk * rows, rows * sizeof(float)),
                 0)
@@ -267,9 +280,10 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
 // split depends on the shape only; the mma of one token column does not see the others), and two
 // runs agree bit for bit. Up to 8 tokens run the direct kernel, which has its own split rule and
 // adds equal splits in the same order as the staged one: with its own rule its tokens match 8
-// tokens' bit for bit, and with forced splits they match the staged kernel's too. Forced splits: 12
-// (more than the direct kernel's warps) and 80 on 20,480 columns (80 chunks; past kDirectMaxSplits,
-// where up to 8 tokens stay staged).
+// tokens' bit for bit, and with forced splits they match the staged kernel's too (except the
+// integer forms of Q4_K and Q5_K, whose arithmetic differs: they match 8 tokens'). Forced splits:
+// 12 (more than the direct kernel's warps) and 80 on 20,480 columns (80 chunks; past
+// kDirectMaxSplits, where up to 8 tokens stay staged).
 TEST_P(QmmTest, TokenResultIndependentOfBatch) {
   RZ_REQUIRE_GPU();
   const GgmlType t = GetParam();
