@@ -116,8 +116,8 @@ struct Q45K {
   struct IntItem {
     uint32_t q[8];
     uint32_t h[kQ5 ? 8 : 1];
-    uint32_t sc2[2], nb2[2],
-        m2[2];  // sub-block 2 c + h, as half2: (sc, sc), -1024 (sc, sc), (m, m)
+    // sub-block 2 c + h, as half2: (sc, sc), -1024 (sc, sc), (m, m)
+    uint32_t sc2[2], nb2[2], m2[2];
     float d, dmin;
   };
   __device__ static IntItem load_int(const uint8_t* b, int c) {
