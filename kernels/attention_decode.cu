@@ -80,6 +80,8 @@ __device__ __forceinline__ void fill_rows(const int32_t* __restrict__ tables,
   __syncthreads();
 }
 
+constexpr int kMaxGroup = 8;  // query heads a block of the grouped kernel serves
+
 // grid (n_head, n_slots, max_parts), block kT threads, kP tokens per partition. A "slot" here
 // is one query row; its block table is row table_rows[s] or row s when table_rows is null
 // (decode passes null).
@@ -213,17 +215,25 @@ __global__ void __launch_bounds__(kT)
 }
 
 // The grouped partition kernel: one thread block per (KV head, slot, partition) for all `group`
-// query heads that share the KV head (group <= kMaxGroup, head_dim a multiple of 8), so each
-// key and value row is read once for the group instead of once per query head. Same partitions
-// and the same outputs (per query head: out, or part_o / part_m / part_l for the combine
-// kernel) as attn_decode_partition_kernel, which serves the other shapes.
-//   scores: a thread per token, 16-byte key loads along its row, one fp32 sum per query head
+// query heads that share the KV head (group <= kMaxGroup, head_dim a multiple of 8 and at most
+// kHd), so each key and value row is read once for the group instead of once per query head.
+// Same partitions and the same outputs (per query head: out, or part_o / part_m / part_l for the
+// combine kernel) as attn_decode_partition_kernel, which serves the other shapes.
+//
+// A block is bound by memory latency, not by bandwidth (at B = 1 a qwen layer runs 2-4 blocks),
+// so the kernel's loads go out in as few dependent rounds as it can:
+//   values: each thread's first kVB value pairs are requested right after the row offsets, before
+//           the scores, so their latency overlaps the keys'
+//   scores: 8 lanes a token (lane c takes the row's 16-byte chunks c, c + 8, ...), kT / 8 tokens
+//           a round, the key chunks of kBatch rounds in flight together (the whole 64-token
+//           partition of the small configuration at once); per query head an fp32 sum, added
+//           over the 8 lanes by an xor butterfly
 //   softmax: a warp per query head (max, exp, sum over the partition's tokens)
-//   values: a thread per dim pair and token group, p-weighted sums for every query head; the
-//           token groups' sums added in shared memory
-constexpr int kMaxGroup = 8;
+//   values: a thread per dim pair and token group, p-weighted sums for every query head in token
+//           order; the token groups' sums added in shared memory
+constexpr int kKeyLanes = 8;  // lanes per token in the scores
 
-template <int kP, int kT>
+template <int kP, int kT, int kHd>
 __global__ void __launch_bounds__(kT)
     attn_decode_group_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                              const __half* __restrict__ v_cache, const int32_t* __restrict__ tables,
@@ -233,63 +243,133 @@ __global__ void __launch_bounds__(kT)
                              float* __restrict__ part_l, int n_head, int group, int n_blocks,
                              int n_head_kv, int block_size, int head_dim, int table_stride,
                              int max_context, int max_parts, float scale, int window) {
-  grid_dependency_sync();
-  static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
+  static_assert(kT % 32 == 0 && kT >= kHd / 2, "a thread per dim pair");
+  static_assert(kHd % (8 * kKeyLanes) == 0 && kHd <= kAttnMaxHeadDim, "whole chunks per lane");
   constexpr int kW = kT / 32;
+  constexpr int kCpl = kHd / 8 / kKeyLanes;  // key chunks per lane and token
+  constexpr int kR = kT / kKeyLanes;         // tokens per round
+  constexpr int kRounds = kP / kR;
+  constexpr int kBatch = kRounds < 2 ? kRounds : 2;  // rounds of key loads in flight together
+  constexpr int kVB = 16;                            // value pairs in flight per thread
+  static_assert(kP % kR == 0, "whole rounds");
   const int kvh = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int h0 = kvh * group;  // first query head of the group
-  const int L = lens[s];
-  if (L <= 0 || L > max_context) {  // idle slot: zeros; impossible length: NaN
-    if (part == 0)
-      for (int i = tid; i < group * head_dim; i += kT)
-        out[(int64_t(s) * n_head + h0) * head_dim + i] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
-    return;
-  }
-  const int first = window_start(L, window);
-  const int n_parts = (L - first - 1) / kP + 1;
-  if (part >= n_parts) return;
-  const int t0 = first + part * kP;
-  const int n = min(kP, L - t0);
 
-  __shared__ float q_s[kMaxGroup][kAttnMaxHeadDim];  // q * scale
-  __shared__ float p_s[kMaxGroup][kP];               // scores, then exp(score - m)
+  __shared__ __align__(16) float q_s[kMaxGroup][kHd];  // q * scale
+  __shared__ float p_s[kMaxGroup][kP];                 // scores, then exp(score - m)
   __shared__ int64_t row_s[kP];
   __shared__ float o_s[16 * kT];  // [token groups][kMaxGroup][head_dim] partial outputs
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ int bad_s;
 
-  if (tid == 0) bad_s = 0;
-  for (int i = tid; i < group * head_dim; i += kT)
-    q_s[i / head_dim][i % head_dim] = q[(int64_t(s) * n_head + h0) * head_dim + i] * scale;
-  __syncthreads();  // bad_s initialised before anyone sets it
-  fill_rows<kT>(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
-                head_dim, row_s, &bad_s);
+  // Before the wait for the kernel before this one: the lengths and the block tables, which the
+  // host writes before the step (attention_decode.hpp), so that their two dependent loads overlap
+  // that kernel's tail instead of leading this one's chain.
+  const int L = lens[s];
+  const bool idle = L <= 0 || L > max_context;
+  const int first = idle ? 0 : window_start(L, window);
+  const int n_parts = idle ? 1 : (L - first - 1) / kP + 1;
+  if (part >= n_parts) return;
+  const int t0 = first + part * kP;
+  const int n = idle ? 0 : min(kP, L - t0);
+  if (!idle) {
+    if (tid == 0) bad_s = 0;
+    __syncthreads();  // bad_s initialised before anyone sets it
+    fill_rows<kT>(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
+                  head_dim, row_s, &bad_s);
+  }
+  grid_dependency_sync();
+  if (idle) {  // idle slot: zeros; impossible length: NaN
+    if (part == 0)
+      for (int i = tid; i < group * head_dim; i += kT)
+        out[(int64_t(s) * n_head + h0) * head_dim + i] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
+    return;
+  }
   const bool bad = bad_s != 0;  // uniform across the block
 
-  if (!bad) {
-    for (int i = tid; i < n; i += kT) {
-      const uint4* __restrict__ kr = reinterpret_cast<const uint4*>(k_cache + row_s[i]);
-      float acc[kMaxGroup] = {};
-#pragma unroll 4
-      for (int j = 0; j < head_dim / 8; ++j) {
-        const uint4 raw = kr[j];
-        const __half2* k2 = reinterpret_cast<const __half2*>(&raw);
+  // Then q, the first keys and the first values go out together.
+  const int c = tid % kKeyLanes, tok = tid / kKeyLanes;
+  const int nchunks = head_dim / 8;
+  uint4 kraw[kBatch][kCpl];
+  const auto load_keys = [&](int r0) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 kf = __half22float2(k2[e]);
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = (r0 + b) * kR + tok;
+#pragma unroll
+      for (int u = 0; u < kCpl; ++u) {
+        const int j = c + kKeyLanes * u;
+        kraw[b][u] = !bad && i < n && j < nchunks
+                         ? reinterpret_cast<const uint4*>(k_cache + row_s[i])[j]
+                         : make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+  };
+  load_keys(0);
+
+  // The values' thread layout: dim pair pr of tokens g, g + groups, ...
+  const int npairs = head_dim / 2;
+  const int groups = kT / npairs;  // token groups, >= 1
+  const int g = tid / npairs, pr = tid % npairs;
+  const bool v_thread = g < groups && !bad;
+  uint32_t vraw[kVB];
+#pragma unroll
+  for (int k = 0; k < kVB; ++k) {
+    const int i = g + k * groups;
+    vraw[k] = v_thread && i < n ? reinterpret_cast<const uint32_t*>(v_cache + row_s[i])[pr] : 0u;
+  }
+
+  for (int i = tid; i < group * head_dim; i += kT)
+    q_s[i / head_dim][i % head_dim] = q[(int64_t(s) * n_head + h0) * head_dim + i] * scale;
+  __syncthreads();
+
+  if (!bad) {
+    for (int r0 = 0; r0 < kRounds && r0 * kR < n; r0 += kBatch) {
+      if (r0 > 0) load_keys(r0);
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int i = (r0 + b) * kR + tok;
+        float acc[kMaxGroup] = {};
+#pragma unroll
+        for (int u = 0; u < kCpl; ++u) {
+          const int j = c + kKeyLanes * u;
+          if (j >= nchunks) continue;
+          const __half2* k2 = reinterpret_cast<const __half2*>(&kraw[b][u]);
+          float kf[8];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __half22float2(k2[e]);
+            kf[2 * e] = f.x;
+            kf[2 * e + 1] = f.y;
+          }
 #pragma unroll
           for (int h = 0; h < kMaxGroup; ++h) {
             if (h < group) {
-              acc[h] = fmaf(q_s[h][8 * j + 2 * e], kf.x, acc[h]);
-              acc[h] = fmaf(q_s[h][8 * j + 2 * e + 1], kf.y, acc[h]);
+              const float4 qa = reinterpret_cast<const float4*>(&q_s[h][8 * j])[0];
+              const float4 qb = reinterpret_cast<const float4*>(&q_s[h][8 * j])[1];
+              acc[h] = fmaf(qa.x, kf[0], acc[h]);
+              acc[h] = fmaf(qa.y, kf[1], acc[h]);
+              acc[h] = fmaf(qa.z, kf[2], acc[h]);
+              acc[h] = fmaf(qa.w, kf[3], acc[h]);
+              acc[h] = fmaf(qb.x, kf[4], acc[h]);
+              acc[h] = fmaf(qb.y, kf[5], acc[h]);
+              acc[h] = fmaf(qb.z, kf[6], acc[h]);
+              acc[h] = fmaf(qb.w, kf[7], acc[h]);
             }
           }
         }
-      }
+        // Every lane takes part in the butterflies (group is uniform over the block); lane c
+        // then writes query head c's score.
+        float mine = 0.0f;
 #pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h)
-        if (h < group) p_s[h][i] = acc[h];
+        for (int h = 0; h < kMaxGroup; ++h) {
+          if (h < group) {
+            const float v = group_sum<kKeyLanes>(acc[h]);
+            if (h == c) mine = v;
+          }
+        }
+        if (i < n && c < group) p_s[c][i] = mine;
+      }
     }
   }
   __syncthreads();
@@ -314,23 +394,34 @@ __global__ void __launch_bounds__(kT)
   }
   __syncthreads();
 
-  const int npairs = head_dim / 2;
-  const int groups = kT / npairs;  // token groups, >= 1
-  const int g = tid / npairs, pr = tid % npairs;
   if (g < groups) {
     float2 o[kMaxGroup];
 #pragma unroll
     for (int h = 0; h < kMaxGroup; ++h) o[h] = make_float2(0.0f, 0.0f);
     if (!bad)
-#pragma unroll 4
-      for (int i = g; i < n; i += groups) {
-        const float2 vf = __half22float2(reinterpret_cast<const __half2*>(v_cache + row_s[i])[pr]);
+      for (int k0 = 0; g + k0 * groups < n; k0 += kVB) {
+        if (k0 > 0) {  // the next values (their first kVB came before the scores)
 #pragma unroll
-        for (int h = 0; h < kMaxGroup; ++h) {
-          if (h < group) {
-            const float p = p_s[h][i];
-            o[h].x = fmaf(p, vf.x, o[h].x);
-            o[h].y = fmaf(p, vf.y, o[h].y);
+          for (int k = 0; k < kVB; ++k) {
+            const int i = g + (k0 + k) * groups;
+            vraw[k] = i < n ? reinterpret_cast<const uint32_t*>(v_cache + row_s[i])[pr] : 0u;
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kVB; ++k) {
+          const int i = g + (k0 + k) * groups;
+          if (i < n) {
+            __half2 vh;
+            memcpy(&vh, &vraw[k], sizeof(vh));
+            const float2 vf = __half22float2(vh);
+#pragma unroll
+            for (int h = 0; h < kMaxGroup; ++h) {
+              if (h < group) {
+                const float p = p_s[h][i];
+                o[h].x = fmaf(p, vf.x, o[h].x);
+                o[h].y = fmaf(p, vf.y, o[h].y);
+              }
+            }
           }
         }
       }
@@ -363,39 +454,71 @@ __global__ void __launch_bounds__(kT)
   }
 }
 
-// grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats (rounded up to 4);
-// part_len: the partition kernel's kP
+// grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats rounded up to 8 (kPre);
+// part_len: the partition kernel's kP. Its loads go out in few rounds (a partition's loads one
+// after another made a 64-partition context take ~130 dependent round trips): the first kPre
+// partitions' outputs with the maxima, then the sums, then kPre partitions' outputs at a time;
+// M and sum_j w_j l_j by block reductions, each output's sum over j in order.
 __global__ void __launch_bounds__(kThreads)
     attn_decode_combine_kernel(const int32_t* __restrict__ lens, const float* __restrict__ part_o,
                                const float* __restrict__ part_m, const float* __restrict__ part_l,
                                float* __restrict__ out, int n_head, int head_dim, int max_context,
                                int max_parts, int part_len, int window) {
-  grid_dependency_sync();
-  extern __shared__ float w_s[];  // [n_parts] exp(m_j - M)
+  constexpr int kPre = 8,
+                kDims = kAttnMaxHeadDim / kThreads;  // dims a thread: d = tid + k kThreads
+  extern __shared__ float w_s[];                     // [n_parts] exp(m_j - M)
+  __shared__ float red[kThreads / 32];
   const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
-  const int L = lens[s];
+  const int L = lens[s];  // before the wait, as the partition kernels (attention_decode.hpp)
   if (L <= 0 || L > max_context) return;  // written by the partition kernel
   const int n_parts = (L - window_start(L, window) - 1) / part_len + 1;
   if (n_parts <= 1) return;  // likewise
+  grid_dependency_sync();
   const int64_t base = (int64_t(s) * n_head + h) * max_parts;
+  const float* __restrict__ po = part_o + base * head_dim;
+  float v[kDims][kPre];
+  const auto load_o = [&](int j0) {
+#pragma unroll
+    for (int k = 0; k < kDims; ++k)
+#pragma unroll
+      for (int u = 0; u < kPre; ++u) {
+        const int d = tid + k * kThreads;
+        v[k][u] = d < head_dim && j0 + u < n_parts ? po[int64_t(j0 + u) * head_dim + d] : 0.0f;
+      }
+  };
+  load_o(0);
   float M = -INFINITY;
-  for (int j = 0; j < n_parts; ++j) M = fmaxf(M, part_m[base + j]);
-  // w_s holds max_parts rounded up to a multiple of 4 (see the launch); the tail is zeroed and
-  // the loops stay scalar (unroll 1): compute-sanitizer caught a 12-byte shared read past
-  // n_parts here when the compiler was free to unroll and widen them.
-  const int padded = (max_parts + 3) / 4 * 4;
-  for (int j = tid; j < padded; j += kThreads)
-    w_s[j] = j < n_parts ? expf(part_m[base + j] - M) : 0.0f;
-  __syncthreads();
+  for (int j = tid; j < n_parts; j += kThreads) M = fmaxf(M, part_m[base + j]);
+  M = block_reduce<true, kThreads / 32>(M, red);
+  // w_s holds max_parts rounded up to kPre (the launch): the weights past n_parts are zeroed, so
+  // that reads of whole kPre runs (should the compiler widen them) stay inside and defined.
   float lsum = 0.0f;
-#pragma unroll 1
-  for (int j = 0; j < n_parts; ++j) lsum = fmaf(part_l[base + j], w_s[j], lsum);
+  for (int j = tid; j < (n_parts + kPre - 1) / kPre * kPre; j += kThreads) {
+    if (j >= n_parts) {
+      w_s[j] = 0.0f;
+      continue;
+    }
+    const float w = expf(part_m[base + j] - M);
+    w_s[j] = w;
+    lsum = fmaf(part_l[base + j], w, lsum);
+  }
+  lsum = block_reduce<false, kThreads / 32>(lsum, red);  // its barriers publish w_s
+  float acc[kDims] = {};
+  for (int j0 = 0;;) {
+#pragma unroll
+    for (int k = 0; k < kDims; ++k)
+#pragma unroll
+      for (int u = 0; u < kPre; ++u)
+        if (j0 + u < n_parts) acc[k] = fmaf(v[k][u], w_s[j0 + u], acc[k]);
+    j0 += kPre;
+    if (j0 >= n_parts) break;
+    load_o(j0);
+  }
   float* __restrict__ out_h = out + (int64_t(s) * n_head + h) * head_dim;
-  for (int d = tid; d < head_dim; d += kThreads) {
-    float acc = 0.0f;
-#pragma unroll 1
-    for (int j = 0; j < n_parts; ++j) acc = fmaf(part_o[(base + j) * head_dim + d], w_s[j], acc);
-    out_h[d] = acc / lsum;
+#pragma unroll
+  for (int k = 0; k < kDims; ++k) {
+    const int d = tid + k * kThreads;
+    if (d < head_dim) out_h[d] = acc[k] / lsum;
   }
 }
 
@@ -407,6 +530,24 @@ int parts_for(int max_context, int part_len) { return (max_context - 1) / part_l
 // per-query-head one.
 bool grouped(const AttentionDecodeArgs& a) {
   return a.n_head / a.cache.n_head_kv <= kMaxGroup && a.cache.head_dim % 8 == 0;
+}
+
+using PartitionKernel = void (*)(const float*, const __half*, const __half*, const int32_t*,
+                                 const int32_t*, const int32_t*, float*, float*, float*, float*,
+                                 int, int, int, int, int, int, int, int, int, float, int);
+
+// The grouped kernel for a partition length and a head_dim (a multiple of 8): instantiated for
+// head dims up to 64, 128 and 256, so that the registers a lane holds follow the rows' length.
+template <int kP, int kT>
+PartitionKernel group_kernel_of(int head_dim) {
+  if (head_dim <= 64) return attn_decode_group_kernel<kP, kT, 64>;
+  if (head_dim <= 128) return attn_decode_group_kernel<kP, kT, 128>;
+  return attn_decode_group_kernel<kP, kT, kAttnMaxHeadDim>;
+}
+
+PartitionKernel group_kernel(bool small, int head_dim) {
+  return small ? group_kernel_of<kAttnSmallPartition, kSmallThreads>(head_dim)
+               : group_kernel_of<kAttnPartition, kThreads>(head_dim);
 }
 
 // Small partitions for grouped launches also keep heads * partitions under this (34 MiB of
@@ -495,15 +636,12 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   const auto* kc = reinterpret_cast<const __half*>(k_cache);
   const auto* vc = reinterpret_cast<const __half*>(v_cache);
   const int group = a.n_head / c.n_head_kv;
-  // Both partition kernels take the same arguments: grouped, a block per (KV head, slot,
-  // partition) for the group's query heads; else a block per (query head, slot, partition).
-  using PartitionKernel = void (*)(const float*, const __half*, const __half*, const int32_t*,
-                                   const int32_t*, const int32_t*, float*, float*, float*, float*,
-                                   int, int, int, int, int, int, int, int, int, float, int);
+  // Both partition kernels take the same arguments (PartitionKernel): grouped, a block per (KV
+  // head, slot, partition) for the group's query heads; else a block per (query head, slot,
+  // partition).
   const bool small = part_len == kAttnSmallPartition, g = grouped(a);
   const PartitionKernel kernel =
-      g ? (small ? attn_decode_group_kernel<kAttnSmallPartition, kSmallThreads>
-                 : attn_decode_group_kernel<kAttnPartition, kThreads>)
+      g ? group_kernel(small, c.head_dim)
         : (small ? attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
                  : attn_decode_partition_kernel<kAttnPartition, kThreads>);
   const dim3 grid(g ? c.n_head_kv : a.n_head, a.n_slots, max_parts);
@@ -514,7 +652,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     launch_kernel(attn_decode_combine_kernel, dim3(a.n_head, a.n_slots), kThreads,
-                  size_t((max_parts + 3) / 4 * 4) * sizeof(float), stream, context_lens, part_o,
+                  size_t((max_parts + 7) / 8 * 8) * sizeof(float), stream, context_lens, part_o,
                   part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts, part_len,
                   a.window);
     RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");

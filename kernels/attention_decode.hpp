@@ -53,6 +53,10 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a);
 // context_lens: device [n_slots] int32. 0 marks an idle slot: its output is zeros. A length above
 //   max_context, or a block id outside [0, n_blocks), makes that slot's output NaN (a bug
 //   upstream, never an out-of-bounds read).
+//   The kernels read block_tables, context_lens (and table_rows below) before they wait for the
+//   kernel launched before them in the stream (programmatic dependent launch, kernels/launch.cuh),
+//   so that kernel must not write them (the executor uploads them before the step); q and the
+//   caches are read after the wait.
 // out: device [n_slots, n_head, head_dim] fp32
 // workspace: device, attention_decode_workspace_floats(a) floats (may be null when that is 0)
 // Throws rz::Error for bad shapes; n_slots == 0 launches nothing.

@@ -1,11 +1,15 @@
-// Fused QKV post-processing kernel (see qkv_post.hpp). One thread block per token. The threads
-// of pairs i < n_rot/2 first compute cos/sin of the token's angles into shared memory exactly as
-// rope.cu does (fp32 angle, sincos in double, rounded to fp32, times attn_factor), or read them
-// from rope_cs_table's table (the same numbers, computed by the same arithmetic); then every
-// thread handles output elements e of the fused row [q | k | v] in a block-stride loop: a rotated
-// element reads its pair partner too and computes its half of rope.cu's rotate() from the
-// biased inputs (the same rounded products and sum), so consecutive threads write consecutive
-// q floats and cache halves. K and V rows come from the fused row or from separate buffers.
+// Fused QKV post-processing kernel (see qkv_post.hpp). Thread blocks (token, slice): each takes
+// kElemsPerBlock consecutive elements of the token's [q | k and v] outputs, so that a token's
+// elements spread over several blocks and each thread has at most two (a block per token left
+// each thread a chain of dependent loads and stores: 9.5 us a token for llama3.1-8b's 6,144
+// elements on an H200). The threads of pairs i < n_rot/2 first compute cos/sin of the token's
+// angles into shared memory exactly as rope.cu does (fp32 angle, sincos in double, rounded to fp32,
+// times attn_factor), or read them from rope_cs_table's table (the same numbers, computed by the
+// same arithmetic); then every thread handles output elements e of the fused row [q | k | v] in a
+// block-stride loop: a rotated element reads its pair partner too and computes its half of
+// rope.cu's rotate() from the biased inputs (the same rounded products and sum), so consecutive
+// threads write consecutive q floats and cache halves. K and V rows come from the fused row or from
+// separate buffers.
 #include "kernels/launch.cuh"
 #include "kernels/qkv_post.hpp"
 
@@ -20,6 +24,7 @@ namespace rz::gpu {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kElemsPerBlock = 2 * kThreads;
 
 // x + bias[j], or x itself when there is no bias (bias_add is not run then: no +0).
 __device__ __forceinline__ float biased(const float* __restrict__ row,
@@ -55,7 +60,8 @@ __device__ __forceinline__ float rotated(const float* __restrict__ row,
                : __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
 }
 
-// grid (n_tokens), block kThreads, dynamic shared memory 2 * (n_rot / 2) floats
+// grid (n_tokens, slices of kElemsPerBlock of the q_dim + kv_dim elements), block kThreads,
+// dynamic shared memory 2 * (n_rot / 2) floats
 __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __restrict__ bq,
                                 const float* __restrict__ bk, const float* __restrict__ bv,
                                 const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
@@ -92,11 +98,14 @@ __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __re
 
   const float* row = qkv + t * stride;
   const int q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
+  const int e_begin = static_cast<int>(blockIdx.y) * kElemsPerBlock;
+  const int e_end = min(q_dim + kv_dim, e_begin + kElemsPerBlock);
   float* qt = q_out + int64_t(t) * q_dim;
-  for (int e = threadIdx.x; e < q_dim; e += blockDim.x) {
+  for (int e = e_begin + threadIdx.x; e < min(e_end, q_dim); e += blockDim.x) {
     const int h = e / head_dim, d = e - h * head_dim;
     qt[e] = rotated(row, bq, h * head_dim, d, n_rot, neox, cs, sn);
   }
+  if (e_end <= q_dim) return;
 
   const int64_t crow = cache_rows[t];
   if (crow < 0 || crow >= int64_t(n_blocks) * block_size) return;  // skipped, as kv_append
@@ -104,7 +113,7 @@ __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __re
   const int offset = static_cast<int>(crow % block_size);
   const float* krow = k_src + t * k_stride;
   const float* vrow = v_src + t * v_stride;
-  for (int e = threadIdx.x; e < kv_dim; e += blockDim.x) {
+  for (int e = max(e_begin, q_dim) - q_dim + threadIdx.x; e < e_end - q_dim; e += blockDim.x) {
     const int h = e / head_dim, d = e - h * head_dim;
     const int64_t dst = ((block * n_head_kv + h) * block_size + offset) * int64_t(head_dim) + d;
     k_cache[dst] = __float2half_rn(rotated(krow, bk, h * head_dim, d, n_rot, neox, cs, sn));
@@ -151,11 +160,13 @@ void qkv_post(const float* qkv, const float* bq, const float* bk, const float* b
   const float* k_src = separate ? a.k_src : qkv + q_dim;
   const float* v_src = separate ? a.v_src : qkv + q_dim + kv_dim;
   const size_t smem = sizeof(float) * size_t(a.n_rot);  // cos and sin, n_rot / 2 each
-  launch_kernel(qkv_post_kernel, static_cast<unsigned>(a.n_tokens), kThreads, smem, stream, qkv, bq,
-                bk, bv, pos, inv_freq, a.cs_table, a.cs_positions, cache_rows, q_out,
-                reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache), a.n_head,
-                c.n_head_kv, c.head_dim, a.n_rot, a.neox, a.attn_factor, c.n_blocks, c.block_size,
-                stride, k_src, k_stride, v_src, v_stride);
+  const dim3 grid(static_cast<unsigned>(a.n_tokens),
+                  static_cast<unsigned>((q_dim + kv_dim + kElemsPerBlock - 1) / kElemsPerBlock));
+  launch_kernel(qkv_post_kernel, grid, kThreads, smem, stream, qkv, bq, bk, bv, pos, inv_freq,
+                a.cs_table, a.cs_positions, cache_rows, q_out, reinterpret_cast<__half*>(k_cache),
+                reinterpret_cast<__half*>(v_cache), a.n_head, c.n_head_kv, c.head_dim, a.n_rot,
+                a.neox, a.attn_factor, c.n_blocks, c.block_size, stride, k_src, k_stride, v_src,
+                v_stride);
   RZ_CUDA_CHECK_LAUNCH("qkv_post_kernel");
 }
 

@@ -2,7 +2,8 @@
 // kernel serves both, so the fused form is bit-identical to the two separate steps by
 // construction. One thread block per row, each thread owning the elements
 // i = threadIdx.x + k * blockDim.x: pass 1 adds y into x when there is a y (writing the sum back)
-// and accumulates the squares with an fma chain; block_sum (kernels/cuda_common.cuh) reduces them;
+// and accumulates the squares with an fma chain in element order (eight elements' loads at a
+// time); block_sum (kernels/cuda_common.cuh) reduces them;
 // pass 2 re-reads the thread's own elements and scales them. A thread reads and writes only its
 // own elements, so in place (out == x) is safe. With matmul input forms to write
 // (kernels/act_forms.hpp) pass 2 takes four consecutive elements a thread instead (the same
@@ -40,35 +41,62 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
                      static_cast<size_t>(blockIdx.x % heads) * n;
   float* xr = x + row;
   float* outr = out + row;
+  // Pass 1 in rounds of kLoads elements a thread whose loads all go out before the round's first
+  // store (x and y are not __restrict__: one element at a time, each load waited for the store
+  // before it, a memory latency per element); the squares are summed in element order.
+  constexpr int kLoads = 8;
+  const float* yr = y ? y + row : nullptr;
   float ss = 0.0f;
-  if (y) {
-    const float* yr = y + row;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const float v = __fadd_rn(xr[i], yr[i]);
-      xr[i] = v;
-      ss = __fmaf_rn(v, v, ss);
+  for (int i0 = threadIdx.x; i0 < n; i0 += kLoads * blockDim.x) {
+    float v[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const int i = i0 + k * blockDim.x;
+      v[k] = i < n ? (yr ? __fadd_rn(xr[i], yr[i]) : xr[i]) : 0.0f;
     }
-  } else {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const int i = i0 + k * blockDim.x;
+      if (i < n) {
+        if (yr) xr[i] = v[k];
+        ss = __fmaf_rn(v[k], v[k], ss);
+      }
+    }
   }
+  // The weights of pass 2's first round with forms, requested before the reduction.
+  const int n4 = n / 4;
+  float4 w_first = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (forms.any() && static_cast<int>(threadIdx.x) < n4)
+    w_first = __ldg(reinterpret_cast<const float4*>(w) + threadIdx.x);
   ss = block_sum(ss);  // its barriers also make every thread's x[r] visible to the whole block
   const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
-  if (!forms.any()) {
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-      outr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+  if (!forms.any()) {  // rounds of kLoads elements, loaded before they are stored (out may be x)
+    for (int i0 = threadIdx.x; i0 < n; i0 += kLoads * blockDim.x) {
+      float xv[kLoads], wv[kLoads];
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) {
+        const int i = i0 + k * blockDim.x;
+        xv[k] = i < n ? xr[i] : 0.0f;
+        wv[k] = i < n ? w[i] : 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) {
+        const int i = i0 + k * blockDim.x;
+        if (i < n) outr[i] = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
+      }
+    }
     return;
   }
   // With forms (n a multiple of 4, rows 16-byte aligned: checked by the host): four consecutive
   // elements a thread, the same products; every thread runs every round (the q8 form's group
   // shuffles), those past the row's end as inactive lanes.
-  const int n4 = n / 4;
   for (int base = 0; base < n4; base += blockDim.x) {
     const int i4 = base + threadIdx.x;
     const bool active = i4 < n4;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     if (active) {
       const float4 xv = reinterpret_cast<const float4*>(xr)[i4];
-      const float4 wv = __ldg(reinterpret_cast<const float4*>(w) + i4);
+      const float4 wv = base == 0 ? w_first : __ldg(reinterpret_cast<const float4*>(w) + i4);
       o.x = __fmul_rn(__fmul_rn(xv.x, scale), wv.x);
       o.y = __fmul_rn(__fmul_rn(xv.y, scale), wv.y);
       o.z = __fmul_rn(__fmul_rn(xv.z, scale), wv.z);
