@@ -464,8 +464,8 @@ __global__ void __launch_bounds__(kThreads)
                                const float* __restrict__ part_m, const float* __restrict__ part_l,
                                float* __restrict__ out, int n_head, int head_dim, int max_context,
                                int max_parts, int part_len, int window) {
-  constexpr int kPre = 8,
-                kDims = kAttnMaxHeadDim / kThreads;  // dims a thread: d = tid + k kThreads
+  constexpr int kPre = 8;                            // partitions' outputs in flight
+  constexpr int kDims = kAttnMaxHeadDim / kThreads;  // dims a thread: d = tid + k kThreads
   extern __shared__ float w_s[];                     // [n_parts] exp(m_j - M)
   __shared__ float red[kThreads / 32];
   const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;

@@ -359,6 +359,18 @@ TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
     }
   run_batch({64, 4, 1, 1}, std::vector<int32_t>(65, 300), 0, rng,
             "65 slots x 4 heads, block_size 1");
+  // The grouped kernel with 256-token partitions (more than kAttnSmallBatchHeads KV-head blocks a
+  // partition: 65 slots x 4 KV heads) at each head-dim class it is instantiated for (up to 64,
+  // 128, 256; 80 in the 128 class), over the partition boundaries.
+  std::vector<int32_t> many(65);
+  for (size_t s = 0; s < many.size(); ++s) many[s] = kBoundaryLens[s % kBoundaryLens.size()];
+  for (int hd : {80, 128, 256}) {
+    std::shuffle(many.begin(), many.end(), rng);
+    ASSERT_GT(int(many.size()) * 4, kAttnSmallBatchHeads);
+    run_batch(
+        {hd, 4, 2, 16}, many, 300, rng,
+        "65 slots x 4 KV heads (grouped, 256-token partitions), head_dim " + std::to_string(hd));
+  }
 }
 
 // Decode steps over block tables kept as the scheduler keeps them (blocks from a KvBlockManager,
