@@ -9,11 +9,8 @@
 namespace rz::gpu {
 namespace {
 
-bool qmm_wins(GgmlType type, double bytes, int n) {
+bool qmm_wins(double bytes, int n) {
   constexpr double kHuge = 64e6;
-  // 1-2 tokens: qmm's direct kernel, except Q6_K (whose direct kernel lost to gemv at n = 1 on
-  // every large matrix: llama3.1-8b ffn_gate/up 41.9 vs 30.1 us)
-  if (n <= 2) return type != GgmlType::Q6_K;
   return n <= 64 || bytes >= kHuge;  // huge: up to kQmmMaxTokens
 }
 
@@ -28,8 +25,7 @@ MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, 
   // llama.cpp through it.
   if (type == GgmlType::F16 && n > 8) return MatmulPath::gemm;
   if (use.f16_copy && n >= kCopyGemmFromTokens) return MatmulPath::gemm;
-  if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens &&
-      qmm_wins(type, bytes, n))
+  if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens && qmm_wins(bytes, n))
     return MatmulPath::qmm;
   return gemv_supported(type, n) != GemvKernel::none ? MatmulPath::gemv : MatmulPath::gemm;
 }

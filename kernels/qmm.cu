@@ -246,19 +246,23 @@ constexpr int direct_group() {
   return !IntForm<T> && sizeof(typename DirectItem<T>::type) <= 64 ? 2 : 1;
 }
 
+// The item of thread c of the chunk at b: the integer form's where the format has one.
+template <class T>
+__device__ __forceinline__ typename DirectItem<T>::type direct_item(const uint8_t* b, int c) {
+  if constexpr (IntForm<T>)
+    return T::load_int(b, c);
+  else
+    return T::load(b, c);
+}
+
 template <class T, int D, class Item = typename DirectItem<T>::type>
 __device__ __forceinline__ void direct_load(Item (&ia)[D], Item (&ib)[D], const uint8_t* wa,
                                             const uint8_t* wb, int k, int k1, int c) {
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     if (k + d < k1) {
-      if constexpr (IntForm<T>) {
-        ia[d] = T::load_int(wa + int64_t(k + d) * T::kChunkBytes, c);
-        ib[d] = T::load_int(wb + int64_t(k + d) * T::kChunkBytes, c);
-      } else {
-        ia[d] = T::load(wa + int64_t(k + d) * T::kChunkBytes, c);
-        ib[d] = T::load(wb + int64_t(k + d) * T::kChunkBytes, c);
-      }
+      ia[d] = direct_item<T>(wa + int64_t(k + d) * T::kChunkBytes, c);
+      ib[d] = direct_item<T>(wb + int64_t(k + d) * T::kChunkBytes, c);
     }
   }
 }
@@ -295,6 +299,29 @@ __device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, con
           mma_16816(acc, a.x, a.y, a.z, a.w, b[t].x, b[t].y);
         }(),
         ...);
+  }
+}
+
+// The direct kernels' end: with splits > 1 each split's sums are in part[s][lane] and warp 0
+// adds them in order of s (after the barrier every thread reaches); then the sums v of rows
+// row0 + g (x, y) and + 8 (z, w), tokens 2 c (x, z) and 2 c + 1 (y, w), go to y.
+__device__ __forceinline__ void direct_finish(float4 v, const float4* part, int splits, float* y,
+                                              int64_t ldy, int rows, int n, int row0) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  if (splits > 1) {
+    __syncthreads();
+    if (warp != 0) return;
+    v = part[lane];
+    for (int z = 1; z < splits; ++z) {
+      const float4 p = part[z * 32 + lane];
+      v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+    }
+  }
+  const float o[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = row0 + g + 8 * (i >> 1), tk = 2 * c + (i & 1);
+    if (r < rows && tk < n) y[int64_t(tk) * ldy + r] = o[i];
   }
 }
 
@@ -348,22 +375,126 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
       part[s * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     }
   }
-  if (splits > 1) {
-    __syncthreads();
-    if (warp != 0) return;
-    v = part[lane];
-    for (int z = 1; z < splits; ++z) {
-      const float4 p = part[z * 32 + lane];
-      v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+  direct_finish(v, part, splits, y, ldy, rows, n, row0);
+}
+
+// The direct kernel for the formats whose chunks are costly to read in place (kDirectStaged in
+// kernels/qmm_formats.cuh: Q6_K, Q2_K). Q6_K's 210-byte chunks are only 2-byte aligned: read in
+// place they cost a thread 29 four-byte loads and funnel shifts a chunk and 163 registers for the
+// chunk in flight (kernels/QMM.md, attempts 5 and 6). Here each warp copies its 16 rows' chunks
+// into its own shared-memory stages with 16-byte cp.async copies (each row's chunk from the 16-byte
+// boundary at or below it, as the staged kernel does; copies past the matrix end are
+// zero-filled), kDirectStages - 1 chunks ahead of the one it multiplies, and the threads load
+// their items from there. The warp's chunks are those of its splits s = warp, warp + warps, ...
+// in order; the items, the steps and the sums are the direct kernel's, so the results are its
+// results bit for bit.
+constexpr int kDirectStages = 3;
+template <class T>
+concept DirectStaged = requires {
+  requires T::kDirectStaged;
+};
+
+template <class T>
+constexpr int direct_stage_bytes() {  // one warp's stage: 16 rows of a chunk
+  return 16 * w_row_stride<T>();
+}
+template <class T>
+size_t direct_staged_smem(int splits, int warps) {
+  return (splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0) +
+         size_t(warps) * kDirectStages * direct_stage_bytes<T>();
+}
+
+template <class T>
+__global__ void __launch_bounds__(kDirectMaxWarps * 32)
+    qmm_direct_staged_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
+                             const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy,
+                             int rows, int cols, int n, int chunks_per_split, int splits) {
+  using Item = typename DirectItem<T>::type;
+  constexpr int kStride = w_row_stride<T>(), kPieces = kStride / 16;  // 16-byte copies a row
+  extern __shared__ float4 smem[];  // part [splits][lane] (splits > 1), then the warps' stages
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int warps = blockDim.x >> 5;
+  float4* part = smem;
+  uint8_t* stages = reinterpret_cast<uint8_t*>(smem + (splits > 1 ? splits * 32 : 0)) +
+                    warp * kDirectStages * direct_stage_bytes<T>();
+  const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
+  const uint8_t* const w_end = w + int64_t(rows) * row_bytes;
+  const uint8_t* wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
+  const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
+  const __half* xg = xp + int64_t(g) * cols + 4 * c;
+  const bool live = g < n;
+
+  struct Cursor {  // a chunk of the warp: split s, chunk k (s >= splits: past the last)
+    int s, k;
+  };
+  auto advance = [&](Cursor& q) {
+    if (++q.k >= min(chunks, (q.s + 1) * chunks_per_split)) {
+      q.s += warps;
+      q.k = q.s * chunks_per_split;
+    }
+  };
+  // Copies chunk q.k of the tile's 16 rows into stage `slot`: piece i of row r is the 16 bytes
+  // at (the 16-byte boundary at or below the row's chunk) + 16 i. One commit group per call.
+  auto issue = [&](const Cursor& q, int slot) {
+    if (q.s < splits) {
+      uint8_t* dst = stages + slot * direct_stage_bytes<T>();
+#pragma unroll
+      for (int v = lane; v < 16 * kPieces; v += 32) {
+        const int r = v / kPieces, i = v % kPieces;
+        const uint8_t* chunk =
+            w + int64_t(min(row0 + r, rows - 1)) * row_bytes + int64_t(q.k) * T::kChunkBytes;
+        const uint8_t* src =
+            reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(chunk) & ~uintptr_t{15}) +
+            16 * i;
+        const int64_t left = w_end - src;
+        cp_async16_zfill(dst + r * kStride + 16 * i, src,
+                         left >= 16 ? 16
+                         : left > 0 ? static_cast<int>(left)
+                                    : 0);
+      }
+    }
+    cp_async_commit();
+  };
+  // Where row r's chunk k starts in its staged row.
+  auto offset = [&](const uint8_t* row, int k) {
+    return static_cast<int>(reinterpret_cast<uintptr_t>(row + int64_t(k) * T::kChunkBytes) & 15u);
+  };
+
+  Cursor next{warp, warp * chunks_per_split}, cur = next;
+#pragma unroll
+  for (int i = 0; i < kDirectStages - 1; ++i) {
+    issue(next, i);
+    advance(next);
+  }
+  grid_dependency_sync();
+  float4 v;  // splits == 1: warp 0's sums
+  float acc[4] = {};
+  for (int slot = 0, ahead = kDirectStages - 1; cur.s < splits;) {
+    issue(next, ahead);  // into the stage read in the previous iteration
+    advance(next);
+    ahead = ahead + 1 == kDirectStages ? 0 : ahead + 1;
+    cp_async_wait<kDirectStages - 1>();
+    __syncwarp();  // every lane's copies of this chunk are visible to the warp
+    const uint8_t* st = stages + slot * direct_stage_bytes<T>();
+    const Item ia = direct_item<T>(st + g * kStride + offset(wa, cur.k), c);
+    const Item ib = direct_item<T>(st + (g + 8) * kStride + offset(wb, cur.k), c);
+    __syncwarp();  // the stage is read before the next iteration's copies overwrite it
+    direct_steps<T, Item>(ia, ib, xg + int64_t(cur.k) * kQmmChunk, live, acc,
+                          std::make_integer_sequence<int, 16>{});
+    slot = slot + 1 == kDirectStages ? 0 : slot + 1;
+    const int s = cur.s;
+    advance(cur);
+    if (cur.s != s) {  // split s is done
+      if (splits == 1)
+        v = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      else
+        part[s * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
     }
   }
-  // rows row0 + g (x, y) and + 8 (z, w), tokens 2 c (x, z) and 2 c + 1 (y, w)
-  const float o[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = row0 + g + 8 * (i >> 1), tk = 2 * c + (i & 1);
-    if (r < rows && tk < n) y[int64_t(tk) * ldy + r] = o[i];
-  }
+  cp_async_wait<0>();
+  direct_finish(v, part, splits, y, ldy, rows, n, row0);
 }
 
 // y[t, r] = sum over s < splits of ws[s][t][r], in order of s.
@@ -401,12 +532,27 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
             int64_t ldy, int rows, int cols, int n, int splits, cudaStream_t stream) {
   const int chunks = cols / kQmmChunk;
   const int per_split = (chunks + splits - 1) / splits;
-  if (runs_direct(n, splits)) {  // one token tile: the direct kernel, no staging
-    launch_kernel(qmm_direct_kernel<T, direct_group<T>()>, static_cast<unsigned>((rows + 15) / 16),
-                  std::min(splits, kDirectMaxWarps) * 32,
-                  splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0, stream,
-                  static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y, ldy,
-                  rows, cols, n, per_split, splits);
+  if (runs_direct(n, splits)) {       // one token tile: a direct kernel, no block-wide staging
+    if constexpr (DirectStaged<T>) {  // each warp stages its own rows' chunks
+      const int warps = std::min(splits, kDirectMaxWarps);
+      static const bool configured = [] {  // above 48 KiB of shared memory, allowed once
+        RZ_CUDA_CHECK(cudaFuncSetAttribute(
+            qmm_direct_staged_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps))));
+        return true;
+      }();
+      (void)configured;
+      launch_kernel(qmm_direct_staged_kernel<T>, static_cast<unsigned>((rows + 15) / 16),
+                    warps * 32, direct_staged_smem<T>(splits, warps), stream,
+                    static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y,
+                    ldy, rows, cols, n, per_split, splits);
+    } else {
+      launch_kernel(qmm_direct_kernel<T, direct_group<T>()>,
+                    static_cast<unsigned>((rows + 15) / 16), std::min(splits, kDirectMaxWarps) * 32,
+                    splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0, stream,
+                    static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y,
+                    ldy, rows, cols, n, per_split, splits);
+    }
     RZ_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -35,6 +35,9 @@ __device__ __forceinline__ uint32_t lds_u16_a2(const uint8_t* p) {
 // row's chunk starts 16-byte aligned; otherwise it is staged from the 16-byte boundary below it),
 // Item (what thread c keeps of one row's chunk), load(chunk, c) from the staged bytes in shared
 // memory, and dequant<t>(item, v): the four values of columns chunk_col(t, c, 0..3) as fp32.
+// kDirectStaged (optional, unaligned formats only): the direct kernel stages the chunks in shared
+// memory too (kernels/qmm.cu, qmm_direct_staged_kernel), where that was measured faster than
+// loading them in place (kernels/QMM.md, attempt 6).
 
 // Q4_K (d, dmin | scales[12] | qs[128], 144 bytes) and Q5_K (the same, with qh[32] before qs;
 // 176 bytes): one super-block per chunk. Thread c's columns are sub-blocks 2 c (the low nibbles
@@ -155,6 +158,7 @@ struct Q6K {
   using Fmt = quant::Q6K;
   static constexpr int kChunkBytes = Fmt::kBytes;
   static constexpr bool kAligned16 = false;
+  static constexpr bool kDirectStaged = true;  // llama3.1-8b ffn_down, n = 1: 38.9 -> 27.5 us
   struct Item {
     uint32_t ql[16];  // [8 h + i]: nibble c % 2 of ql word 64 cc + 32 h + 4 i, as bytes
     uint32_t qh[8];   // [i]: qh word 32 cc + 4 i shifted right by 4 (c % 2)
@@ -340,6 +344,7 @@ struct Q2K {
   using Fmt = quant::Q2K;
   static constexpr int kChunkBytes = Fmt::kBytes;
   static constexpr bool kAligned16 = false;
+  static constexpr bool kDirectStaged = true;  // llama3.1-8b ffn_down, n = 1: 34.9 -> 31.2 us
   struct Item {
     uint32_t q[8];       // qs words 32 cc + 4 i, shifted right by 4 (c % 2)
     float dl[4], ml[4];  // scale 4 c + k: d * (low nibble), dmin * (high nibble)

@@ -19,16 +19,17 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 9, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 64, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 1536, 1536, 65, kFp32), P::gemm);
-  // ffn_gate (7.7 MB): qmm to 64; Q6_K gemv for 1-2 tokens
+  // ffn_gate (7.7 MB): qmm to 64, Q6_K too (its direct kernel stages its chunks)
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 2, kFp32), P::qmm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 8960, 1536, 1, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 8960, 1536, 1, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 8960, 1536, 3, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 8960, 1536, 1, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 64, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 65, kFp32), P::gemm);
-  // the output matrix (131 MB): qmm from the first token; Q6_K (191 MB) from the third
+  // the output matrix (131 MB; Q6_K 191 MB): qmm from the first token
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 1, kFp32), P::qmm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 2, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 1, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 2, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 3, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 128, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 129, kFp32), P::gemm);
@@ -80,7 +81,7 @@ TEST(MatmulPath, Int8ActivationsTakeOneAndTwoTokensAndSmallMatricesToFour) {
   EXPECT_EQ(choose_matmul_path(GgmlType::F32, 1536, 1536, 1, all), P::gemm);
   // int8 off: the fp32-activation rule
   EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 1, kFp32), P::qmm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 1536, 1536, 1, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 1536, 1536, 1, kFp32), P::qmm);
 }
 
 }  // namespace

@@ -315,7 +315,8 @@ TEST(QmmBench, DISABLED_Compare) {
   const Shape shapes[] = {{"qwen1.5b attn_q/o", 1536, 1536},    {"qwen1.5b attn_k/v", 256, 1536},
                           {"qwen1.5b ffn_gate/up", 8960, 1536}, {"qwen1.5b ffn_down", 1536, 8960},
                           {"qwen1.5b output", 151936, 1536},    {"llama8b attn_q/o", 4096, 4096},
-                          {"llama8b ffn_gate/up", 14336, 4096}, {"llama8b ffn_down", 4096, 14336}};
+                          {"llama8b ffn_gate/up", 14336, 4096}, {"llama8b ffn_down", 4096, 14336},
+                          {"llama8b attn_k/v", 1024, 4096},     {"llama8b output", 128256, 4096}};
   const int64_t token_counts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
   cudaStream_t stream = nullptr;
   Gemm gemm(stream);
@@ -323,7 +324,8 @@ TEST(QmmBench, DISABLED_Compare) {
   // RZ_QMM_BENCH_ONLY="Q4_K llama8b ffn_gate/up" (a substring of "TYPE SHAPE") runs only those
   // (e.g. under a profiler)
   const char* only = std::getenv("RZ_QMM_BENCH_ONLY");
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q3_K,
+                     GgmlType::Q2_K, GgmlType::IQ4_XS}) {
     for (const Shape& sh : shapes) {
       if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
       const size_t bytes = row_size(t, sh.cols) * size_t(sh.rows);
