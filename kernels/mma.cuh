@@ -24,8 +24,8 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
 
-// As cp_async16, but copies only the first src_bytes (0..16) and zero-fills the rest: with 0, src
-// is not read (it must still be a valid generic address expression, not dereferenced).
+// As cp_async16, but copies only src_bytes (0 or 16) and zero-fills the rest: with 0, src is not
+// read (it must still be a valid generic address expression, not dereferenced).
 __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));

@@ -57,22 +57,15 @@ __host__ __device__ constexpr int stage_bytes() {
 // always for 64-token tiles, whose stages are large), so that more blocks fit on an SM: 4 stages
 // made qwen2.5-1.5b's 280-block gate/up matmul 18 % slower (2 blocks an SM instead of 4).
 
-// Issues the copies of chunk k into a stage (all threads of the block take part).
-template <class T, int NT>
-__device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restrict__ w,
-                                            int64_t row_bytes, const uint8_t* w_end,
-                                            const __half* __restrict__ xp, int cols, int tok0,
-                                            int n_tok8, int row_base, int rows, int k) {
-  // x: n_tok8 tokens x 512 bytes = 32 copies of 16 bytes each
-  __half* xs = reinterpret_cast<__half*>(st);
-  for (int i = threadIdx.x; i < n_tok8 * 32; i += blockDim.x) {
-    const int tok = i >> 5, piece = i & 31;
-    cp_async16(xs + tok * kXRow + piece * 8,
-               xp + int64_t(tok0 + tok) * cols + int64_t(k) * kQmmChunk + piece * 8);
-  }
-  uint8_t* ws = st + 8 * NT * kXRow * 2;
+// Issues the copies of chunk k of n_rows weight rows from row_base (rows past the last repeat it)
+// into ws, row r at r * w_row_stride<T>() (staged_row says where its chunk starts); thread tid of
+// n_threads takes pieces tid, tid + n_threads, ...
+template <class T>
+__device__ __forceinline__ void stage_rows(uint8_t* ws, const uint8_t* __restrict__ w,
+                                           int64_t row_bytes, const uint8_t* w_end, int row_base,
+                                           int rows, int n_rows, int k, int tid, int n_threads) {
   constexpr int stride = w_row_stride<T>(), pieces = stride / 16;
-  for (int i = threadIdx.x; i < kRowsPerBlock * pieces; i += blockDim.x) {
+  for (int i = tid; i < n_rows * pieces; i += n_threads) {
     const int r = i / pieces, piece = i % pieces;
     const int64_t row = min(row_base + r, rows - 1);
     const uint8_t* src = w + row * row_bytes + int64_t(k) * T::kChunkBytes;
@@ -92,6 +85,23 @@ __device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restri
       }
     }
   }
+}
+
+// Issues the copies of chunk k into a stage (all threads of the block take part).
+template <class T, int NT>
+__device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restrict__ w,
+                                            int64_t row_bytes, const uint8_t* w_end,
+                                            const __half* __restrict__ xp, int cols, int tok0,
+                                            int n_tok8, int row_base, int rows, int k) {
+  // x: n_tok8 tokens x 512 bytes = 32 copies of 16 bytes each
+  __half* xs = reinterpret_cast<__half*>(st);
+  for (int i = threadIdx.x; i < n_tok8 * 32; i += blockDim.x) {
+    const int tok = i >> 5, piece = i & 31;
+    cp_async16(xs + tok * kXRow + piece * 8,
+               xp + int64_t(tok0 + tok) * cols + int64_t(k) * kQmmChunk + piece * 8);
+  }
+  stage_rows<T>(st + 8 * NT * kXRow * 2, w, row_bytes, w_end, row_base, rows, kRowsPerBlock, k,
+                threadIdx.x, blockDim.x);
 }
 
 // Where row r's chunk starts in the staged rows.
@@ -382,9 +392,9 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
 // kernels/qmm_formats.cuh: Q6_K, Q2_K). Q6_K's 210-byte chunks are only 2-byte aligned: read in
 // place they cost a thread 29 four-byte loads and funnel shifts a chunk and 163 registers for the
 // chunk in flight (kernels/QMM.md, attempts 5 and 6). Here each warp copies its 16 rows' chunks
-// into its own shared-memory stages with 16-byte cp.async copies (each row's chunk from the 16-byte
-// boundary at or below it, as the staged kernel does; copies past the matrix end are
-// zero-filled), kDirectStages - 1 chunks ahead of the one it multiplies, and the threads load
+// into its own shared-memory stages as the staged kernel copies its 64 (stage_rows: 16-byte
+// cp.async copies from the 16-byte boundary at or below each row's chunk, never past the matrix
+// end), kDirectStages - 1 chunks ahead of the one it multiplies, and the threads load
 // their items from there. The warp's chunks are those of its splits s = warp, warp + warps, ...
 // in order; the items, the steps and the sums are the direct kernel's, so the results are its
 // results bit for bit.
@@ -410,7 +420,6 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
                              const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy,
                              int rows, int cols, int n, int chunks_per_split, int splits) {
   using Item = typename DirectItem<T>::type;
-  constexpr int kStride = w_row_stride<T>(), kPieces = kStride / 16;  // 16-byte copies a row
   extern __shared__ float4 smem[];  // part [splits][lane] (splits > 1), then the warps' stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int warps = blockDim.x >> 5;
@@ -419,8 +428,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
                     warp * kDirectStages * direct_stage_bytes<T>();
   const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
   const uint8_t* const w_end = w + int64_t(rows) * row_bytes;
-  const uint8_t* wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
-  const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
+  const int64_t row_a = min(row0 + g, rows - 1), row_b = min(row0 + g + 8, rows - 1);
   const __half* xg = xp + int64_t(g) * cols + 4 * c;
   const bool live = g < n;
 
@@ -433,31 +441,12 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
       q.k = q.s * chunks_per_split;
     }
   };
-  // Copies chunk q.k of the tile's 16 rows into stage `slot`: piece i of row r is the 16 bytes
-  // at (the 16-byte boundary at or below the row's chunk) + 16 i. One commit group per call.
+  // Copies chunk q.k of the tile's 16 rows into stage `slot`. One commit group per call.
   auto issue = [&](const Cursor& q, int slot) {
-    if (q.s < splits) {
-      uint8_t* dst = stages + slot * direct_stage_bytes<T>();
-#pragma unroll
-      for (int v = lane; v < 16 * kPieces; v += 32) {
-        const int r = v / kPieces, i = v % kPieces;
-        const uint8_t* chunk =
-            w + int64_t(min(row0 + r, rows - 1)) * row_bytes + int64_t(q.k) * T::kChunkBytes;
-        const uint8_t* src =
-            reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(chunk) & ~uintptr_t{15}) +
-            16 * i;
-        const int64_t left = w_end - src;
-        cp_async16_zfill(dst + r * kStride + 16 * i, src,
-                         left >= 16 ? 16
-                         : left > 0 ? static_cast<int>(left)
-                                    : 0);
-      }
-    }
+    if (q.s < splits)
+      stage_rows<T>(stages + slot * direct_stage_bytes<T>(), w, row_bytes, w_end, row0, rows, 16,
+                    q.k, lane, 32);
     cp_async_commit();
-  };
-  // Where row r's chunk k starts in its staged row.
-  auto offset = [&](const uint8_t* row, int k) {
-    return static_cast<int>(reinterpret_cast<uintptr_t>(row + int64_t(k) * T::kChunkBytes) & 15u);
   };
 
   Cursor next{warp, warp * chunks_per_split}, cur = next;
@@ -476,8 +465,8 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     cp_async_wait<kDirectStages - 1>();
     __syncwarp();  // every lane's copies of this chunk are visible to the warp
     const uint8_t* st = stages + slot * direct_stage_bytes<T>();
-    const Item ia = direct_item<T>(st + g * kStride + offset(wa, cur.k), c);
-    const Item ib = direct_item<T>(st + (g + 8) * kStride + offset(wb, cur.k), c);
+    const Item ia = direct_item<T>(staged_row<T>(st, w, row_bytes, g, row_a, cur.k), c);
+    const Item ib = direct_item<T>(staged_row<T>(st, w, row_bytes, g + 8, row_b, cur.k), c);
     __syncwarp();  // the stage is read before the next iteration's copies overwrite it
     direct_steps<T, Item>(ia, ib, xg + int64_t(cur.k) * kQmmChunk, live, acc,
                           std::make_integer_sequence<int, 16>{});
