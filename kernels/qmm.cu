@@ -16,6 +16,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -224,6 +226,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 // before the wait for the previous kernel (weights are never written by a step).
 constexpr int kDirectMaxSplits = 64;  // dynamic shared partial sums: splits x 32 x 16 bytes
 constexpr int kDirectMaxWarps = 8;
+// blocks[w]: how many blocks of w warps (1..kDirectMaxWarps) of a direct kernel an SM holds.
+using DirectBlocksPerSm = std::array<int, kDirectMaxWarps + 1>;
+int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks);
 
 // Whether a call of n tokens with this many K splits runs the direct kernel.
 __host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits) {
@@ -238,13 +243,18 @@ template <class T>
 concept IntForm = requires {
   typename T::IntItem;
 };
+// DirectItem<T>::type is what a thread multiplies; ::raw is what it requests a group ahead (for
+// the integer forms only the loaded words, decoded when the chunk's turn comes, so that the
+// registers of a chunk in flight hold no work waiting on its arrival).
 template <class T>
 struct DirectItem {
   using type = typename T::Item;
+  using raw = typename T::Item;
 };
 template <IntForm T>
 struct DirectItem<T> {
   using type = typename T::IntItem;
+  using raw = typename T::IntRaw;
 };
 
 // Chunks a warp keeps in flight per group: two of the small items, one of the large (Q6_K's 28
@@ -256,23 +266,36 @@ constexpr int direct_group() {
   return !IntForm<T> && sizeof(typename DirectItem<T>::type) <= 64 ? 2 : 1;
 }
 
-// The item of thread c of the chunk at b: the integer form's where the format has one.
+// Thread c's raw item of the chunk at b, and the item it decodes to (the integer form's where
+// the format has one).
 template <class T>
-__device__ __forceinline__ typename DirectItem<T>::type direct_item(const uint8_t* b, int c) {
+__device__ __forceinline__ typename DirectItem<T>::raw direct_raw(const uint8_t* b, int c) {
   if constexpr (IntForm<T>)
-    return T::load_int(b, c);
+    return T::load_int_raw(b, c);
   else
     return T::load(b, c);
 }
+template <class T>
+__device__ __forceinline__ typename DirectItem<T>::type direct_decode(
+    const typename DirectItem<T>::raw& r, int c) {
+  if constexpr (IntForm<T>)
+    return T::int_item(r, c);
+  else
+    return r;
+}
+template <class T>
+__device__ __forceinline__ typename DirectItem<T>::type direct_item(const uint8_t* b, int c) {
+  return direct_decode<T>(direct_raw<T>(b, c), c);
+}
 
-template <class T, int D, class Item = typename DirectItem<T>::type>
-__device__ __forceinline__ void direct_load(Item (&ia)[D], Item (&ib)[D], const uint8_t* wa,
+template <class T, int D, class Raw = typename DirectItem<T>::raw>
+__device__ __forceinline__ void direct_load(Raw (&ia)[D], Raw (&ib)[D], const uint8_t* wa,
                                             const uint8_t* wb, int k, int k1, int c) {
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     if (k + d < k1) {
-      ia[d] = direct_item<T>(wa + int64_t(k + d) * T::kChunkBytes, c);
-      ib[d] = direct_item<T>(wb + int64_t(k + d) * T::kChunkBytes, c);
+      ia[d] = direct_raw<T>(wa + int64_t(k + d) * T::kChunkBytes, c);
+      ib[d] = direct_raw<T>(wb + int64_t(k + d) * T::kChunkBytes, c);
     }
   }
 }
@@ -343,6 +366,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
                       const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
                       int cols, int n, int chunks_per_split, int splits) {
   using Item = typename DirectItem<T>::type;
+  using Raw = typename DirectItem<T>::raw;
   extern __shared__ float4 part[];  // [split][lane]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int warps = blockDim.x >> 5;
@@ -351,7 +375,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
   const __half* xg = xp + int64_t(g) * cols + 4 * c;  // token g's B operands
   const bool live = g < n;                            // tokens past n are zero: no loads
-  Item ca[D], cb[D];
+  Raw ca[D], cb[D];
   float4 v;  // splits == 1: warp 0's sums
   int s = warp;
   if (s < splits)
@@ -362,7 +386,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     const int k0 = s * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
     float acc[4] = {};
     for (int k = k0; k < k1; k += D) {
-      Item na[D], nb[D];
+      Raw na[D], nb[D];
       // the next group of this split, else the first of the warp's next split
       const int s2 = k + D < k1 ? s : s + warps;
       const int kn = k + D < k1 ? k + D : s2 * chunks_per_split;
@@ -371,7 +395,8 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
 #pragma unroll
       for (int d = 0; d < D; ++d)
         if (k + d < k1)
-          direct_steps<T, Item>(ca[d], cb[d], xg + int64_t(k + d) * kQmmChunk, live, acc,
+          direct_steps<T, Item>(direct_decode<T>(ca[d], c), direct_decode<T>(cb[d], c),
+                                xg + int64_t(k + d) * kQmmChunk, live, acc,
                                 std::make_integer_sequence<int, 16>{});
 #pragma unroll
       for (int d = 0; d < D; ++d) {
@@ -514,37 +539,61 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict
   reinterpret_cast<uint2*>(xp)[i] = pack_half4(v);
 }
 
+// The direct kernel that runs T: each warp staging its own chunks (kDirectStaged), or loading
+// them in place. Its dynamic shared memory for a block of `splits` warps' splits.
+template <class T>
+auto direct_kernel() {
+  if constexpr (DirectStaged<T>)
+    return qmm_direct_staged_kernel<T>;
+  else
+    return qmm_direct_kernel<T, direct_group<T>()>;
+}
+template <class T>
+size_t direct_smem(int splits) {
+  if constexpr (DirectStaged<T>)
+    return direct_staged_smem<T>(splits, std::min(splits, kDirectMaxWarps));
+  else
+    return splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0;
+}
+
+// Once per process (one device model): the staged kernel's shared-memory limit raised above
+// 48 KiB, and how many blocks of 1..kDirectMaxWarps warps each an SM holds (the split rule's
+// input, so that it follows the kernel's registers and shared memory).
+template <class T>
+const DirectBlocksPerSm& direct_setup() {
+  static const DirectBlocksPerSm table = [] {
+    if constexpr (DirectStaged<T>)
+      RZ_CUDA_CHECK(cudaFuncSetAttribute(
+          qmm_direct_staged_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps))));
+    DirectBlocksPerSm b{};
+    for (int w = 1; w <= kDirectMaxWarps; ++w)
+      RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b[w], direct_kernel<T>(), 32 * w,
+                                                                  direct_smem<T>(w)));
+    return b;
+  }();
+  return table;
+}
+
 // out, ld: where the staged kernel writes (y itself, or the split workspace); the direct kernel
-// adds its splits itself and writes y [n, ldy].
+// adds its splits itself and writes y [n, ldy]. splits 0 (n <= 8 only): the direct kernel's own
+// rule.
 template <class T>
 void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_t ld, float* y,
             int64_t ldy, int rows, int cols, int n, int splits, cudaStream_t stream) {
   const int chunks = cols / kQmmChunk;
-  const int per_split = (chunks + splits - 1) / splits;
-  if (runs_direct(n, splits)) {       // one token tile: a direct kernel, no block-wide staging
-    if constexpr (DirectStaged<T>) {  // each warp stages its own rows' chunks
-      const int warps = std::min(splits, kDirectMaxWarps);
-      static const bool configured = [] {  // above 48 KiB of shared memory, allowed once
-        RZ_CUDA_CHECK(cudaFuncSetAttribute(
-            qmm_direct_staged_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps))));
-        return true;
-      }();
-      (void)configured;
-      launch_kernel(qmm_direct_staged_kernel<T>, static_cast<unsigned>((rows + 15) / 16),
-                    warps * 32, direct_staged_smem<T>(splits, warps), stream,
-                    static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y,
-                    ldy, rows, cols, n, per_split, splits);
-    } else {
-      launch_kernel(qmm_direct_kernel<T, direct_group<T>()>,
-                    static_cast<unsigned>((rows + 15) / 16), std::min(splits, kDirectMaxWarps) * 32,
-                    splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0, stream,
-                    static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y,
-                    ldy, rows, cols, n, per_split, splits);
-    }
+  if (runs_direct(n, splits)) {  // one token tile: a direct kernel, no block-wide staging
+    const DirectBlocksPerSm& blocks = direct_setup<T>();
+    if (splits == 0) splits = choose_direct_splits(rows, cols, device_sm_count(), blocks);
+    const int per_split = (chunks + splits - 1) / splits;
+    launch_kernel(direct_kernel<T>(), static_cast<unsigned>((rows + 15) / 16),
+                  std::min(splits, kDirectMaxWarps) * 32, direct_smem<T>(splits), stream,
+                  static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y, ldy,
+                  rows, cols, n, per_split, splits);
     RZ_CUDA_CHECK_LAUNCH();
     return;
   }
+  const int per_split = (chunks + splits - 1) / splits;
   const int tiles8 = (n + 7) / 8;
   const int nt = tiles8 >= 8 ? 8 : tiles8 >= 4 ? 4 : tiles8 >= 2 ? 2 : 1;
   const dim3 grid((tiles8 + nt - 1) / nt, (rows + kRowsPerBlock - 1) / kRowsPerBlock,
@@ -598,16 +647,64 @@ int choose_splits(int64_t rows, int64_t cols, int sms) {
   return static_cast<int>((chunks + per - 1) / per);
 }
 
-// The direct kernel's splits: about as many warps as fit on the device at once (16 an SM at its
-// 128 registers a thread), at most kDirectMaxWarps splits (one a warp), none empty. Its own rule,
-// not the staged kernel's (which counts 64-row blocks): a 1536 x 1536 matrix's 96 row tiles took
-// 7.7 us with the staged rule's single split (six chunks one after another in each warp).
-int choose_direct_splits(int64_t rows, int64_t cols, int sms) {
+// The direct kernel's splits: among the counts s (1..kDirectMaxWarps, no split empty) that leave
+// a warp at most kDirectMaxRun chunks where that is possible, the one with the least modelled
+// time, ceil(tiles / (blocks[s] x sms)) waves of ceil(chunks / s) + 1 chunk rounds each (a
+// warp's chunks run one after another at a latency-bound pace, and its first loads and its end
+// cost about one more); ties go to fewer splits. blocks[s]: the blocks of s warps an SM holds
+// (kernels/QMM.md, "Split rule"). Where the tiles are few it fills the machine (a 1536 x 1536
+// matrix's 96 tiles took 7.7 us with one split: six chunks one after another in each warp).
+// The cap is measured, not modelled: llama8b's output (8,016 tiles of 16 chunks) ran in 134 us
+// with one split against 111 with two, though the waves favour one
+// (QmmBench.DISABLED_DirectSplits).
+constexpr int kDirectMaxRun = 8;
+
+int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks) {
   const int64_t tiles = (rows + 15) / 16, chunks = cols / kQmmChunk;
-  int64_t s = std::clamp<int64_t>(16 * int64_t(sms) / tiles, 1, kDirectMaxWarps);
-  s = std::min(s, chunks);
-  const int64_t per = (chunks + s - 1) / s;
-  return static_cast<int>((chunks + per - 1) / per);
+  const int64_t max_run =
+      std::max<int64_t>(kDirectMaxRun, (chunks + kDirectMaxWarps - 1) / kDirectMaxWarps);
+  int best = 1;
+  int64_t best_time = INT64_MAX;
+  for (int s = 1; s <= kDirectMaxWarps && s <= chunks; ++s) {
+    const int64_t per = (chunks + s - 1) / s;
+    if ((chunks + per - 1) / per != s) continue;  // an empty split: s - 1 does the same
+    if (per > max_run) continue;
+    const int64_t slots = std::max(1, blocks[s]) * int64_t(std::max(1, sms));
+    const int64_t time = (tiles + slots - 1) / slots * (per + 1);
+    if (time < best_time) best = s, best_time = time;
+  }
+  return best;
+}
+
+// f.template operator()<T>() with T the traits of a qmm type (qmm_supported's list).
+template <class F>
+void with_format(GgmlType type, F&& f) {
+  switch (type) {
+    case GgmlType::Q4_K: f.template operator()<Q4K>(); break;
+    case GgmlType::Q6_K: f.template operator()<Q6K>(); break;
+    case GgmlType::Q8_0: f.template operator()<Q8_0>(); break;
+    case GgmlType::Q4_0: f.template operator()<Q4_0>(); break;
+    case GgmlType::Q4_1: f.template operator()<Q4_1>(); break;
+    case GgmlType::Q5_0: f.template operator()<Q5_0>(); break;
+    case GgmlType::Q5_1: f.template operator()<Q5_1>(); break;
+    case GgmlType::Q5_K: f.template operator()<Q5K>(); break;
+    case GgmlType::Q2_K: f.template operator()<Q2K>(); break;
+    case GgmlType::Q3_K: f.template operator()<Q3K>(); break;
+    case GgmlType::IQ4_NL: f.template operator()<IQ4NL>(); break;
+    default: f.template operator()<IQ4XS>(); break;
+  }
+}
+
+// The splits qmm's direct kernel takes for this shape on this device (1..8 tokens), and the
+// occupancy table the rule read; for the tests and the bench.
+int direct_splits(GgmlType type, int64_t rows, int64_t cols, DirectBlocksPerSm* blocks) {
+  int s = 0;
+  with_format(type, [&]<class T>() {
+    const DirectBlocksPerSm& b = direct_setup<T>();
+    if (blocks) *blocks = b;
+    s = choose_direct_splits(rows, cols, device_sm_count(), b);
+  });
+  return s;
 }
 
 // qmm with a forced number of K splits (0: the kernel's own rule); the tests force every split.
@@ -695,12 +792,14 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   if (!w || !xp || !y || !aligned16(w) || !aligned16(xp))
     throw Error(what() + ": null or misaligned pointer");
   const int chunks = static_cast<int>(cols / kQmmChunk);
-  if (splits == 0)  // after the checks: it asks the device
-    splits = n <= 8 ? qmm_detail::choose_direct_splits(rows, cols, device_sm_count())
-                    : qmm_splits(rows, cols);
-  splits = std::clamp(splits, 1, chunks);
-  const int per = (chunks + splits - 1) / splits;
-  splits = (chunks + per - 1) / per;  // no empty split
+  // After the checks: the rules ask the device. Up to 8 tokens, splits 0 lets the direct kernel
+  // choose (its rule depends on the kernel the type runs); it adds its splits in-block.
+  if (splits == 0 && n > 8) splits = qmm_splits(rows, cols);
+  if (splits != 0) {
+    splits = std::clamp(splits, 1, chunks);
+    const int per = (chunks + splits - 1) / splits;
+    splits = (chunks + per - 1) / per;  // no empty split
+  }
   if (splits > 1 && !qmm_detail::runs_direct(n, splits) &&
       (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
     throw Error(what() + ": workspace of " + std::to_string(ws_floats) + " floats, " +
@@ -709,42 +808,9 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   float* out = splits > 1 ? ws : y;
   const int64_t ld = splits > 1 ? rows : ldy;
   const int r = static_cast<int>(rows), k = static_cast<int>(cols), m = static_cast<int>(n);
-  switch (type) {
-    case GgmlType::Q4_K:
-      launch<Q4K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q6_K:
-      launch<Q6K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q8_0:
-      launch<Q8_0>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q4_0:
-      launch<Q4_0>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q4_1:
-      launch<Q4_1>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q5_0:
-      launch<Q5_0>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q5_1:
-      launch<Q5_1>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q5_K:
-      launch<Q5K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q2_K:
-      launch<Q2K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::Q3_K:
-      launch<Q3K>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    case GgmlType::IQ4_NL:
-      launch<IQ4NL>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
-      break;
-    default: launch<IQ4XS>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream); break;
-  }
+  with_format(type, [&]<class T>() {
+    launch<T>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+  });
   if (splits > 1 && !qmm_detail::runs_direct(n, splits)) {
     const int64_t total = rows * n;
     launch_kernel(qmm_reduce_kernel, static_cast<unsigned>((total + 255) / 256), 256, 0, stream, ws,

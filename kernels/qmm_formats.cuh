@@ -53,7 +53,9 @@ struct Q45K {
     uint32_t h[kQ5 ? 8 : 1];  // Q5_K: qh words, shifted right by 2 c
     float s16[2], b16[2];     // sub-block 2 c + h: d * scale * 2^-16, -(dmin * min + 128 d scale)
   };
-  // Thread c's quant words (and Q5_K's fifth-bit words) of a chunk; returns the 16-byte header.
+  // Thread c's quant words (and Q5_K's fifth-bit words, not yet shifted: shift_h) of a chunk;
+  // returns the 16-byte header. Loads only, so that a chunk requested ahead holds no register
+  // with work waiting on its arrival.
   __device__ static uint4 load_quants(const uint8_t* b, int c, uint32_t (&q)[8],
                                       uint32_t (&h)[kQ5 ? 8 : 1]) {
     const uint4 q0 = *reinterpret_cast<const uint4*>(b + Fmt::kQs + 32 * c);
@@ -65,10 +67,17 @@ struct Q45K {
       const uint4 h1 = *reinterpret_cast<const uint4*>(b + quant::Q5K::kQh + 16);
       const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) h[i] = hw[i] >> (2 * c);
+      for (int i = 0; i < 8; ++i) h[i] = hw[i];
     }
     static_assert(Fmt::kD == 0 && Fmt::kDmin == 2 && Fmt::kScales == 4 && Fmt::kQs % 16 == 0);
     return *reinterpret_cast<const uint4*>(b);
+  }
+  // Q5_K: thread c's fifth bits of column group t at bit 0 (and 1) of each byte.
+  __device__ static void shift_h(uint32_t (&h)[kQ5 ? 8 : 1], int c) {
+    if constexpr (kQ5) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) h[i] >>= 2 * c;
+    }
   }
   // Sub-blocks 2 c and 2 c + 1's scales and mins as floats (exact small integers).
   __device__ static void scales_mins(const uint4& hdr, int c, float (&sc)[2], float (&mn)[2]) {
@@ -92,6 +101,7 @@ struct Q45K {
   __device__ static Item load(const uint8_t* b, int c) {
     Item it;
     const uint4 hdr = load_quants(b, c, it.q, it.h);
+    shift_h(it.h, c);
     const float d = f16_bits_to_f32_fast(hdr.x & 0xffffu);
     const float dmin = f16_bits_to_f32_fast(hdr.x >> 16);
     float sc[2], mn[2];
@@ -123,13 +133,29 @@ struct Q45K {
     uint32_t sc2[2], nb2[2], m2[2];
     float d, dmin;
   };
-  __device__ static IntItem load_int(const uint8_t* b, int c) {
+  // What the direct kernel requests a chunk ahead: the loaded words only (13 registers a row,
+  // against the IntItem's 17), decoded by int_item when the chunk's turn comes.
+  struct IntRaw {
+    uint4 hdr;
+    uint32_t q[8];
+    uint32_t h[kQ5 ? 8 : 1];
+  };
+  __device__ static IntRaw load_int_raw(const uint8_t* b, int c) {
+    IntRaw r;
+    r.hdr = load_quants(b, c, r.q, r.h);
+    return r;
+  }
+  __device__ static IntItem int_item(const IntRaw& r, int c) {
     IntItem it;
-    const uint4 hdr = load_quants(b, c, it.q, it.h);
-    it.d = f16_bits_to_f32_fast(hdr.x & 0xffffu);
-    it.dmin = f16_bits_to_f32_fast(hdr.x >> 16);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) it.q[i] = r.q[i];
+#pragma unroll
+    for (int i = 0; i < (kQ5 ? 8 : 1); ++i) it.h[i] = r.h[i];
+    shift_h(it.h, c);
+    it.d = f16_bits_to_f32_fast(r.hdr.x & 0xffffu);
+    it.dmin = f16_bits_to_f32_fast(r.hdr.x >> 16);
     float sc[2], mn[2];
-    scales_mins(hdr, c, sc, mn);
+    scales_mins(r.hdr, c, sc, mn);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       it.sc2[h] = pack_half2(sc[h], sc[h]);
@@ -137,6 +163,9 @@ struct Q45K {
       it.m2[h] = pack_half2(mn[h], mn[h]);
     }
     return it;
+  }
+  __device__ static IntItem load_int(const uint8_t* b, int c) {
+    return int_item(load_int_raw(b, c), c);
   }
   // Step t's A registers of one row: columns (e0, e1) and (e2, e3), q * scale in fp16.
   template <int t>

@@ -14,6 +14,7 @@
 // 2^-11 / cols of the sum per element). A dropped or doubled term (~1 / cols of the sum) fails.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -39,7 +40,9 @@
 namespace rz::gpu {
 namespace qmm_detail {  // kernels/qmm.cu
 int choose_splits(int64_t rows, int64_t cols, int sms);
-int choose_direct_splits(int64_t rows, int64_t cols, int sms);
+using DirectBlocksPerSm = std::array<int, 9>;  // [w]: blocks of w warps an SM holds
+int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks);
+int direct_splits(GgmlType type, int64_t rows, int64_t cols, DirectBlocksPerSm* blocks);
 void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
          int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
 }  // namespace qmm_detail
@@ -90,18 +93,54 @@ TEST(QmmChooser, SplitRule) {
   EXPECT_EQ(choose_splits(14336, 4096, h200), 2);  // 224 blocks want 2 (16 chunks)
 }
 
-// Up to 8 tokens: 16-row tiles, about 16 warps an SM (132 x 16 = 2,112), at most 8 splits.
+// Up to 8 tokens: 16-row tiles, the split with the fewest modelled chunk rounds (waves of
+// blocks x (ceil(chunks / splits) + 1)), at most 8 splits, at most 8 chunks a warp where 8
+// splits allow it.
 TEST(QmmChooser, DirectSplitRule) {
   using qmm_detail::choose_direct_splits;
   const int h200 = 132;
-  EXPECT_EQ(choose_direct_splits(1536, 1536, h200), 6);    // 96 tiles want 22: 8, but 6 chunks
-  EXPECT_EQ(choose_direct_splits(8960, 1536, h200), 3);    // 560 tiles want 3 (2 chunks each)
-  EXPECT_EQ(choose_direct_splits(1536, 8960, h200), 7);    // 8 wanted, 5 chunks each -> 7
-  EXPECT_EQ(choose_direct_splits(4096, 4096, h200), 8);    // 256 tiles
-  EXPECT_EQ(choose_direct_splits(14336, 4096, h200), 2);   // 896 tiles
-  EXPECT_EQ(choose_direct_splits(4096, 14336, h200), 8);   // 7 chunks each
-  EXPECT_EQ(choose_direct_splits(151936, 1536, h200), 1);  // 9,496 tiles
-  EXPECT_EQ(choose_direct_splits(1, 256, h200), 1);        // one chunk
+  // 128 registers a thread (and 99: registers are allotted per scheduler's quarter of the SM):
+  // 16 one-warp blocks an SM, 8 of two warps, ... (2,112 warps)
+  const qmm_detail::DirectBlocksPerSm r128 = {0, 16, 8, 5, 4, 3, 2, 2, 2};
+  EXPECT_EQ(choose_direct_splits(1536, 1536, h200, r128), 6);    // 96 tiles: one wave, 6 chunks
+  EXPECT_EQ(choose_direct_splits(8960, 1536, h200, r128), 3);    // 560 tiles: 1 wave of 2 chunks
+  EXPECT_EQ(choose_direct_splits(1536, 8960, h200, r128), 7);    // 5 chunks each with 7 or 8
+  EXPECT_EQ(choose_direct_splits(4096, 4096, h200, r128), 8);    // 256 tiles: 1 wave of 2
+  EXPECT_EQ(choose_direct_splits(14336, 4096, h200, r128), 2);   // 896 tiles: 1 wave of 8
+  EXPECT_EQ(choose_direct_splits(4096, 14336, h200, r128), 8);   // 7 chunks each
+  EXPECT_EQ(choose_direct_splits(151936, 1536, h200, r128), 1);  // 5 waves of 6 + 1 < 9 of 3 + 1
+  EXPECT_EQ(choose_direct_splits(128256, 4096, h200, r128), 2);  // 16 chunks a warp: over the cap
+  EXPECT_EQ(choose_direct_splits(4096, 32768, h200, r128), 8);   // 16 a warp even with 8 splits
+  EXPECT_EQ(choose_direct_splits(1, 256, h200, r128), 1);        // one chunk
+  // more blocks an SM: 19 one-warp blocks make 8,016 tiles 4 waves (of 2,508) with one split
+  const qmm_detail::DirectBlocksPerSm r19 = {0, 19, 9, 6, 4, 3, 3, 2, 2};
+  EXPECT_EQ(choose_direct_splits(151936, 1536, h200, r19), 1);  // 4 waves of 6 + 1 < 8 of 3 + 1
+  EXPECT_EQ(choose_direct_splits(14336, 4096, h200, r19), 2);
+  // a device or kernel the occupancy query gave nothing for still gets a valid split
+  const qmm_detail::DirectBlocksPerSm none = {};
+  EXPECT_EQ(choose_direct_splits(4096, 4096, 0, none), 8);
+}
+
+// On this device: every direct kernel fits 1..8 warps a block (the staged one's shared memory
+// above 48 KiB too, else its occupancy is 0 and an 8-split launch would fail), holds fewer
+// blocks as they grow, and the split the rule takes from that table is what qmm launches.
+TEST(QmmChooser, DirectOccupancyOnThisDevice) {
+  RZ_REQUIRE_GPU();
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+                     GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+    qmm_detail::DirectBlocksPerSm b{};
+    const int s = qmm_detail::direct_splits(t, 128256, 4096, &b);
+    for (int w = 1; w <= 8; ++w) {
+      EXPECT_GE(b[w], 1) << name_of(t) << ", " << w << " warps";
+      if (w > 1) EXPECT_LE(b[w], b[w - 1]) << name_of(t) << ", " << w << " warps";
+    }
+    EXPECT_EQ(s, qmm_detail::choose_direct_splits(128256, 4096, device_sm_count(), b))
+        << name_of(t);
+    EXPECT_EQ(qmm_detail::direct_splits(t, 4096, 4096, nullptr),
+              qmm_detail::choose_direct_splits(4096, 4096, device_sm_count(), b))
+        << name_of(t);
+  }
 }
 
 TEST(QmmChooser, BadArgumentsThrowBeforeLaunch) {
@@ -301,6 +340,68 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QmmTest, ::testing::ValuesIn(kTypes),
                          });
 
 // ---------------------------------------------------------------- bench (disabled)
+
+// The direct kernel at n = 1 with each split count (the chosen one marked), per shape: the data
+// its split rule is tuned against. RZ_QMM_BENCH_ONLY filters as in DISABLED_Compare.
+TEST(QmmBench, DISABLED_DirectSplits) {
+  RZ_REQUIRE_GPU();
+  const struct {
+    const char* name;
+    int64_t rows, cols;
+  } shapes[] = {{"qwen1.5b attn_q/o", 1536, 1536}, {"qwen1.5b ffn_gate/up", 8960, 1536},
+                {"qwen1.5b ffn_down", 1536, 8960}, {"qwen1.5b output", 151936, 1536},
+                {"llama8b attn_q/o", 4096, 4096},  {"llama8b ffn_gate/up", 14336, 4096},
+                {"llama8b ffn_down", 4096, 14336}, {"llama8b output", 128256, 4096}};
+  const char* only = std::getenv("RZ_QMM_BENCH_ONLY");
+  std::mt19937 rng(2);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (const auto& sh : shapes) {
+      if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
+      const size_t bytes = row_size(t, sh.cols) * size_t(sh.rows);
+      const int copies = static_cast<int>(std::max<size_t>(1, (size_t(512) << 20) / bytes));
+      DeviceBuffer<uint8_t> dw(bytes * copies);
+      const HostWeights w = make_weights(t, std::min<int64_t>(sh.rows, 64), sh.cols, rng);
+      std::vector<uint8_t> host(bytes);
+      for (size_t o = 0; o < bytes; o += w.bytes.size())
+        std::memcpy(host.data() + o, w.bytes.data(), std::min(w.bytes.size(), bytes - o));
+      for (int i = 0; i < copies; ++i)
+        RZ_CUDA_CHECK(cudaMemcpy(dw.get() + bytes * i, host.data(), bytes, cudaMemcpyHostToDevice));
+      DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(1, sh.cols)));
+      xp.fill_bytes(0);
+      DeviceBuffer<float> y(size_t(sh.rows));
+      qmm_detail::DirectBlocksPerSm b{};
+      const int chosen = qmm_detail::direct_splits(t, sh.rows, sh.cols, &b);
+      std::printf("%s %s [%lld, %lld]: blocks an SM of 1..8 warps", name_of(t).c_str(), sh.name,
+                  (long long)sh.rows, (long long)sh.cols);
+      for (int k = 1; k <= 8; ++k) std::printf(" %d", b[k]);
+      std::printf("\n ");
+      const int chunks = static_cast<int>(sh.cols / kQmmChunk);
+      for (int sp = 1; sp <= 8 && sp <= chunks; ++sp) {
+        const int per = (chunks + sp - 1) / sp;
+        if ((chunks + per - 1) / per != sp) continue;  // qmm would run sp - 1
+        const auto call = [&](int i) {
+          qmm_detail::run(t, dw.get() + bytes * i, xp.get(), y.get(), sh.rows, sh.cols, 1, sh.rows,
+                          nullptr, 0, sp, nullptr);
+        };
+        for (int i = 0; i < 3; ++i) call(i % copies);
+        cudaEvent_t e0, e1;
+        RZ_CUDA_CHECK(cudaEventCreate(&e0));
+        RZ_CUDA_CHECK(cudaEventCreate(&e1));
+        const int iters = 20;
+        RZ_CUDA_CHECK(cudaEventRecord(e0, nullptr));
+        for (int i = 0; i < iters; ++i) call((i + 3) % copies);
+        RZ_CUDA_CHECK(cudaEventRecord(e1, nullptr));
+        RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        std::printf(" s%d%s %.1f us", sp, sp == chosen ? "*" : "", 1000.0 * ms / iters);
+      }
+      std::printf("\n");
+    }
+  }
+}
 
 // Per shape and token count: µs per call of qmm (prepare included, and without it: in a step the
 // producer of x writes the prepared form), gemv (n <= 16) and the
