@@ -133,7 +133,9 @@ TEST(QmmChooser, DirectOccupancyOnThisDevice) {
     const int s = qmm_detail::direct_splits(t, 128256, 4096, &b);
     for (int w = 1; w <= 8; ++w) {
       EXPECT_GE(b[w], 1) << name_of(t) << ", " << w << " warps";
-      if (w > 1) EXPECT_LE(b[w], b[w - 1]) << name_of(t) << ", " << w << " warps";
+      if (w > 1) {
+        EXPECT_LE(b[w], b[w - 1]) << name_of(t) << ", " << w << " warps";
+      }
     }
     EXPECT_EQ(s, qmm_detail::choose_direct_splits(128256, 4096, device_sm_count(), b))
         << name_of(t);
