@@ -343,6 +343,50 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QmmTest, ::testing::ValuesIn(kTypes),
 
 // ---------------------------------------------------------------- bench (disabled)
 
+// Weights for the benches: `copies` copies of a [rows, cols] matrix of type t (one random
+// quantized 64-row block repeated), >= 512 MiB in all so that rotating over them keeps L2 from
+// holding the one a call reads. bytes: one copy's.
+struct RotatedWeights {
+  size_t bytes = 0;
+  int copies = 1;
+  DeviceBuffer<uint8_t> dw;
+  const uint8_t* copy(int i) const { return dw.get() + bytes * i; }
+};
+RotatedWeights rotated_weights(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  RotatedWeights r;
+  r.bytes = row_size(t, cols) * size_t(rows);
+  r.copies = static_cast<int>(std::max<size_t>(1, (size_t(512) << 20) / r.bytes));
+  r.dw = DeviceBuffer<uint8_t>(r.bytes * r.copies);
+  const HostWeights w = make_weights(t, std::min<int64_t>(rows, 64), cols, rng);
+  std::vector<uint8_t> host(r.bytes);
+  for (size_t o = 0; o < r.bytes; o += w.bytes.size())
+    std::memcpy(host.data() + o, w.bytes.data(), std::min(w.bytes.size(), r.bytes - o));
+  for (int i = 0; i < r.copies; ++i)
+    RZ_CUDA_CHECK(
+        cudaMemcpy(r.dw.get() + r.bytes * i, host.data(), r.bytes, cudaMemcpyHostToDevice));
+  return r;
+}
+
+// µs per call of fn(copy index) on the default stream: 3 calls to warm up, then the mean of 20,
+// the copy rotating.
+template <class F>
+double bench_us(F&& fn, int copies) {
+  for (int i = 0; i < 3; ++i) fn(i % copies);
+  cudaEvent_t a, b;
+  RZ_CUDA_CHECK(cudaEventCreate(&a));
+  RZ_CUDA_CHECK(cudaEventCreate(&b));
+  const int iters = 20;
+  RZ_CUDA_CHECK(cudaEventRecord(a, nullptr));
+  for (int i = 0; i < iters; ++i) fn((i + 3) % copies);
+  RZ_CUDA_CHECK(cudaEventRecord(b, nullptr));
+  RZ_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return 1000.0 * ms / iters;
+}
+
 // The direct kernel at n = 1 with each split count (the chosen one marked), per shape: the data
 // its split rule is tuned against. RZ_QMM_BENCH_ONLY filters as in DISABLED_Compare.
 TEST(QmmBench, DISABLED_DirectSplits) {
@@ -359,15 +403,7 @@ TEST(QmmBench, DISABLED_DirectSplits) {
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
     for (const auto& sh : shapes) {
       if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
-      const size_t bytes = row_size(t, sh.cols) * size_t(sh.rows);
-      const int copies = static_cast<int>(std::max<size_t>(1, (size_t(512) << 20) / bytes));
-      DeviceBuffer<uint8_t> dw(bytes * copies);
-      const HostWeights w = make_weights(t, std::min<int64_t>(sh.rows, 64), sh.cols, rng);
-      std::vector<uint8_t> host(bytes);
-      for (size_t o = 0; o < bytes; o += w.bytes.size())
-        std::memcpy(host.data() + o, w.bytes.data(), std::min(w.bytes.size(), bytes - o));
-      for (int i = 0; i < copies; ++i)
-        RZ_CUDA_CHECK(cudaMemcpy(dw.get() + bytes * i, host.data(), bytes, cudaMemcpyHostToDevice));
+      const RotatedWeights rw = rotated_weights(t, sh.rows, sh.cols, rng);
       DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(1, sh.cols)));
       xp.fill_bytes(0);
       DeviceBuffer<float> y(size_t(sh.rows));
@@ -381,24 +417,13 @@ TEST(QmmBench, DISABLED_DirectSplits) {
       for (int sp = 1; sp <= 8 && sp <= chunks; ++sp) {
         const int per = (chunks + sp - 1) / sp;
         if ((chunks + per - 1) / per != sp) continue;  // qmm would run sp - 1
-        const auto call = [&](int i) {
-          qmm_detail::run(t, dw.get() + bytes * i, xp.get(), y.get(), sh.rows, sh.cols, 1, sh.rows,
-                          nullptr, 0, sp, nullptr);
-        };
-        for (int i = 0; i < 3; ++i) call(i % copies);
-        cudaEvent_t e0, e1;
-        RZ_CUDA_CHECK(cudaEventCreate(&e0));
-        RZ_CUDA_CHECK(cudaEventCreate(&e1));
-        const int iters = 20;
-        RZ_CUDA_CHECK(cudaEventRecord(e0, nullptr));
-        for (int i = 0; i < iters; ++i) call((i + 3) % copies);
-        RZ_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-        RZ_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        std::printf(" s%d%s %.1f us", sp, sp == chosen ? "*" : "", 1000.0 * ms / iters);
+        const double us = bench_us(
+            [&](int i) {
+              qmm_detail::run(t, rw.copy(i), xp.get(), y.get(), sh.rows, sh.cols, 1, sh.rows,
+                              nullptr, 0, sp, nullptr);
+            },
+            rw.copies);
+        std::printf(" s%d%s %.1f us", sp, sp == chosen ? "*" : "", us);
       }
       std::printf("\n");
     }
@@ -431,18 +456,8 @@ TEST(QmmBench, DISABLED_Compare) {
                      GgmlType::Q2_K, GgmlType::IQ4_XS}) {
     for (const Shape& sh : shapes) {
       if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
-      const size_t bytes = row_size(t, sh.cols) * size_t(sh.rows);
-      const int copies = static_cast<int>(std::max<size_t>(1, (size_t(512) << 20) / bytes));
-      DeviceBuffer<uint8_t> dw(bytes * copies);
-      {  // random bytes with sane fp16 scales: quantize one row block and repeat it
-        const HostWeights w = make_weights(t, std::min<int64_t>(sh.rows, 64), sh.cols, rng);
-        std::vector<uint8_t> host(bytes);
-        for (size_t o = 0; o < bytes; o += w.bytes.size())
-          std::memcpy(host.data() + o, w.bytes.data(), std::min(w.bytes.size(), bytes - o));
-        for (int i = 0; i < copies; ++i)
-          RZ_CUDA_CHECK(
-              cudaMemcpy(dw.get() + bytes * i, host.data(), bytes, cudaMemcpyHostToDevice));
-      }
+      const RotatedWeights rw = rotated_weights(t, sh.rows, sh.cols, rng);
+      const size_t bytes = rw.bytes;
       const int64_t n_max = 512;
       DeviceBuffer<float> dx(size_t(n_max * sh.cols)), dy(size_t(n_max * sh.rows));
       dx.fill_bytes(0);
@@ -455,47 +470,32 @@ TEST(QmmBench, DISABLED_Compare) {
           std::min<int64_t>(sh.rows, (int64_t{64} << 20) / sh.cols / align * align);
       DeviceBuffer<uint16_t> w16(size_t(w16_rows * sh.cols));
       DeviceBuffer<uint16_t> x16(size_t(n_max * sh.cols));
-      auto time_us = [&](auto&& fn) {
-        for (int i = 0; i < 3; ++i) fn(i % copies);
-        cudaEvent_t a, b;
-        RZ_CUDA_CHECK(cudaEventCreate(&a));
-        RZ_CUDA_CHECK(cudaEventCreate(&b));
-        const int iters = 20;
-        RZ_CUDA_CHECK(cudaEventRecord(a, stream));
-        for (int i = 0; i < iters; ++i) fn((i + 3) % copies);
-        RZ_CUDA_CHECK(cudaEventRecord(b, stream));
-        RZ_CUDA_CHECK(cudaEventSynchronize(b));
-        float ms = 0;
-        RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        cudaEventDestroy(a);
-        cudaEventDestroy(b);
-        return 1000.0 * ms / iters;
-      };
+      auto time_us = [&](auto&& fn) { return bench_us(fn, rw.copies); };
       std::printf("%s %s [%lld, %lld] %.1f MB, splits %d\n", name_of(t).c_str(), sh.name,
                   (long long)sh.rows, (long long)sh.cols, bytes / 1e6,
                   qmm_splits(sh.rows, sh.cols));
       for (int64_t n : token_counts) {
         const double q = time_us([&](int i) {
           qmm_prepare_x(dx.get(), xp.get(), n, sh.cols, stream);
-          qmm(t, dw.get() + bytes * i, xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows, ws.get(),
-              ws_floats, stream);
+          qmm(t, rw.copy(i), xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows, ws.get(), ws_floats,
+              stream);
         });
         qmm_prepare_x(dx.get(), xp.get(), n, sh.cols, stream);
         const double q_only = time_us([&](int i) {  // x prepared by its producer, as in a step
-          qmm(t, dw.get() + bytes * i, xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows, ws.get(),
-              ws_floats, stream);
+          qmm(t, rw.copy(i), xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows, ws.get(), ws_floats,
+              stream);
         });
         double g = 0;
         if (n <= kGemvMaxBatch)
           g = time_us([&](int i) {
-            gemv(t, dw.get() + bytes * i, dx.get(), dy.get(), sh.rows, sh.cols, int(n), stream);
+            gemv(t, rw.copy(i), dx.get(), dy.get(), sh.rows, sh.cols, int(n), stream);
           });
         const double c = time_us([&](int i) {
           convert_to_half(dx.get(), x16.get(), HalfType::f16, n * sh.cols, stream);
           for (int64_t r0 = 0; r0 < sh.rows; r0 += w16_rows) {
             const int64_t nr = std::min(w16_rows, sh.rows - r0);
-            dequantize_matrix(t, dw.get() + bytes * i + row_size(t, sh.cols) * r0, w16.get(),
-                              HalfType::f16, nr, sh.cols, stream);
+            dequantize_matrix(t, rw.copy(i) + row_size(t, sh.cols) * r0, w16.get(), HalfType::f16,
+                              nr, sh.cols, stream);
             gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), dy.get() + r0, nr, sh.cols, n,
                             sh.rows);
           }
