@@ -433,10 +433,13 @@ template <class T>
 constexpr int direct_stage_bytes() {  // one warp's stage: 16 rows of a chunk
   return 16 * w_row_stride<T>();
 }
+// The direct kernels' shared partial sums: splits x 32 lanes x float4 when splits > 1.
+inline size_t direct_part_smem(int splits) {
+  return splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0;
+}
 template <class T>
 size_t direct_staged_smem(int splits, int warps) {
-  return (splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0) +
-         size_t(warps) * kDirectStages * direct_stage_bytes<T>();
+  return direct_part_smem(splits) + size_t(warps) * kDirectStages * direct_stage_bytes<T>();
 }
 
 template <class T>
@@ -553,7 +556,7 @@ size_t direct_smem(int splits) {
   if constexpr (DirectStaged<T>)
     return direct_staged_smem<T>(splits, std::min(splits, kDirectMaxWarps));
   else
-    return splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0;
+    return direct_part_smem(splits);
 }
 
 // Once per process (one device model): the staged kernel's shared-memory limit raised above
@@ -564,7 +567,7 @@ const DirectBlocksPerSm& direct_setup() {
   static const DirectBlocksPerSm table = [] {
     if constexpr (DirectStaged<T>)
       RZ_CUDA_CHECK(cudaFuncSetAttribute(
-          qmm_direct_staged_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          direct_kernel<T>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
           static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps))));
     DirectBlocksPerSm b{};
     for (int w = 1; w <= kDirectMaxWarps; ++w)

@@ -164,9 +164,6 @@ struct Q45K {
     }
     return it;
   }
-  __device__ static IntItem load_int(const uint8_t* b, int c) {
-    return int_item(load_int_raw(b, c), c);
-  }
   // Step t's A registers of one row: columns (e0, e1) and (e2, e3), q * scale in fp16.
   template <int t>
   __device__ static uint2 a_int(const IntItem& it) {
