@@ -11,7 +11,10 @@
 // (docs/performance.md, "Kernels per decode step").
 //
 //   gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] [--context 1024]
-//                        [--no-graphs] [--no-pdl] [--top 20]
+//                        [--no-graphs] [--no-pdl] [--top 20] [--by-grid]
+//
+// --by-grid lists kernels per (kind, grid), which tells apart the calls of one kernel on
+// matrices of different shapes (a qmm kernel's grid is its row tiles x splits).
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -39,12 +42,13 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string model;
   int batch = 1, steps = 32, prompt = 1, context = 1024, top = 20;
-  bool graphs = true, pdl = true;
+  bool graphs = true, pdl = true, by_grid = false;
 };
 
 struct KernelRecord {
   uint64_t start = 0, end = 0;
   std::string name;
+  unsigned grid[3] = {0, 0, 0};
 };
 
 std::vector<KernelRecord>& records() {
@@ -73,7 +77,10 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
       continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-    records().push_back({k->start, k->end, k->name ? k->name : "?"});
+    records().push_back({k->start,
+                         k->end,
+                         k->name ? k->name : "?",
+                         {unsigned(k->gridX), unsigned(k->gridY), unsigned(k->gridZ)}});
   }
   std::free(buffer);
 }
@@ -111,6 +118,10 @@ int main(int argc, char** argv) {
       o.pdl = false;
       continue;
     }
+    if (a == "--by-grid") {
+      o.by_grid = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "gpu_step_trace_bench: %s needs a value\n", a.c_str());
       return 2;
@@ -135,10 +146,11 @@ int main(int argc, char** argv) {
   }
   if (o.model.empty() || o.batch < 1 || o.steps < 1 || o.prompt < 1 ||
       o.prompt + o.steps + 8 > o.context) {
-    std::fprintf(stderr,
-                 "usage: gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] "
-                 "[--context 1024] [--no-graphs] [--no-pdl] [--top 20] (prompt + steps + 8 <= "
-                 "context)\n");
+    std::fprintf(
+        stderr,
+        "usage: gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] "
+        "[--context 1024] [--no-graphs] [--no-pdl] [--top 20] [--by-grid] (prompt + steps + 8 <= "
+        "context)\n");
     return 2;
   }
   try {
@@ -217,7 +229,11 @@ int main(int argc, char** argv) {
         last_end = std::max(last_end, r.end);
         sum_ns += r.end - r.start;
         gap_ns += gap;
-        Kind& kd = kinds[kind_of(r.name)];
+        std::string key = kind_of(r.name);
+        if (o.by_grid)
+          key += " [" + std::to_string(r.grid[0]) + "," + std::to_string(r.grid[1]) + "," +
+                 std::to_string(r.grid[2]) + "]";
+        Kind& kd = kinds[key];
         ++kd.launches;
         kd.dur_us += (r.end - r.start) / 1e3;
         kd.gap_us += gap / 1e3;
