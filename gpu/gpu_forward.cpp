@@ -348,6 +348,10 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     qkv_post(qkv.get(), bq, bk, cfg.qkv_bias ? L.bv.get() : nullptr, d_pos,
              swa_rope ? inv_freq_swa.get() : inv_freq.get(), d_rows, q.get(), kc, vc, qp, stream);
     const int window = cfg.layer_window(l);
+    // When every row is a decode-style row, the attention writes the output projection's input
+    // forms itself (no preparation kernel before that matmul).
+    const ActForms att_forms =
+        D == N ? forms_for(att.get(), N, q_dim, {&L.wo, nullptr, nullptr}) : ActForms{};
     if (D > 0) {  // rows 0..D-1: one query token each
       AttentionDecodeArgs a;
       a.n_slots = D;
@@ -359,10 +363,10 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.scale = cfg.attn_scale;
       auto* ws = reinterpret_cast<float*>(attn_ws.get());
       if (ps.graph)  // the decode step: row r is piece r (no indirection inside the graph)
-        attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream);
+        attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream, att_forms);
       else
         attention_decode_rows(q.get(), kc, vc, d_tables, d_table_rows, d_ctx, att.get(), ws, a,
-                              stream);
+                              stream, att_forms);
     }
     if (R < P) {  // rows D..N-1: the packed pieces, their tables from row R, lengths from D
       AttentionPrefillArgs a;
@@ -378,7 +382,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
                         d_tables + size_t(R) * size_t(table_stride), d_cu, d_ctx + D,
                         att.get() + size_t(D) * size_t(q_dim), attn_ws.get(), a, stream);
     }
-    matmul(L.wo, att.get(), tmp.get(), N);
+    matmul(L.wo, att.get(), tmp.get(), N, att_forms.any());
     if (cfg.post_norms)  // gemma: the attention output normalized before the residual add
       rms_norm(tmp.get(), L.post_attn_norm.get(), tmp.get(), N, E, cfg.norm_eps, stream);
     add_rms_norm(x.get(), tmp.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,

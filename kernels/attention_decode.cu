@@ -25,9 +25,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
+#include "kernels/act_forms.cuh"
 #include "kernels/cuda_common.cuh"
+#include "kernels/dequant.hpp"  // convert_to_half
+#include "kernels/gemv_q8.hpp"  // quantize_x_q8
+#include "kernels/qmm.hpp"      // qmm_prepare_x
 
 namespace rz::gpu {
 namespace {
@@ -80,6 +85,18 @@ __device__ __forceinline__ void fill_rows(const int32_t* __restrict__ tables,
   __syncthreads();
 }
 
+// The matmul input forms (f16, qmm; never q8) of `count` columns from col0 (multiples of 4) of
+// output row s, read back from out after the block wrote them there (the barrier makes the
+// block's writes visible to it), so they are what the preparation kernels make of out. n_rows:
+// the launch's rows. Every thread of the block calls it.
+__device__ __forceinline__ void store_out_forms(const ActForms& f, const float* out, int64_t s,
+                                                int64_t n_rows, int cols, int col0, int count) {
+  __syncthreads();
+  const float4* row = reinterpret_cast<const float4*>(out + s * cols + col0);
+  for (int i = threadIdx.x; i < count / 4; i += blockDim.x)
+    store_act_forms(f, s, n_rows, cols, col0 + 4 * i, row[i], true);
+}
+
 constexpr int kMaxGroup = 8;  // query heads a block of the grouped kernel serves
 
 // grid (n_head, n_slots, max_parts), block kT threads, kP tokens per partition. A "slot" here
@@ -95,7 +112,8 @@ __global__ void __launch_bounds__(kT)
                                  float* __restrict__ part_o, float* __restrict__ part_m,
                                  float* __restrict__ part_l, int n_head, int group, int n_blocks,
                                  int n_head_kv, int block_size, int head_dim, int table_stride,
-                                 int max_context, int max_parts, float scale, int window) {
+                                 int max_context, int max_parts, float scale, int window,
+                                 ActForms /*forms: the grouped kernel's only*/) {
   grid_dependency_sync();
   static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
   constexpr int kW = kT / 32;
@@ -242,7 +260,8 @@ __global__ void __launch_bounds__(kT)
                              float* __restrict__ part_o, float* __restrict__ part_m,
                              float* __restrict__ part_l, int n_head, int group, int n_blocks,
                              int n_head_kv, int block_size, int head_dim, int table_stride,
-                             int max_context, int max_parts, float scale, int window) {
+                             int max_context, int max_parts, float scale, int window,
+                             ActForms forms) {
   static_assert(kT % 32 == 0 && kT >= kHd / 2, "a thread per dim pair");
   static_assert(kHd % (8 * kKeyLanes) == 0 && kHd <= kAttnMaxHeadDim, "whole chunks per lane");
   constexpr int kW = kT / 32;
@@ -279,11 +298,24 @@ __global__ void __launch_bounds__(kT)
     fill_rows<kT>(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
                   head_dim, row_s, &bad_s);
   }
-  grid_dependency_sync();
+  // With one partition a slot the next kernel is the output projection (forms.qmm: qmm's rule
+  // of no early launch); with several it is the combine kernel.
+  if (max_parts > 1)
+    grid_dependency_sync();
+  else
+    act_forms_dependency_sync(forms);
+  const int cols = n_head * head_dim;
+  if (forms.qmm && s == 0 && part == 0)  // qmm's zero pad rows, for this block's columns
+    for (int r = gridDim.y; r < (gridDim.y + 7) / 8 * 8; ++r)
+      for (int i = tid; i < group * head_dim / 4; i += kT)
+        store_qmm_pad(forms, r, cols, qmm_quad_of(h0 * head_dim + 4 * i));
   if (idle) {  // idle slot: zeros; impossible length: NaN
-    if (part == 0)
+    if (part == 0) {
       for (int i = tid; i < group * head_dim; i += kT)
         out[(int64_t(s) * n_head + h0) * head_dim + i] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
+      if (forms.any())
+        store_out_forms(forms, out, s, gridDim.y, cols, h0 * head_dim, group * head_dim);
+    }
     return;
   }
   const bool bad = bad_s != 0;  // uniform across the block
@@ -452,6 +484,8 @@ __global__ void __launch_bounds__(kT)
     part_m[pidx] = bad ? nan : m_s[tid];
     part_l[pidx] = bad ? nan : l_s[tid];
   }
+  if (n_parts == 1 && forms.any())
+    store_out_forms(forms, out, s, gridDim.y, cols, h0 * head_dim, group * head_dim);
 }
 
 // grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats rounded up to 8 (kPre);
@@ -463,17 +497,20 @@ __global__ void __launch_bounds__(kThreads)
     attn_decode_combine_kernel(const int32_t* __restrict__ lens, const float* __restrict__ part_o,
                                const float* __restrict__ part_m, const float* __restrict__ part_l,
                                float* __restrict__ out, int n_head, int head_dim, int max_context,
-                               int max_parts, int part_len, int window) {
+                               int max_parts, int part_len, int window, ActForms forms) {
   constexpr int kPre = 8;                            // partitions' outputs in flight
   constexpr int kDims = kAttnMaxHeadDim / kThreads;  // dims a thread: d = tid + k kThreads
   extern __shared__ float w_s[];                     // [n_parts] exp(m_j - M)
   __shared__ float red[kThreads / 32];
   const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
   const int L = lens[s];  // before the wait, as the partition kernels (attention_decode.hpp)
+  // Every block waits, those with nothing to do too: a kernel after this one waits only for this
+  // grid, so this grid must not complete before the partition kernel (whose output, and forms,
+  // that kernel reads) has.
+  act_forms_dependency_sync(forms);
   if (L <= 0 || L > max_context) return;  // written by the partition kernel
   const int n_parts = (L - window_start(L, window) - 1) / part_len + 1;
   if (n_parts <= 1) return;  // likewise
-  grid_dependency_sync();
   const int64_t base = (int64_t(s) * n_head + h) * max_parts;
   const float* __restrict__ po = part_o + base * head_dim;
   float v[kDims][kPre];
@@ -520,6 +557,8 @@ __global__ void __launch_bounds__(kThreads)
     const int d = tid + k * kThreads;
     if (d < head_dim) out_h[d] = acc[k] / lsum;
   }
+  if (forms.any())
+    store_out_forms(forms, out, s, gridDim.y, n_head * head_dim, h * head_dim, head_dim);
 }
 
 constexpr int kMaxParts = 12288;  // combine kernel's shared weights: 48 KiB of floats
@@ -534,7 +573,7 @@ bool grouped(const AttentionDecodeArgs& a) {
 
 using PartitionKernel = void (*)(const float*, const __half*, const __half*, const int32_t*,
                                  const int32_t*, const int32_t*, float*, float*, float*, float*,
-                                 int, int, int, int, int, int, int, int, int, float, int);
+                                 int, int, int, int, int, int, int, int, int, float, int, ActForms);
 
 // The grouped kernel for a partition length and a head_dim (a multiple of 8): instantiated for
 // head dims up to 64, 128 and 256, so that the registers a lane holds follow the rows' length.
@@ -602,7 +641,8 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
 static void launch_attention(const char* who, const float* q, const uint16_t* k_cache,
                              const uint16_t* v_cache, const int32_t* block_tables,
                              const int32_t* table_rows, const int32_t* context_lens, float* out,
-                             float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
+                             float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream,
+                             const ActForms& forms) {
   const KvCacheShape& c = a.cache;
   const std::string w = who;
   const auto shape = [&] {
@@ -627,6 +667,8 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   if (max_parts > 1 && workspace == nullptr)
     throw Error(w + ": workspace required for max_context > " + std::to_string(part_len) + " (" +
                 shape() + ")");
+  const int64_t cols = int64_t(a.n_head) * c.head_dim;
+  if (forms.any()) check_act_forms(forms, cols, who);
   if (a.n_slots == 0) return;
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(c.head_dim));
   const size_t heads = size_t(a.n_slots) * a.n_head;
@@ -644,35 +686,45 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
       g ? group_kernel(small, c.head_dim)
         : (small ? attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
                  : attn_decode_partition_kernel<kAttnPartition, kThreads>);
+  // The grouped kernel and the combine kernel write the f16 and qmm forms (head_dim a multiple
+  // of 8 there, and out 16-byte aligned); the rest come from the preparation kernels after them.
+  const bool out16 = (reinterpret_cast<uintptr_t>(out) & 15u) == 0;  // read back as float4
+  const ActForms fused = g && out16 ? ActForms{.f16 = forms.f16, .qmm = forms.qmm} : ActForms{};
   const dim3 grid(g ? c.n_head_kv : a.n_head, a.n_slots, max_parts);
   launch_kernel(kernel, grid, small ? kSmallThreads : kThreads, 0, stream, q, kc, vc, block_tables,
                 table_rows, context_lens, out, part_o, part_m, part_l, a.n_head, group, c.n_blocks,
                 c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context, max_parts,
-                scale, a.window);
+                scale, a.window, fused);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     launch_kernel(attn_decode_combine_kernel, dim3(a.n_head, a.n_slots), kThreads,
                   size_t((max_parts + 7) / 8 * 8) * sizeof(float), stream, context_lens, part_o,
                   part_m, part_l, out, a.n_head, c.head_dim, a.max_context, max_parts, part_len,
-                  a.window);
+                  a.window, fused);
     RZ_CUDA_CHECK_LAUNCH("attn_decode_combine_kernel");
   }
+  if (forms.f16 && !fused.f16)
+    convert_to_half(out, forms.f16, HalfType::f16, a.n_slots * cols, stream);
+  if (forms.qmm && !fused.qmm) qmm_prepare_x(out, forms.qmm, a.n_slots, cols, stream);
+  if (forms.q8) quantize_x_q8(out, forms.q8, a.n_slots, cols, stream);
 }
 
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                       const int32_t* block_tables, const int32_t* context_lens, float* out,
-                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream) {
+                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream,
+                      const ActForms& forms) {
   launch_attention("attention_decode", q, k_cache, v_cache, block_tables, nullptr, context_lens,
-                   out, workspace, a, stream);
+                   out, workspace, a, stream, forms);
 }
 
 void attention_decode_rows(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                            const int32_t* block_tables, const int32_t* table_rows,
                            const int32_t* context_lens, float* out, float* workspace,
-                           const AttentionDecodeArgs& a, cudaStream_t stream) {
+                           const AttentionDecodeArgs& a, cudaStream_t stream,
+                           const ActForms& forms) {
   if (!table_rows && a.n_slots > 0) throw Error("attention_decode_rows: table_rows is null");
   launch_attention("attention_decode_rows", q, k_cache, v_cache, block_tables, table_rows,
-                   context_lens, out, workspace, a, stream);
+                   context_lens, out, workspace, a, stream, forms);
 }
 
 }  // namespace rz::gpu

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/act_forms.hpp"
 #include "kernels/kv_cache_shape.hpp"
 
 namespace rz::gpu {
@@ -59,10 +60,15 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a);
 //   caches are read after the wait.
 // out: device [n_slots, n_head, head_dim] fp32
 // workspace: device, attention_decode_workspace_floats(a) floats (may be null when that is 0)
+// forms: the matmul input forms of out ([n_slots, n_head * head_dim], kernels/act_forms.hpp) for
+//   the output projection, byte for byte what the preparation kernels make of out: written by
+//   the attention kernels themselves where they run grouped (f16, qmm), else by those kernels
+//   after them (and q8 always so)
 // Throws rz::Error for bad shapes; n_slots == 0 launches nothing.
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                       const int32_t* block_tables, const int32_t* context_lens, float* out,
-                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream);
+                      float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream,
+                      const ActForms& forms = {});
 
 // The same for query rows that share sequences: row r reads block table row table_rows[r]
 // (device [n_slots] int32, each in [0, number of table rows)) and attends to its own first
@@ -71,6 +77,7 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
 void attention_decode_rows(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                            const int32_t* block_tables, const int32_t* table_rows,
                            const int32_t* context_lens, float* out, float* workspace,
-                           const AttentionDecodeArgs& a, cudaStream_t stream);
+                           const AttentionDecodeArgs& a, cudaStream_t stream,
+                           const ActForms& forms = {});
 
 }  // namespace rz::gpu

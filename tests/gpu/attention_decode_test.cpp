@@ -6,7 +6,8 @@
 // 1, 7, 255, 256, 257, 1000, 4097 (and an idle slot, 0) in one batch, head_dim 64/128 (also 80,
 // 256), GQA ratios 1, 3, 4, 8, several block sizes; small batches (64-token partitions) at the
 // partition boundaries 1, 63, 64, 65, 255, 256, 257, 1000, 4096, GQA 1/6/8, block sizes 1/16,
-// with grids sized for a max_context far above the lengths (as captured graphs launch them);
+// with grids sized for a max_context far above the lengths (as captured graphs launch them), each
+// batch again with the output projection's input forms against the preparation kernels;
 // batches of more than kAttnSmallBatchHeads query heads (256-token partitions); a decode loop
 // whose block tables grow, are released and recycled as the scheduler's
 // (sched/kv_block_manager.hpp) do, and the bad-input paths (NaN, shape errors) on both partition
@@ -25,7 +26,10 @@
 #include "gpu/test_support.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/attention_prefill.hpp"
+#include "kernels/dequant.hpp"
+#include "kernels/gemv_q8.hpp"
 #include "kernels/kv_append.hpp"
+#include "kernels/qmm.hpp"
 #include "quants/quants.hpp"
 #include "sched/kv_block_manager.hpp"
 #include "tests/gpu/elem_test_util.hpp"
@@ -200,7 +204,41 @@ void run_batch(const Config& cf, std::vector<int32_t> lens, int extra_context, s
   auto d_ws = ws_n ? poisoned<float>(ws_n) : DeviceBuffer<float>();  // no 0-byte memset
   attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_lens.get(), d_out.get(),
                    ws_n ? d_ws.get() : nullptr, a, nullptr);
-  EXPECT_TRUE(check_out(d_out.download(), ref, lens, n_head * hd, what));
+  const auto out = d_out.download();
+  EXPECT_TRUE(check_out(out, ref, lens, n_head * hd, what));
+
+  // Again with the output projection's input forms (kernels/act_forms.hpp): out bit for bit the
+  // same, and every form byte for byte what the preparation kernels make of it (the buffers
+  // poisoned first, qmm's pad rows included).
+  const int64_t cols = int64_t(n_head) * hd;
+  if (cols % 4 != 0) return;
+  const bool with_qmm = cols % kQmmChunk == 0, with_q8 = cols % kQ8Group == 0;
+  const size_t f16_bytes = 2 * out.size(),
+               qmm_bytes = with_qmm ? 2 * size_t(qmm_x_elems(n_slots, cols)) : 16,
+               q8_bytes = with_q8 ? q8_activation_bytes(n_slots, cols) : 16;
+  auto d_f16 = poisoned<uint8_t>(f16_bytes), d_qmm = poisoned<uint8_t>(qmm_bytes),
+       d_q8 = poisoned<uint8_t>(q8_bytes);
+  const ActForms forms{.f16 = d_f16.get(),
+                       .qmm = with_qmm ? d_qmm.get() : nullptr,
+                       .q8 = with_q8 ? d_q8.get() : nullptr};
+  auto d_out2 = poisoned<float>(q.size());
+  auto d_ws2 = ws_n ? poisoned<float>(ws_n) : DeviceBuffer<float>();
+  attention_decode(d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_lens.get(), d_out2.get(),
+                   ws_n ? d_ws2.get() : nullptr, a, nullptr, forms);
+  EXPECT_TRUE(all_bits_equal(d_out2.download(), out, what + ": out with forms vs without"));
+  auto want = poisoned<uint8_t>(f16_bytes);
+  convert_to_half(d_out.get(), want.get(), HalfType::f16, int64_t(out.size()), nullptr);
+  EXPECT_TRUE(d_f16.download() == want.download()) << what << ": f16 form vs convert_to_half";
+  if (with_qmm) {
+    auto want_qmm = poisoned<uint8_t>(qmm_bytes);
+    qmm_prepare_x(d_out.get(), want_qmm.get(), n_slots, cols, nullptr);
+    EXPECT_TRUE(d_qmm.download() == want_qmm.download()) << what << ": qmm form vs qmm_prepare_x";
+  }
+  if (with_q8) {
+    auto want_q8 = poisoned<uint8_t>(q8_bytes);
+    quantize_x_q8(d_out.get(), want_q8.get(), n_slots, cols, nullptr);
+    EXPECT_TRUE(d_q8.download() == want_q8.download()) << what << ": q8 form vs quantize_x_q8";
+  }
 }
 
 // The tokens of one prompt chunk as decode-attention rows (attention_decode_rows): every row
