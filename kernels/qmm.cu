@@ -235,10 +235,11 @@ __host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits) {
   return n <= 8 && splits <= kDirectMaxSplits;
 }
 
-// Formats with an integer form (Q4_K, Q5_K: kernels/qmm_formats.cuh, IntItem) run it in the
-// direct kernel: their A operand is the exact integer q * scale, the min and the super-block
-// scales are applied per chunk in fp32, about half the instructions a weight of the fp32
-// dequantization (and no fp16 rounding of the weights).
+// Formats with an integer form (Q4_K, Q5_K, Q6_K: kernels/qmm_formats.cuh, IntItem) run it in the
+// direct kernel: their A operand is the integer q * scale (Q6_K: (q - 32) * scale, rounded to
+// fp16 above 2,048), the min and the super-block scales are applied per chunk in fp32, about half
+// the instructions a weight of the fp32 dequantization (and for Q4_K / Q5_K no fp16 rounding of
+// the weights).
 template <class T>
 concept IntForm = requires {
   typename T::IntItem;
@@ -302,8 +303,9 @@ __device__ __forceinline__ void direct_load(Raw (&ia)[D], Raw (&ib)[D], const ui
 
 // The 16 steps of a chunk. The B operands of all 16 are requested first: loaded next to their
 // mma, each step of the accumulator chain waited out an L1 / L2 latency (ncu: 0.61 instructions
-// issued per scheduler cycle). Integer forms: two mmas a step (q * scale, and the mins) into the
-// chunk's own sums, which are then scaled by d and dmin (rows g: items ia; g + 8: ib).
+// issued per scheduler cycle). Integer forms: an mma a step of q * scale, and one of the mins
+// where the format has them (Q4_K, Q5_K), into the chunk's own sums, which are then scaled by d
+// and dmin (rows g: items ia; g + 8: ib).
 template <class T, class Item, int... t>
 __device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, const __half* xg,
                                              bool live, float (&acc)[4],
@@ -311,19 +313,25 @@ __device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, con
   uint2 b[sizeof...(t)];
   ((b[t] = live ? *reinterpret_cast<const uint2*>(xg + 16 * t) : make_uint2(0u, 0u)), ...);
   if constexpr (IntForm<T>) {
-    float qs[4] = {}, ms[4] = {};
+    float qs[4] = {};
+    [[maybe_unused]] float ms[4] = {};
     (
         [&] {
           const uint2 ra = T::template a_int<t>(ia), rb = T::template a_int<t>(ib);
           mma_16816(qs, ra.x, rb.x, ra.y, rb.y, b[t].x, b[t].y);
-          const uint32_t ma = ia.m2[t & 1], mb = ib.m2[t & 1];
-          mma_16816(ms, ma, mb, ma, mb, b[t].x, b[t].y);
+          if constexpr (T::kIntMins) {
+            const uint32_t ma = ia.m2[t & 1], mb = ib.m2[t & 1];
+            mma_16816(ms, ma, mb, ma, mb, b[t].x, b[t].y);
+          }
         }(),
         ...);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const Item& it = i < 2 ? ia : ib;
-      acc[i] = fmaf(it.d, qs[i], fmaf(-it.dmin, ms[i], acc[i]));
+      if constexpr (T::kIntMins)
+        acc[i] = fmaf(it.d, qs[i], fmaf(-it.dmin, ms[i], acc[i]));
+      else
+        acc[i] = fmaf(it.d, qs[i], acc[i]);
     }
   } else {
     (

@@ -126,6 +126,7 @@ struct Q45K {
   // fp16 1024 + q, two at a time) and one HFMA2 ((1024 + q) sc - 1024 sc, exact); a second mma
   // multiplies the sub-blocks' mins (exact too) by the same x, and the chunk's two sums are
   // scaled by d and dmin in fp32: y = d * sum(q sc x) - dmin * sum(m x).
+  static constexpr bool kIntMins = true;  // the second mma (Q6_K has none)
   struct IntItem {
     uint32_t q[8];
     uint32_t h[kQ5 ? 8 : 1];
@@ -203,18 +204,84 @@ struct Q6K {
     lds_words_a2<4>(b + Fmt::kScales + 4 * c, sc);
     const float d = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      it.s16[j] = d * byte_to_float(sc[0] ^ 0x80808080u, j, 128.0f) * 0x1p-16f;
+    for (int j = 0; j < 4; ++j) it.s16[j] = d * scale(sc[0], j) * 0x1p-16f;
     return it;
+  }
+  // Column group t's four 6-bit quants as bytes (0..63), from the masked ql and shifted qh words.
+  template <int t>
+  __device__ static uint32_t quants(const uint32_t (&ql)[16], const uint32_t (&qh)[8]) {
+    constexpr int h = t & 1, i = t >> 1;
+    return ql[8 * h + i] | (((qh[i] >> (2 * h)) & 0x03030303u) << 4);
+  }
+  // Sub-block scale j of the four in word sc (int8), as a float.
+  __device__ static float scale(uint32_t sc, int j) {
+    return byte_to_float(sc ^ 0x80808080u, j, 128.0f);
   }
   template <int t>
   __device__ static void dequant(const Item& it, float (&v)[4]) {
     constexpr int h = t & 1, i = t >> 1;
-    const uint32_t q = it.ql[8 * h + i] | (((it.qh[i] >> (2 * h)) & 0x03030303u) << 4);
+    const uint32_t q = quants<t>(it.ql, it.qh);
     const float s16 = it.s16[2 * h + (i >> 2)];
     const float b16 = s16 * -10485760.0f;  // -(32 + 128) d scale: (q - 32) d scale by byte_fma
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, s16, b16);
+  }
+
+  // The direct kernel's integer form (as Q4_K's, kernels/qmm.cu "integer A"): the A operand of
+  // step t is (q - 32) * scale in fp16, made two at a time by one PRMT (the fp16 1024 + q), one
+  // HFMA2 ((1024 + q) - 1056 = q - 32, exact) and one HMUL2 (times the sub-block's int8 scale:
+  // exact up to 2,048, rounded once above, where fp16 holds even integers only; at most 32 * 128).
+  // The chunk's sum is scaled by d in fp32: y = d * sum((q - 32) sc x). Against the fp32
+  // dequantization (four PRMT + FFMA and two conversions a group of four) three instructions a
+  // pair instead of five. (One HFMA2 with sc and -1056 sc, as Q4_K's, cannot work: -1056 sc is
+  // past fp16's range for |sc| > 62.)
+  static constexpr bool kIntMins = false;
+  struct IntRaw {  // the words as loaded
+    uint32_t ql[16], qh[8];
+    uint32_t sc;  // scales 4 c .. 4 c + 3
+    uint32_t d;   // fp16 bits
+  };
+  struct IntItem {
+    uint32_t ql[16], qh[8];  // as Item's
+    uint32_t sc2[4];         // scale 4 c + j as half2 (sc, sc)
+    float d;
+  };
+  __device__ static IntRaw load_int_raw(const uint8_t* b, int c) {
+    IntRaw r;
+    const int cc = c >> 1;
+    lds_words_a2<64>(b + Fmt::kQl + 64 * cc, r.ql);
+    lds_words_a2<32>(b + Fmt::kQh + 32 * cc, r.qh);
+    uint32_t sc[1];
+    lds_words_a2<4>(b + Fmt::kScales + 4 * c, sc);
+    r.sc = sc[0];
+    r.d = lds_u16_a2(b + Fmt::kD);
+    return r;
+  }
+  __device__ static IntItem int_item(const IntRaw& r, int c) {
+    IntItem it;
+    const int sh = 4 * (c & 1);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) it.ql[i] = (r.ql[i] >> sh) & 0x0f0f0f0fu;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) it.qh[i] = r.qh[i] >> sh;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float s = scale(r.sc, j);
+      it.sc2[j] = pack_half2(s, s);
+    }
+    it.d = f16_bits_to_f32_fast(r.d);
+    return it;
+  }
+  // Step t's A registers of one row: columns (e0, e1) and (e2, e3), (q - 32) * scale in fp16.
+  template <int t>
+  __device__ static uint2 a_int(const IntItem& it) {
+    constexpr int h = t & 1, i = t >> 1;
+    constexpr uint32_t kOne = 0x3c003c00u, kMinus1056 = 0xe420e420u;  // half2 (1, 1), (-1056, ..)
+    const uint32_t q = quants<t>(it.ql, it.qh);
+    const uint32_t sc = it.sc2[2 * h + (i >> 2)];
+    const uint32_t lo = hfma2_bits(__byte_perm(q, 0x64646464u, 0x4140u), kOne, kMinus1056);
+    const uint32_t hi = hfma2_bits(__byte_perm(q, 0x64646464u, 0x4342u), kOne, kMinus1056);
+    return make_uint2(hmul2_bits(lo, sc), hmul2_bits(hi, sc));
   }
 };
 

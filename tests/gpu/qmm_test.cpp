@@ -179,9 +179,34 @@ struct Case {
   int64_t rows, cols, n;
 };
 
-// Whether qmm's direct kernel (up to 8 tokens) runs `t` in its integer form (exact weights,
-// other arithmetic than the staged kernel's): Q4_K and Q5_K.
-bool has_integer_form(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K; }
+// Whether qmm's direct kernel (up to 8 tokens) runs `t` in its integer form (other arithmetic
+// than the staged kernel's): Q4_K, Q5_K and Q6_K.
+bool has_integer_form(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+
+// The weights the integer form multiplies: Q4_K's and Q5_K's exact values; Q6_K's d * fp16((q -
+// 32) scale), whose integer (q - 32) scale is rounded to fp16 (even integers above 2,048). The
+// exact value d (q - 32) scale is a float (at most 24 significant bits), so value / d is that
+// integer.
+std::vector<float> int_form_values(GgmlType t, const HostWeights& w, int64_t rows, int64_t cols) {
+  std::vector<float> v = w.values;
+  if (t != GgmlType::Q6_K) return v;
+  constexpr int64_t kBlockBytes = 210, kDOffset = 208;  // ql[128] qh[64] scales[16] d
+  const int64_t blocks = cols / 256;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint16_t bits = 0;
+      std::memcpy(&bits, w.bytes.data() + (r * blocks + b) * kBlockBytes + kDOffset, 2);
+      const float d = fp16_to_fp32(bits);
+      if (d == 0.0f) continue;
+      for (int64_t e = 0; e < 256; ++e) {
+        float& x = v[size_t(r * cols + b * 256 + e)];
+        x = d * round_f16(static_cast<float>(std::nearbyint(double(x) / double(d))));
+      }
+    }
+  return v;
+}
 
 // float64 reference over the fp16-rounded weights (or the exact ones): ref, mag [n, rows].
 void reference(const Case& k, std::vector<double>& ref, std::vector<double>& mag,
@@ -250,9 +275,10 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(size_t(n_max * sh.cols));
     for (auto& v : x) v = round_f16(nd(rng));
-    std::vector<double> ref16, mag16, ref_exact, mag_exact;
+    std::vector<double> ref16, mag16, ref_int, mag_int;
     reference({w, x, sh.rows, sh.cols, n_max}, ref16, mag16);
-    reference({w, x, sh.rows, sh.cols, n_max}, ref_exact, mag_exact, false);
+    const HostWeights wi{w.bytes, int_form_values(t, w, sh.rows, sh.cols)};
+    reference({wi, x, sh.rows, sh.cols, n_max}, ref_int, mag_int, false);
     DeviceBuffer<uint8_t> dw(w.bytes.size());
     DeviceBuffer<float> dx(x.size());
     dw.upload(w.bytes);
@@ -261,10 +287,10 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
       for (int split : {1, 2, 3, 10, 0}) {  // 10: more splits than the direct kernel's warps
         const int64_t ldy = sh.rows + (split == 2 ? 5 : 0);  // a slice of a wider output too
         const std::vector<float> y = run_qmm(t, dw, dx, sh.rows, sh.cols, n, ldy, split);
-        // the direct kernel's integer form multiplies the exact weights
-        const bool exact = n <= 8 && has_integer_form(t);
-        const std::vector<double>& ref = exact ? ref_exact : ref16;
-        const std::vector<double>& mag = exact ? mag_exact : mag16;
+        // the direct kernel's integer form multiplies its own weights (int_form_values)
+        const bool int_form = n <= 8 && has_integer_form(t);
+        const std::vector<double>& ref = int_form ? ref_int : ref16;
+        const std::vector<double>& mag = int_form ? mag_int : mag16;
         for (int64_t tk = 0; tk < n; ++tk)
           for (int64_t r = 0; r < sh.rows; ++r) {
             const double got = y[tk * ldy + r], want = ref[tk * sh.rows + r];
@@ -322,8 +348,8 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
 // runs agree bit for bit. Up to 8 tokens run the direct kernel, which has its own split rule and
 // adds equal splits in the same order as the staged one: with its own rule its tokens match 8
 // tokens' bit for bit, and with forced splits they match the staged kernel's too (except the
-// integer forms of Q4_K and Q5_K, whose arithmetic differs: they match 8 tokens'). Forced splits:
-// 12 (more than the direct kernel's warps) and 80 on 20,480 columns (80 chunks; past
+// integer forms of Q4_K, Q5_K and Q6_K, whose arithmetic differs: they match 8 tokens'). Forced
+// splits: 12 (more than the direct kernel's warps) and 80 on 20,480 columns (80 chunks; past
 // kDirectMaxSplits, where up to 8 tokens stay staged).
 TEST_P(QmmTest, TokenResultIndependentOfBatch) {
   RZ_REQUIRE_GPU();
