@@ -1,8 +1,6 @@
 // The batcher actor (actors/batcher.hpp).
 #include "actors/batcher.hpp"
 
-#include <algorithm>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,7 +22,8 @@ struct BatcherState {
   std::unique_ptr<BatchedDecodeState> sched;
   caf::actor gpu;
   std::shared_ptr<MetricsRegistry> metrics;
-  std::unordered_map<uint64_t, caf::actor> route;  // live request id -> its session actor
+  std::unordered_map<uint64_t, caf::actor> route;      // live request id -> its session actor
+  std::unordered_map<caf::actor_id, size_t> batch_of;  // route_events: session -> its batch
   std::optional<StepPlan> in_flight;
   bool stopping = false;
   std::optional<caf::response_promise> stop_promise;
@@ -42,24 +41,23 @@ void update_gauges(Self* self) {
                            s.kv().stats().evictions);
 }
 
-// Sends each session its events, one message per session, in the scheduler's order.
+// Sends each session its events, one message per session, in the scheduler's order (sessions in
+// the order of their first event). Grouped through a map from the session actor's id: a linear
+// search per event was ~90 % of the batcher's work per step at 256 streams (perf, fake executor).
 void route_events(Self* self, std::vector<SchedEvent> events) {
   if (events.empty()) return;
   auto& st = self->state;
   std::vector<std::pair<caf::actor, EventBatch>> batches;
+  st.batch_of.clear();
   for (SchedEvent& e : events) {
     const uint64_t id = event_request(e).id;
     auto it = st.route.find(id);
     if (it == st.route.end()) continue;
     caf::actor dest = it->second;
     if (is_final(e)) st.route.erase(it);
-    auto b = std::find_if(batches.begin(), batches.end(),
-                          [&](const auto& x) { return x.first == dest; });
-    if (b == batches.end()) {
-      batches.emplace_back(dest, EventBatch{});
-      b = std::prev(batches.end());
-    }
-    b->second.events.push_back(std::move(e));
+    const auto [b, fresh] = st.batch_of.try_emplace(dest.id(), batches.size());
+    if (fresh) batches.emplace_back(std::move(dest), EventBatch{});
+    batches[b->second].second.events.push_back(std::move(e));
   }
   for (auto& [dest, batch] : batches) self->send(dest, events_atom::value, std::move(batch));
 }

@@ -20,6 +20,7 @@
 #include "formats/gguf.hpp"
 #include "model/executor.hpp"
 #include "model/executor_checks.hpp"
+#include "tests/sched/forwarding_executor.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rz_test {
@@ -211,27 +212,16 @@ class StepGate {
 };
 
 // Runs another executor behind a StepGate.
-class GatedExecutor : public rz::Executor {
+class GatedExecutor : public ForwardingExecutor {
  public:
   GatedExecutor(std::unique_ptr<rz::Executor> inner, std::shared_ptr<StepGate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
-  const rz::ModelConfig& config() const override { return inner_->config(); }
-  int max_slots() const override { return inner_->max_slots(); }
-  int max_context() const override { return inner_->max_context(); }
-  int kv_block_size() const override { return inner_->kv_block_size(); }
-  int64_t kv_blocks() const override { return inner_->kv_blocks(); }
+      : ForwardingExecutor(std::move(inner)), gate_(std::move(gate)) {}
   std::vector<int32_t> step(std::span<const rz::StepSeq> seqs) override {
     gate_->take();
-    return inner_->step(seqs);
+    return ForwardingExecutor::step(seqs);
   }
-  void release(int slot) override { inner_->release(slot); }
-  bool slot_active(int slot) const override { return inner_->slot_active(slot); }
-  int slot_length(int slot) const override { return inner_->slot_length(slot); }
-  void set_keep_logits(bool keep) override { inner_->set_keep_logits(keep); }
-  std::span<const float> last_logits(int slot) const override { return inner_->last_logits(slot); }
 
  private:
-  std::unique_ptr<rz::Executor> inner_;
   std::shared_ptr<StepGate> gate_;
 };
 
