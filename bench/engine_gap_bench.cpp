@@ -10,6 +10,13 @@
 //
 //   engine_gap_bench [--streams 1,16,64,256] [--step-us 1500] [--tokens 400]
 //                    [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]   (its tokenizer only)
+//                    [--tuned] [--moderate-polls N] [--moderate-sleep-us N]
+//
+// --tuned applies rz::engine::tune_scheduler (what rz serve runs with); the last two set CAF's
+// work-stealing scheduler (work-stealing.moderate-poll-attempts,
+// .moderate-sleep-duration; CAF's defaults 500 and 50 us): an idle worker polls its queue that
+// many times, sleeping that long between polls, before it waits on a condition variable, and
+// only that wait is woken by a message from outside the scheduler (the gpu actor's thread).
 //
 // The gaps are host work and thread wake-ups: on a machine busy with other work they grow.
 #include <caf/all.hpp>
@@ -42,6 +49,8 @@ struct Options {
   std::vector<int> streams = {1, 16, 64, 256};
   int step_us = 1500, tokens = 400;
   std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  long moderate_polls = -1, moderate_sleep_us = -1;  // -1: CAF's default
+  bool tuned = false;
 };
 
 // The fake executor, each step padded to step_us and its start and end recorded.
@@ -93,6 +102,12 @@ double quantile(const std::vector<double>& sorted, double q) {
 
 void run(const Options& o, int streams, const std::shared_ptr<const rz::Tokenizer>& tok) {
   caf::actor_system_config cfg;
+  if (o.tuned) rz::engine::tune_scheduler(cfg);
+  if (o.moderate_polls >= 0)
+    cfg.set("work-stealing.moderate-poll-attempts", size_t(o.moderate_polls));
+  if (o.moderate_sleep_us >= 0)
+    cfg.set("work-stealing.moderate-sleep-duration",
+            caf::timespan{std::chrono::microseconds(o.moderate_sleep_us)});
   caf::actor_system sys{cfg};
   const int n_vocab = tok->n_vocab();
   auto paced = std::make_unique<PacedExecutor>(
@@ -143,8 +158,18 @@ void run(const Options& o, int streams, const std::shared_ptr<const rz::Tokenize
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
+  bool bad = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--tuned") {
+      o.tuned = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      bad = true;
+      break;
+    }
+    const std::string v = argv[++i];
     if (a == "--streams") {
       o.streams.clear();
       std::stringstream ss(v);
@@ -155,16 +180,20 @@ int main(int argc, char** argv) {
       o.tokens = std::atoi(v.c_str());
     } else if (a == "--model") {
       o.model = v;
+    } else if (a == "--moderate-polls") {
+      o.moderate_polls = std::atol(v.c_str());
+    } else if (a == "--moderate-sleep-us") {
+      o.moderate_sleep_us = std::atol(v.c_str());
     } else {
       std::fprintf(stderr, "engine_gap_bench: unknown flag %s\n", a.c_str());
       return 2;
     }
   }
-  if (argc % 2 == 0 || o.step_us < 0 || o.tokens < 16 || o.streams.empty() ||
+  if (bad || o.step_us < 0 || o.tokens < 16 || o.streams.empty() ||
       std::any_of(o.streams.begin(), o.streams.end(), [](int s) { return s < 1; })) {
     std::fprintf(stderr,
                  "usage: engine_gap_bench [--streams 1,16,64,256] [--step-us 1500] [--tokens 400] "
-                 "[--model FILE]\n");
+                 "[--model FILE] [--tuned] [--moderate-polls N] [--moderate-sleep-us N]\n");
     return 2;
   }
   try {
@@ -172,9 +201,13 @@ int main(int argc, char** argv) {
         rz::Tokenizer::from_gguf(*rz::GgufFile::open(o.model)));
     std::printf(
         "engine_gap_bench: fake executor, steps padded to %d us, %d tokens a stream, %u hardware "
-        "threads\n\n| streams | steps | step us | gap p50 us | p90 | p99 | mean | steps' share "
+        "threads, scheduler %s, CAF moderate polls %ld, sleep %ld us (-1: as set)\n\n| streams | "
+        "steps | step "
+        "us | gap p50 us | p90 | p99 | mean | steps' share "
         "of wall |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-        o.step_us, o.tokens, std::thread::hardware_concurrency());
+        o.step_us, o.tokens, std::thread::hardware_concurrency(),
+        o.tuned ? "tuned (rz::engine::tune_scheduler)" : "CAF's defaults", o.moderate_polls,
+        o.moderate_sleep_us);
     for (int s : o.streams) run(o, s, tok);
     return 0;
   } catch (const std::exception& e) {
