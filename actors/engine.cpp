@@ -172,8 +172,4 @@ void Engine::shutdown(std::chrono::milliseconds drain) {
   });
 }
 
-void tune_scheduler(caf::actor_system_config& cfg) {
-  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{0});
-}
-
 }  // namespace rz::engine

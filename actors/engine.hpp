@@ -27,8 +27,7 @@
 
 namespace caf {
 class actor_system;
-class actor_system_config;
-}  // namespace caf
+}
 
 namespace rz::engine {
 
@@ -110,16 +109,6 @@ class Session {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
-
-// Scheduler settings for an actor system that runs an Engine, applied to its config before the
-// system starts (rz serve does; embedders may). An idle CAF work-stealing worker polls its queue
-// 500 times with 50 us sleeps in between before it blocks (CAF's defaults), and the gpu actor's
-// step results come from its own thread, so the batcher may wait out such a sleep at every step.
-// This sets no sleep between those polls: an idle worker spins briefly, then blocks on a condition
-// variable that a message from outside wakes at once. engine_gap_bench (fake executor, 1,500 us
-// steps, 2-core build machine): host gap between steps p50 87 -> 51 us at 1 stream, 100 -> 60 at
-// 16, 108 -> 81 at 64, 220 -> 155 at 256 (docs/performance.md, "Serving follows the engine?").
-void tune_scheduler(caf::actor_system_config& cfg);
 
 class Engine {
  public:

@@ -284,7 +284,6 @@ int serve(int argc, char** argv) {
   if (f.has("served-model-name")) scfg.served_model_name = f.str("served-model-name");
 
   caf::actor_system_config caf_cfg;
-  engine::tune_scheduler(caf_cfg);
   caf::actor_system system{caf_cfg};
   {
     std::shared_ptr<engine::Engine> eng =

@@ -10,10 +10,9 @@
 //
 //   engine_gap_bench [--streams 1,16,64,256] [--step-us 1500] [--tokens 400]
 //                    [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]   (its tokenizer only)
-//                    [--tuned] [--moderate-polls N] [--moderate-sleep-us N]
+//                    [--moderate-polls N] [--moderate-sleep-us N]
 //
-// --tuned applies rz::engine::tune_scheduler (what rz serve runs with); the last two set CAF's
-// work-stealing scheduler (work-stealing.moderate-poll-attempts,
+// The last two set CAF's work-stealing scheduler (work-stealing.moderate-poll-attempts,
 // .moderate-sleep-duration; CAF's defaults 500 and 50 us): an idle worker polls its queue that
 // many times, sleeping that long between polls, before it waits on a condition variable, and
 // only that wait is woken by a message from outside the scheduler (the gpu actor's thread).
@@ -50,7 +49,6 @@ struct Options {
   int step_us = 1500, tokens = 400;
   std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   long moderate_polls = -1, moderate_sleep_us = -1;  // -1: CAF's default
-  bool tuned = false;
 };
 
 // The fake executor, each step padded to step_us and its start and end recorded.
@@ -102,7 +100,6 @@ double quantile(const std::vector<double>& sorted, double q) {
 
 void run(const Options& o, int streams, const std::shared_ptr<const rz::Tokenizer>& tok) {
   caf::actor_system_config cfg;
-  if (o.tuned) rz::engine::tune_scheduler(cfg);
   if (o.moderate_polls >= 0)
     cfg.set("work-stealing.moderate-poll-attempts", size_t(o.moderate_polls));
   if (o.moderate_sleep_us >= 0)
@@ -161,10 +158,6 @@ int main(int argc, char** argv) {
   bool bad = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--tuned") {
-      o.tuned = true;
-      continue;
-    }
     if (i + 1 >= argc) {
       bad = true;
       break;
@@ -193,7 +186,7 @@ int main(int argc, char** argv) {
       std::any_of(o.streams.begin(), o.streams.end(), [](int s) { return s < 1; })) {
     std::fprintf(stderr,
                  "usage: engine_gap_bench [--streams 1,16,64,256] [--step-us 1500] [--tokens 400] "
-                 "[--model FILE] [--tuned] [--moderate-polls N] [--moderate-sleep-us N]\n");
+                 "[--model FILE] [--moderate-polls N] [--moderate-sleep-us N]\n");
     return 2;
   }
   try {
@@ -201,12 +194,11 @@ int main(int argc, char** argv) {
         rz::Tokenizer::from_gguf(*rz::GgufFile::open(o.model)));
     std::printf(
         "engine_gap_bench: fake executor, steps padded to %d us, %d tokens a stream, %u hardware "
-        "threads, scheduler %s, CAF moderate polls %ld, sleep %ld us (-1: as set)\n\n| streams | "
+        "threads, CAF moderate polls %ld, sleep %ld us (-1: CAF's default)\n\n| streams | "
         "steps | step "
         "us | gap p50 us | p90 | p99 | mean | steps' share "
         "of wall |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-        o.step_us, o.tokens, std::thread::hardware_concurrency(),
-        o.tuned ? "tuned (rz::engine::tune_scheduler)" : "CAF's defaults", o.moderate_polls,
+        o.step_us, o.tokens, std::thread::hardware_concurrency(), o.moderate_polls,
         o.moderate_sleep_us);
     for (int s : o.streams) run(o, s, tok);
     return 0;

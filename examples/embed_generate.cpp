@@ -134,7 +134,6 @@ int main(int argc, char** argv) {
         rz::make_executor(rz::resolve_device(device), mf, {.slots = slots}).executor;
 
     caf::actor_system_config cfg;
-    rz::engine::tune_scheduler(cfg);  // idle workers block instead of sleeping between polls
     caf::actor_system sys{cfg};
     rz::engine::EngineConfig ec;
     auto engine = rz::engine::Engine::start(sys, std::move(executor), tok,
