@@ -31,6 +31,13 @@ __device__ __forceinline__ uint32_t lds_u16_a2(const uint8_t* p) {
   return *reinterpret_cast<const uint16_t*>(p);
 }
 
+// Bytes 2 p and 2 p + 1 of q (each below 1024) as the half2 (1024 + q0, 1024 + q1), by one PRMT:
+// the byte is the mantissa under the exponent byte 0x64 (the integer forms' A operands).
+template <int p>
+__device__ __forceinline__ uint32_t half2_1024_plus(uint32_t q) {
+  return __byte_perm(q, 0x64646464u, p == 0 ? 0x4140u : 0x4342u);
+}
+
 // A format's traits: kChunkBytes (bytes of 256 columns of one row), kAligned16 (whether every
 // row's chunk starts 16-byte aligned; otherwise it is staged from the 16-byte boundary below it),
 // Item (what thread c keeps of one row's chunk), load(chunk, c) from the staged bytes in shared
@@ -170,8 +177,8 @@ struct Q45K {
   __device__ static uint2 a_int(const IntItem& it) {
     const uint32_t q = quants<t>(it.q, it.h);
     const uint32_t sc = it.sc2[t & 1], nb = it.nb2[t & 1];
-    return make_uint2(hfma2_bits(__byte_perm(q, 0x64646464u, 0x4140u), sc, nb),
-                      hfma2_bits(__byte_perm(q, 0x64646464u, 0x4342u), sc, nb));
+    return make_uint2(hfma2_bits(half2_1024_plus<0>(q), sc, nb),
+                      hfma2_bits(half2_1024_plus<1>(q), sc, nb));
   }
 };
 using Q4K = Q45K<false>;
@@ -193,18 +200,11 @@ struct Q6K {
   };
   __device__ static Item load(const uint8_t* b, int c) {
     Item it;
-    const int cc = c >> 1, sh = 4 * (c & 1);
-    lds_words_a2<64>(b + Fmt::kQl + 64 * cc, it.ql);
-    lds_words_a2<32>(b + Fmt::kQh + 32 * cc, it.qh);
+    const IntRaw r = load_int_raw(b, c);
+    quant_words(r, c, it.ql, it.qh);
+    const float d = f16_bits_to_f32_fast(r.d);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) it.ql[i] = (it.ql[i] >> sh) & 0x0f0f0f0fu;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) it.qh[i] >>= sh;
-    uint32_t sc[1];
-    lds_words_a2<4>(b + Fmt::kScales + 4 * c, sc);
-    const float d = f16_bits_to_f32_fast(lds_u16_a2(b + Fmt::kD));
-#pragma unroll
-    for (int j = 0; j < 4; ++j) it.s16[j] = d * scale(sc[0], j) * 0x1p-16f;
+    for (int j = 0; j < 4; ++j) it.s16[j] = d * scale(r.sc, j) * 0x1p-16f;
     return it;
   }
   // Column group t's four 6-bit quants as bytes (0..63), from the masked ql and shifted qh words.
@@ -236,7 +236,7 @@ struct Q6K {
   // pair instead of five. (One HFMA2 with sc and -1056 sc, as Q4_K's, cannot work: -1056 sc is
   // past fp16's range for |sc| > 62.)
   static constexpr bool kIntMins = false;
-  struct IntRaw {  // the words as loaded
+  struct IntRaw {  // thread c's words of a chunk as loaded (Item::load decodes them too)
     uint32_t ql[16], qh[8];
     uint32_t sc;  // scales 4 c .. 4 c + 3
     uint32_t d;   // fp16 bits
@@ -257,13 +257,19 @@ struct Q6K {
     r.d = lds_u16_a2(b + Fmt::kD);
     return r;
   }
-  __device__ static IntItem int_item(const IntRaw& r, int c) {
-    IntItem it;
+  // Thread c's nibble of the ql words as bytes, and its bits of the qh words at bit 0 of each byte
+  // (shifted right by 4 (c % 2)).
+  __device__ static void quant_words(const IntRaw& r, int c, uint32_t (&ql)[16],
+                                     uint32_t (&qh)[8]) {
     const int sh = 4 * (c & 1);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) it.ql[i] = (r.ql[i] >> sh) & 0x0f0f0f0fu;
+    for (int i = 0; i < 16; ++i) ql[i] = (r.ql[i] >> sh) & 0x0f0f0f0fu;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) it.qh[i] = r.qh[i] >> sh;
+    for (int i = 0; i < 8; ++i) qh[i] = r.qh[i] >> sh;
+  }
+  __device__ static IntItem int_item(const IntRaw& r, int c) {
+    IntItem it;
+    quant_words(r, c, it.ql, it.qh);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float s = scale(r.sc, j);
@@ -279,8 +285,8 @@ struct Q6K {
     constexpr uint32_t kOne = 0x3c003c00u, kMinus1056 = 0xe420e420u;  // half2 (1, 1), (-1056, ..)
     const uint32_t q = quants<t>(it.ql, it.qh);
     const uint32_t sc = it.sc2[2 * h + (i >> 2)];
-    const uint32_t lo = hfma2_bits(__byte_perm(q, 0x64646464u, 0x4140u), kOne, kMinus1056);
-    const uint32_t hi = hfma2_bits(__byte_perm(q, 0x64646464u, 0x4342u), kOne, kMinus1056);
+    const uint32_t lo = hfma2_bits(half2_1024_plus<0>(q), kOne, kMinus1056);
+    const uint32_t hi = hfma2_bits(half2_1024_plus<1>(q), kOne, kMinus1056);
     return make_uint2(hmul2_bits(lo, sc), hmul2_bits(hi, sc));
   }
 };
