@@ -32,6 +32,7 @@ size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 // The matrices that read a layer's attention-norm output.
 std::array<const DeviceMatrix*, 3> qkv_inputs(const GpuLayerWeights& L) {
   if (L.fused_qkv) return {&L.wqkv, nullptr, nullptr};
+  if (L.fused_qk) return {&L.wqk, &L.wv, nullptr};
   return {&L.wq, &L.wk, &L.wv};
 }
 
@@ -302,7 +303,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
   qp_args.cache = shape;
   qp_args.cs_table = rope_cs.get();
   qp_args.cs_positions = max_ctx;
-  QkvPostArgs qp_sep = qp_args;  // layers whose Q, K, V have different types: three sources
+  QkvPostArgs qp_sep = qp_args;  // layers whose Q, K, V were not all stacked: separate sources
   qp_sep.k_src = k.get();
   qp_sep.v_src = v.get();
   const GateAct act = cfg.act == ModelConfig::Act::GeluTanh ? GateAct::gelu_tanh : GateAct::silu;
@@ -314,14 +315,25 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     if (l == 0)
       rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,
                forms_for(xn.get(), N, E, qkv_inputs(L)));
-    // One matmul writes [q | k | v] rows (or three write q, k, v apart); one kernel adds the
-    // biases, rotates q and k, writes q out dense for attention and k, v into the cache.
+    // One matmul writes [q | k | v] rows, or [q | k] rows and a second one v (Q and K of one
+    // type, V of another), or three write q, k, v apart; one kernel adds the biases, rotates q
+    // and k, writes q out dense for attention and k, v into the cache.
     float* q_rows = qkv.get();
-    float* k_rows = L.fused_qkv ? qkv.get() + q_dim : k.get();
-    const int64_t q_stride = L.fused_qkv ? q_dim + 2 * kv_dim : q_dim;
-    const int64_t k_stride = L.fused_qkv ? q_stride : kv_dim;
+    float* k_rows = k.get();
+    int64_t q_stride = q_dim, k_stride = kv_dim;  // floats between consecutive tokens' q, k
+    QkvPostArgs qp = qp_sep;
     if (L.fused_qkv) {
       matmul(L.wqkv, xn.get(), qkv.get(), N, true);
+      k_rows = qkv.get() + q_dim;
+      q_stride = k_stride = q_dim + 2 * kv_dim;
+      qp = qp_args;
+    } else if (L.fused_qk) {
+      matmul(L.wqk, xn.get(), qkv.get(), N, true);  // [q | k] rows
+      matmul(L.wv, xn.get(), v.get(), N, true);
+      k_rows = qkv.get() + q_dim;
+      q_stride = k_stride = q_dim + kv_dim;
+      qp.qkv_row_stride = qp.k_row_stride = q_stride;
+      qp.k_src = k_rows;
     } else {
       matmul(L.wq, xn.get(), qkv.get(), N, true);  // dense q rows [N, q_dim]
       matmul(L.wk, xn.get(), k.get(), N, true);
@@ -340,7 +352,6 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     }
     // Sliding layers with their own rotary base (gemma3) rotate with its tables.
     const bool swa_rope = cfg.layer_rope_swa(l);
-    QkvPostArgs qp = L.fused_qkv ? qp_args : qp_sep;
     if (swa_rope) {
       qp.cs_table = rope_cs_swa.get();
       qp.attn_factor = 1.0f;  // RopeFreqs::make_swa: unscaled

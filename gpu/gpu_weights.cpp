@@ -157,8 +157,12 @@ GpuWeights GpuWeights::upload(const ModelFile& f, bool fp8) {
     l.post_attn_norm = vec(cl.post_attn_norm, w.bytes);
     l.post_ffn_norm = vec(cl.post_ffn_norm, w.bytes);
     l.fused_qkv = cl.wq->type == cl.wk->type && cl.wq->type == cl.wv->type;
+    l.fused_qk = !l.fused_qkv && cl.wq->type == cl.wk->type;
     if (l.fused_qkv) {
       l.wqkv = stacked(f, {cl.wq, cl.wk, cl.wv}, w.bytes);
+    } else if (l.fused_qk) {
+      l.wqk = stacked(f, {cl.wq, cl.wk}, w.bytes);
+      l.wv = matrix(f, *cl.wv, w.bytes);
     } else {
       l.wq = matrix(f, *cl.wq, w.bytes);
       l.wk = matrix(f, *cl.wk, w.bytes);
@@ -175,7 +179,8 @@ GpuWeights GpuWeights::upload(const ModelFile& f, bool fp8) {
     l.w_down = matrix(f, *cl.w_down, w.bytes);
     if (fp8)
       for (DeviceMatrix* m :
-           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.wqk,
+            &l.w_gate_up})
         if (m->rows > 0 && fp8_converts(m->type, m->rows, m->cols)) {
           to_fp8(*m, w.bytes);
           ++w.fp8_matrices;

@@ -30,8 +30,9 @@ struct DeviceMatrix {
 };
 
 // Q, K and V of a layer stored in one type are kept as one matrix [wq; wk; wv] (one matmul writes
-// a fused row [q | k | v] per token), likewise gate and up as [w_gate; w_up]; the separate
-// matrices are then left empty.
+// a fused row [q | k | v] per token); when only Q and K share a type (Q4_K_M keeps some layers' V
+// in Q6_K) they are kept as [wq; wk] and V apart; gate and up of one type as [w_gate; w_up]. The
+// separate matrices are then left empty.
 struct GpuLayerWeights {
   DeviceBuffer<float> attn_norm, ffn_norm;            // [n_embd]
   DeviceBuffer<float> bq, bk, bv;                     // biases (empty unless qkv_bias)
@@ -39,8 +40,9 @@ struct GpuLayerWeights {
   DeviceBuffer<float> post_attn_norm, post_ffn_norm;  // [n_embd] (empty unless post_norms)
   DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   DeviceMatrix wqkv;       // [q_dim + 2 kv_dim][n_embd] when fused_qkv
+  DeviceMatrix wqk;        // [q_dim + kv_dim][n_embd] when fused_qk (then wv holds V)
   DeviceMatrix w_gate_up;  // [2 n_ff][n_embd] when fused_gate_up
-  bool fused_qkv = false, fused_gate_up = false;
+  bool fused_qkv = false, fused_qk = false, fused_gate_up = false;
 };
 
 struct GpuWeights {
@@ -85,7 +87,8 @@ struct GpuWeights {
     f(self.tied ? self.token_embd : self.output_own);
     for (auto& l : self.layers)
       for (auto* m :
-           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.w_gate_up})
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.wqk,
+            &l.w_gate_up})
         f(*m);
   }
 };

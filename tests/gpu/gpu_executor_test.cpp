@@ -29,7 +29,9 @@
 #include "formats/gguf_writer.hpp"
 #include "formats/model_file.hpp"
 #include "gpu/gpu_executor.hpp"
+#include "gpu/gpu_weights.hpp"
 #include "gpu/test_support.hpp"
+#include "model/model_weights.hpp"
 #include "model/sampling.hpp"
 #include "quants/quants.hpp"
 #include "sched/slot_runner.hpp"
@@ -360,6 +362,36 @@ TEST(GpuExecutor, Fp8WeightsLeaveQuantizedMatricesAlone) {
   GpuExecutor g(ModelFile::open(tiny_model(SynthFormat::Q4_K_M)),
                 GpuExecutorOptions{.slots = 1, .max_context = 64, .fp8_weights = true});
   EXPECT_EQ(g.memory_plan().fp8_matrices, 0);
+}
+
+// Q4_K_M keeps some layers' V in Q6_K: such a layer stacks Q and K alone (one matmul writes
+// [q | k] rows, another v), the others all three. The tiny model has layers of both kinds, so
+// the comparisons with the CPU on it (GpuVsCpu, ChunkedPrefillMatchesCpu) run both paths.
+TEST(GpuWeights, StacksTheMatricesThatShareAType) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
+  const ModelWeights cw = ModelWeights::load(*mf);
+  const GpuWeights w = GpuWeights::upload(*mf);
+  ASSERT_EQ(w.layers.size(), cw.layers.size());
+  int qk_layers = 0, qkv_layers = 0;
+  for (size_t l = 0; l < cw.layers.size(); ++l) {
+    const LayerWeights& c = cw.layers[l];
+    const GpuLayerWeights& g = w.layers[l];
+    const bool q_is_k = c.wq->type == c.wk->type;
+    EXPECT_EQ(g.fused_qkv, q_is_k && c.wv->type == c.wq->type) << "layer " << l;
+    EXPECT_EQ(g.fused_qk, q_is_k && c.wv->type != c.wq->type) << "layer " << l;
+    if (g.fused_qk) {
+      EXPECT_EQ(g.wqk.type, c.wq->type);
+      EXPECT_EQ(g.wqk.rows, c.wq->rows() + c.wk->rows());
+      EXPECT_EQ(g.wv.type, c.wv->type);
+      EXPECT_EQ(g.wv.rows, c.wv->rows());
+      EXPECT_EQ(g.wq.rows + g.wk.rows + g.wqkv.rows, 0);
+    }
+    qk_layers += g.fused_qk;
+    qkv_layers += g.fused_qkv;
+  }
+  EXPECT_GT(qk_layers, 0);
+  EXPECT_GT(qkv_layers, 0);
 }
 
 TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
