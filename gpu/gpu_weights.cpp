@@ -178,9 +178,8 @@ GpuWeights GpuWeights::upload(const ModelFile& f, bool fp8) {
     }
     l.w_down = matrix(f, *cl.w_down, w.bytes);
     if (fp8)
-      for (DeviceMatrix* m :
-           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.wqk,
-            &l.w_gate_up})
+      for (DeviceMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv,
+                              &l.wqk, &l.w_gate_up})
         if (m->rows > 0 && fp8_converts(m->type, m->rows, m->cols)) {
           to_fp8(*m, w.bytes);
           ++w.fp8_matrices;

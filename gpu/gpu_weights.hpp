@@ -86,9 +86,8 @@ struct GpuWeights {
   static void each_matrix(Self& self, F& f) {
     f(self.tied ? self.token_embd : self.output_own);
     for (auto& l : self.layers)
-      for (auto* m :
-           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.wqk,
-            &l.w_gate_up})
+      for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.wqkv, &l.wqk,
+                      &l.w_gate_up})
         f(*m);
   }
 };
