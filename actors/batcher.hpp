@@ -1,9 +1,13 @@
 // The batcher actor: owns the BatchedDecodeState (sched/batch_state.hpp) and follows its call
 // protocol with exactly one step in flight at the gpu actor:
 //
-//   plan() ─▶ route plan.events ─▶ (idle: release-only message) | (step_atom, ExecutorStep) ─▶ gpu
-//      ▲                                                                                      │
-//      └──── route apply()/fail_step() events ◀── StepResult (tokens or error) ◀──────────────┘
+//   plan() ─▶ (idle: release-only message) | (step_atom, ExecutorStep) ─▶ gpu ─┐
+//      ▲        then route the last step's events and plan.events to sessions  │
+//      └──── apply()/fail_step() events ◀── StepResult (tokens or error) ◀──────┘
+//
+// The events of step N go out after step N+1 is sent, so the messages to the sessions overlap
+// the executor's work instead of delaying the next step; each session still gets its events in
+// order. It runs on a thread of its own (caf::detached; spawn_batcher says why).
 //
 // Submits and cancels are handled while a step is in flight (they take effect at the next step
 // boundary); events go to the session actor that submitted each request (by RequestRef::id).

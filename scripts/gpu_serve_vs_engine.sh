@@ -13,6 +13,10 @@
 # p50 / p99 and the ratio of ITL p50 to the engine's step time. The served figure includes what
 # serving adds to a step: each new request's prompt joins a running step (chunked prefill), the
 # per-token frames, the actors. JSON of both sides under $OUT (or /tmp).
+# Where the served steps' time goes comes from the server's step log (`rz serve --step-log`, one
+# CSV line per step; split per B into steps-B.csv, summarised by step_log_summary.py into
+# steps-B.txt): per B, the executor's share of the wall time (the rest is host gaps and idling),
+# the tokens a step carries (decodes + prompt chunk tokens) and the decode-only steps' median.
 set -u
 . "$(dirname "$0")/serve_lib.sh"
 bin=${1:?usage: gpu_serve_vs_engine.sh BIN_DIR MODEL [STREAMS]}
@@ -36,21 +40,25 @@ log=$out/serve.log
 start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" \
   --max-slots "$max_b" --ctx $(((prompt + gen + 64 + 63) / 64 * 64)) \
   --max-step-tokens $((max_b > 512 ? max_b : 512)) --max-connections-per-ip $((max_b + 8)) \
-  --max-connections $((max_b + 16)) || { echo "the server did not start"; exit 1; }
+  --max-connections $((max_b + 16)) --step-log "$out/steps.csv" ||
+  { echo "the server did not start"; exit 1; }
 pid=$server_pid
 url="ws://127.0.0.1:$port/v1/ws"
 # Warm-up: graphs for the batch sizes, cuBLAS plans.
 "$bin/rz-wsbench" --url "$url" --connections "$max_b" --requests "$max_b" --prompt-tokens $prompt \
   --max-tokens 32 --seed 5 --json > /dev/null 2>&1
 for b in $streams; do
+  n0=$(wc -l < "$out/steps.csv")
   "$bin/rz-wsbench" --url "$url" --connections "$b" --duration "$dur" --prompt-tokens $prompt \
     --max-tokens $gen --seed 9 --timeout 600 --json > "$out/serve-$b.json" 2> "$out/serve-$b.err"
+  { head -n 1 "$out/steps.csv"; sed -n "$((n0 + 1)),\$p" "$out/steps.csv"; } > "$out/steps-$b.csv"
+  python3 "$(dirname "$0")/step_log_summary.py" "$out/steps-$b.csv" > "$out/steps-$b.txt" 2>&1
 done
 kill -TERM $pid
 wait $pid 2>/dev/null
 
 python3 - "$out" $streams <<'PY'
-import json, os, sys
+import csv, json, os, sys
 out, streams = sys.argv[1], [int(s) for s in sys.argv[2:]]
 eng = json.load(open(os.path.join(out, "engine.json")))
 by_b = {w["batch"]: w for w in eng["workloads"] if w["kind"] == "batched"}
@@ -70,4 +78,26 @@ for b in streams:
     i = s["itl_ms"]
     print(f"| {b} | {e_tps:,.0f} | {step:.2f} | {tps:,.0f} | {tps / e_tps:.2f} | "
           f"{i['p50']:.2f} / {i['p99']:.2f} | {i['p50'] / step:.2f} |")
+print()
+print("the served steps (step log): executor share of the wall time from the first step to the")
+print("last, decode tokens and prompt tokens per step, decode-only steps' executor median")
+print("| streams | steps | executor share | decodes / step | prompt tokens / step | decode-only exec p50 ms |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+for b in streams:
+    try:
+        rows = [{k: float(v) for k, v in r.items()}
+                for r in csv.DictReader(open(os.path.join(out, f"steps-{b}.csv")))]
+    except Exception as e:
+        print(f"| {b} | no step log ({e}) | | | | |")
+        continue
+    if len(rows) < 2:
+        print(f"| {b} | {len(rows)} | | | | |")
+        continue
+    wall = rows[-1]["start_ms"] + rows[-1]["round_ms"] - rows[0]["start_ms"]
+    share = sum(r["exec_ms"] for r in rows) / wall
+    dec = sum(r["decodes"] for r in rows) / len(rows)
+    ptok = sum(r["chunk_tokens"] for r in rows) / len(rows)
+    only = sorted(r["exec_ms"] for r in rows if r["chunks"] == 0)
+    p50 = f"{only[len(only) // 2]:.2f}" if only else "-"
+    print(f"| {b} | {len(rows)} | {share:.3f} | {dec:.1f} | {ptok:.1f} | {p50} |")
 PY
