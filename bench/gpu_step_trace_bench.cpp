@@ -11,7 +11,11 @@
 // (docs/performance.md, "Kernels per decode step").
 //
 //   gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] [--context 1024]
-//                        [--no-graphs] [--no-pdl] [--top 20] [--by-grid]
+//                        [--join C] [--no-graphs] [--no-pdl] [--top 20] [--by-grid]
+//
+// --join C makes every traced step a mixed one, as a server's steps are when requests keep
+// arriving: beside the B decodes a new C-token prompt (random ids) in one more slot, computed in
+// that step and sampled from, its slot released after it.
 //
 // --by-grid lists kernels per (kind, grid), which tells apart the calls of one kernel on
 // matrices of different shapes (a qmm kernel's grid is its row tiles x splits).
@@ -41,7 +45,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string model;
-  int batch = 1, steps = 32, prompt = 1, context = 1024, top = 20;
+  int batch = 1, steps = 32, prompt = 1, context = 1024, top = 20, join = 0;
   bool graphs = true, pdl = true, by_grid = false;
 };
 
@@ -139,25 +143,27 @@ int main(int argc, char** argv) {
       o.context = std::atoi(v.c_str());
     else if (a == "--top")
       o.top = std::atoi(v.c_str());
+    else if (a == "--join")
+      o.join = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "gpu_step_trace_bench: unknown flag %s\n", a.c_str());
       return 2;
     }
   }
-  if (o.model.empty() || o.batch < 1 || o.steps < 1 || o.prompt < 1 ||
-      o.prompt + o.steps + 8 > o.context) {
+  if (o.model.empty() || o.batch < 1 || o.steps < 1 || o.prompt < 1 || o.join < 0 ||
+      o.prompt + o.steps + 8 > o.context || o.join >= o.context) {
     std::fprintf(
         stderr,
         "usage: gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] "
-        "[--context 1024] [--no-graphs] [--no-pdl] [--top 20] [--by-grid] (prompt + steps + 8 <= "
-        "context)\n");
+        "[--context 1024] [--join C] [--no-graphs] [--no-pdl] [--top 20] [--by-grid] (prompt + "
+        "steps + 8 <= context, join < context)\n");
     return 2;
   }
   try {
     rz::gpu::set_programmatic_launch(o.pdl);
     auto mf = rz::ModelFile::open(o.model);
     rz::gpu::GpuExecutorOptions g;
-    g.slots = o.batch;
+    g.slots = o.batch + (o.join > 0 ? 1 : 0);  // the joining prompts' slot: o.batch
     g.max_context = o.context;
     g.cuda_graphs = o.graphs;
     rz::gpu::GpuExecutor ex(mf, g);
@@ -173,17 +179,20 @@ int main(int argc, char** argv) {
       for (int b = 0; b < per_slot; ++b) e.blocks.push_back(slot * per_slot + b);
       return e;
     };
-    std::vector<rz::StepSeq> first;
-    for (int s = 0; s < o.batch; ++s) {
-      std::vector<int32_t> t(static_cast<size_t>(o.prompt));
+    auto random_tokens = [&](int n) {
+      std::vector<int32_t> t(static_cast<size_t>(n));
       for (auto& x : t) x = static_cast<int32_t>(rng() % uint32_t(ex.config().n_vocab));
-      first.push_back(entry(s, true, std::move(t)));
-    }
+      return t;
+    };
+    std::vector<rz::StepSeq> first;
+    for (int s = 0; s < o.batch; ++s) first.push_back(entry(s, true, random_tokens(o.prompt)));
     std::vector<int32_t> last = ex.step(first);
     auto decode = [&] {
       std::vector<rz::StepSeq> s;
       for (int i = 0; i < o.batch; ++i) s.push_back(entry(i, false, {last[size_t(i)]}));
+      if (o.join > 0) s.push_back(entry(o.batch, true, random_tokens(o.join)));
       last = ex.step(s);
+      if (o.join > 0) ex.release(o.batch);
     };
     for (int w = 0; w < 4; ++w) decode();  // graphs captured, caches warm
 
@@ -255,10 +264,10 @@ int main(int argc, char** argv) {
     std::vector<double> cnt(counts.begin(), counts.end());
     const double ns = double(steps.size());
     std::printf(
-        "gpu_step_trace_bench: %s, B = %d, %d steps after a %d-token prompt, graphs %s, "
-        "PDL %s, %s\n",
-        o.model.c_str(), o.batch, o.steps, o.prompt, o.graphs ? "on" : "off", o.pdl ? "on" : "off",
-        ex.memory_plan().device_name.c_str());
+        "gpu_step_trace_bench: %s, B = %d, %d steps after a %d-token prompt, %d-token prompt "
+        "joining each step, graphs %s, PDL %s, %s\n",
+        o.model.c_str(), o.batch, o.steps, o.prompt, o.join, o.graphs ? "on" : "off",
+        o.pdl ? "on" : "off", ex.memory_plan().device_name.c_str());
     std::printf(
         "\n| per step (median) | value |\n| --- | ---: |\n| host wall ms | %.3f |\n| kernels | "
         "%.0f "
