@@ -5,7 +5,8 @@
 // whose context spans several partitions. The partition length P is a template parameter of the
 // partition kernel and a runtime argument of the combine kernel: kAttnPartition (256 tokens, 128
 // threads) normally, kAttnSmallPartition (64 tokens, 256 threads) for small batches (n_slots *
-// n_head <= kAttnSmallBatchHeads), where 256-token partitions leave most SMs idle.
+// n_head <= kAttnSmallBatchHeads, or n_slots * n_head_kv <= kAttnSmallBatchGroups grouped), where
+// 256-token partitions leave most SMs idle.
 //
 // Partition kernel, for its n <= P tokens:
 //   1. q (times scale) to shared; each token's K/V row offset from the block table to shared
@@ -595,13 +596,17 @@ constexpr int64_t kSmallHeadParts = 65536;
 
 // The partition length a launch uses: the small one when its blocks per partition (slots times
 // KV heads, or times query heads for the per-head kernel) are few, so that the blocks still
-// spread over the SMs (and it does not need too many partitions).
+// spread over the SMs (and it does not need too many partitions). The grouped kernel's cap is
+// higher: its small configuration loads a partition's keys and values in one round where the
+// 256-token one waits on eight, which paid at 512 KV-head blocks (H200: llama3.1-8b B = 64
+// +5.7 %, qwen2.5-1.5b B = 256 +7.5 %) and did not at 2048 (llama B = 256 -8.5 %, in a run that
+// also carried a combine change which lost by itself; 1024 is unmeasured).
 int partition_for(const AttentionDecodeArgs& a) {
   const bool g = grouped(a);
   const int64_t unit = g ? a.cache.n_head_kv : a.n_head;
   const int parts_small = parts_for(a.max_context, kAttnSmallPartition);
-  const bool small = int64_t(a.n_slots) * unit <= kAttnSmallBatchHeads &&
-                     parts_small <= kMaxParts &&
+  const int64_t cap = g ? kAttnSmallBatchGroups : kAttnSmallBatchHeads;
+  const bool small = int64_t(a.n_slots) * unit <= cap && parts_small <= kMaxParts &&
                      (!g || int64_t(a.n_slots) * a.n_head * parts_small <= kSmallHeadParts);
   return small ? kAttnSmallPartition : kAttnPartition;
 }
@@ -615,8 +620,8 @@ size_t ws_floats(int64_t heads, int parts, int head_dim) {
 
 // An upper bound over launches with n_slots' <= n_slots and max_context' <= max_context: such a
 // launch uses kAttnPartition, or kAttnSmallPartition with n_slots' times its unit (KV heads when
-// grouped, else query heads) <= kAttnSmallBatchHeads and, when grouped, heads' * parts' <=
-// kSmallHeadParts; each term grows with n_slots' and max_context'.
+// grouped, else query heads) <= kAttnSmallBatchGroups grouped, else kAttnSmallBatchHeads, and,
+// when grouped, heads' * parts' <= kSmallHeadParts; each term grows with n_slots' and max_context'.
 size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
   if (a.max_context <= 0 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0 ||
       a.cache.n_head_kv <= 0)
@@ -626,7 +631,7 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
   const size_t large = ws_floats(heads, parts_for(a.max_context, kAttnPartition), a.cache.head_dim);
   size_t small = 0;
   if (grouped(a)) {
-    const int64_t slots = std::min<int64_t>(a.n_slots, kAttnSmallBatchHeads / a.cache.n_head_kv);
+    const int64_t slots = std::min<int64_t>(a.n_slots, kAttnSmallBatchGroups / a.cache.n_head_kv);
     const int64_t head_parts = std::min(slots * a.n_head * parts_small, kSmallHeadParts);
     small = parts_small <= 1 ? 0 : size_t(head_parts) * (size_t(a.cache.head_dim) + 2);
   } else {

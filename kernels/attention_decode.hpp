@@ -6,13 +6,14 @@
 // K and V are fp16, everything else fp32 (fp32 accumulation, max-subtracted softmax).
 //
 // Flash-decoding split: the context is cut into partitions of kAttnPartition tokens (of
-// kAttnSmallPartition tokens when the blocks per partition are at most kAttnSmallBatchHeads, so
-// that small batches still spread over the GPU's SMs); one thread block per (KV head, slot,
-// partition) for all the query heads sharing that KV head (at most 8 of them and head_dim a
-// multiple of 8; otherwise one block per query head) writes that partition's max score m, sum of
-// exp(score - m) and unnormalized output per query head; a second kernel combines the partitions
-// of slots that have more than one. Slots with a single partition are finished by the first
-// kernel. The partition length is chosen from the shapes and max_context only (never from the
+// kAttnSmallPartition tokens when the blocks per partition are at most kAttnSmallBatchHeads, or
+// kAttnSmallBatchGroups for the grouped kernel, so that small batches still spread over the GPU's
+// SMs and mid-sized ones wait on one round of loads a block, not several); one thread block per (KV
+// head, slot, partition) for all the query heads sharing that KV head (at most 8 of them and
+// head_dim a multiple of 8; otherwise one block per query head) writes that partition's max score
+// m, sum of exp(score - m) and unnormalized output per query head; a second kernel combines the
+// partitions of slots that have more than one. Slots with a single partition are finished by the
+// first kernel. The partition length is chosen from the shapes and max_context only (never from the
 // lengths on the device), so a captured graph stays valid.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -25,9 +26,10 @@
 
 namespace rz::gpu {
 
-inline constexpr int kAttnPartition = 256;        // context tokens per thread block
-inline constexpr int kAttnSmallPartition = 64;    // ... for launches of few query heads:
-inline constexpr int kAttnSmallBatchHeads = 256;  // blocks per partition at most this
+inline constexpr int kAttnPartition = 256;         // context tokens per thread block
+inline constexpr int kAttnSmallPartition = 64;     // ... for launches of few query heads:
+inline constexpr int kAttnSmallBatchHeads = 256;   // blocks per partition at most this
+inline constexpr int kAttnSmallBatchGroups = 512;  // ... of the grouped kernel (KV-head blocks)
 inline constexpr int kAttnMaxHeadDim = 256;
 
 struct AttentionDecodeArgs {

@@ -379,7 +379,9 @@ TEST(AttentionDecode, SmallBatchPartitionBoundaries) {
   run_batch({128, 2, 8, 16}, lens, 2000, rng, "16 slots x 16 heads, max_context + 2000");
 }
 
-// More than kAttnSmallBatchHeads query heads: kAttnPartition-token partitions, same boundaries.
+// kAttnPartition-token partitions, same boundaries: the per-head kernel past kAttnSmallBatchHeads
+// query heads, the grouped kernel past kAttnSmallBatchGroups KV heads or past the small
+// partitions' head-partition cap.
 TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
   RZ_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
@@ -391,23 +393,29 @@ TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
     for (int extra : {0, 3000}) {
       std::shuffle(lens.begin(), lens.end(), rng);
       ASSERT_GT(int(lens.size()) * 16, kAttnSmallBatchHeads);
-      run_batch({hd, 2, 8, 16}, lens, extra, rng,
-                "17 slots x 16 heads, head_dim " + std::to_string(hd) + " extra context " +
-                    std::to_string(extra));
+      run_batch({hd, 1, 16, 16}, lens, extra, rng,
+                "17 slots x 16 heads (per-head kernel), head_dim " + std::to_string(hd) +
+                    " extra context " + std::to_string(extra));
     }
-  run_batch({64, 4, 1, 1}, std::vector<int32_t>(65, 300), 0, rng,
-            "65 slots x 4 heads, block_size 1");
-  // The grouped kernel with 256-token partitions (more than kAttnSmallBatchHeads KV-head blocks a
-  // partition: 65 slots x 4 KV heads) at each head-dim class it is instantiated for (up to 64,
-  // 128, 256; 80 in the 128 class), over the partition boundaries.
-  std::vector<int32_t> many(65);
+  run_batch({64, 4, 1, 1}, std::vector<int32_t>(130, 300), 0, rng,
+            "130 slots x 4 heads, block_size 1");
+  // The grouped kernel with 256-token partitions at each head-dim class it is instantiated for
+  // (up to 64, 128, 256; 80 in the 128 class), over the partition boundaries: more than
+  // kAttnSmallBatchGroups KV-head blocks a partition (130 slots x 4 KV heads), and more than
+  // 65,536 head-partitions of the small length (65 slots x 8 heads, context 8,300).
+  std::vector<int32_t> many(130);
   for (size_t s = 0; s < many.size(); ++s) many[s] = kBoundaryLens[s % kBoundaryLens.size()];
+  ASSERT_GT(int(many.size()) * 4, kAttnSmallBatchGroups);
+  std::vector<int32_t> long_few(many.begin(), many.begin() + 65);
   for (int hd : {80, 128, 256}) {
     std::shuffle(many.begin(), many.end(), rng);
-    ASSERT_GT(int(many.size()) * 4, kAttnSmallBatchHeads);
     run_batch(
         {hd, 4, 2, 16}, many, 300, rng,
-        "65 slots x 4 KV heads (grouped, 256-token partitions), head_dim " + std::to_string(hd));
+        "130 slots x 4 KV heads (grouped, 256-token partitions), head_dim " + std::to_string(hd));
+    std::shuffle(long_few.begin(), long_few.end(), rng);
+    run_batch({hd, 4, 2, 16}, long_few, 8300 - 4096, rng,
+              "65 slots x 4 KV heads, context 8300 (grouped, 256-token partitions), head_dim " +
+                  std::to_string(hd));
   }
 }
 
@@ -682,8 +690,10 @@ TEST(AttentionDecode, SlidingWindow) {
           "window " + std::to_string(window) + " head_dim " + std::to_string(hd);
       std::shuffle(lens.begin(), lens.end(), rng);
       run_batch({hd, 2, 4, 16}, lens, 100, rng, what + ", small partitions", window);
-      std::vector<int32_t> many(40, 0);  // 40 slots x 8 heads: 256-token partitions
+      // 260 slots x 2 KV heads (> kAttnSmallBatchGroups blocks): 256-token partitions
+      std::vector<int32_t> many(260, 0);
       for (size_t s = 0; s < many.size(); ++s) many[s] = lens[s % lens.size()];
+      ASSERT_GT(int(many.size()) * 2, kAttnSmallBatchGroups);
       run_batch({hd, 2, 4, 16}, many, 0, rng, what + ", large partitions", window);
       if (::testing::Test::HasFailure()) return;
     }
@@ -786,9 +796,16 @@ TEST(AttentionDecode, ShapeErrors) {
   b.max_context = 4096;  // 360 heads x 64 partitions of 64 (23,040 head-partitions <= 65,536)
   b.table_stride = 256;
   EXPECT_EQ(attention_decode_workspace_floats(b), size_t(360) * 64 * (64 + 2));
-  // 200 slots: launches of up to 85 slots (255 blocks) take small partitions: 85 x 9 heads x 64
+  // 200 slots: launches of up to 170 slots (510 blocks <= kAttnSmallBatchGroups) take small
+  // partitions, up to the cap of 65,536 head-partitions (170 x 9 heads x 64 = 97,920); large:
+  // 1800 x 16 = 28,800
   b.n_slots = 200;
-  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(85) * 9 * 64 * (64 + 2));
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(65536) * (64 + 2));
+  b.n_slots = 60;  // 60 x 9 x 64 = 34,560 head-partitions, all small
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(60) * 9 * 64 * (64 + 2));
+  b.n_slots = 1000;  // small partitions capped likewise; large: 9000 x 16
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(9000) * 16 * (64 + 2));
+  b.n_slots = 200;
   b.max_context = 16384;  // small partitions capped at 65,536 head-partitions; large: 1800 x 64
   b.table_stride = 1024;
   EXPECT_EQ(attention_decode_workspace_floats(b), size_t(1800) * 64 * (64 + 2));
@@ -796,25 +813,25 @@ TEST(AttentionDecode, ShapeErrors) {
   b.table_stride = 256;
   // An upper bound for every launch with fewer slots and a shorter max_context (the executor
   // sizes one workspace for its largest batch and context): the need of a launch is the formula
-  // above with the partition length it uses (64 for <= 256 heads, else 256).
+  // above with the partition length it uses (64 for few blocks a partition, else 256).
   for (int n_head : {9, 12, 16, 32})
-    for (int ns : {1, 7, 21, 22, 40, 64})
+    for (int ns : {1, 7, 21, 22, 40, 64, 170, 171, 300, 1000})
       for (int mc : {1, 64, 65, 100, 256, 257, 1000, 4096, 4097}) {
         AttentionDecodeArgs big = a, small = a;
         big.n_head = small.n_head = n_head;
-        big.n_slots = 64;
+        big.n_slots = 1000;
         big.max_context = 4097;
         small.n_slots = ns;
         small.max_context = mc;
         const int64_t heads = int64_t(ns) * n_head;
         // the documented rule: grouped when n_head / n_head_kv <= 8 (head_dim 64); small
-        // partitions when the blocks per partition are <= kAttnSmallBatchHeads and, grouped,
-        // heads x small partitions <= 65,536
+        // partitions when the blocks per partition are <= kAttnSmallBatchHeads (grouped:
+        // kAttnSmallBatchGroups) and, grouped, heads x small partitions <= 65,536
         const bool grouped = n_head / a.cache.n_head_kv <= 8;
         const int64_t blocks = int64_t(ns) * (grouped ? a.cache.n_head_kv : n_head);
         const int64_t small_parts = (mc + kAttnSmallPartition - 1) / kAttnSmallPartition;
-        const bool use_small =
-            blocks <= kAttnSmallBatchHeads && (!grouped || heads * small_parts <= 65536);
+        const bool use_small = blocks <= (grouped ? kAttnSmallBatchGroups : kAttnSmallBatchHeads) &&
+                               (!grouped || heads * small_parts <= 65536);
         const int part = use_small ? kAttnSmallPartition : kAttnPartition;
         const int64_t parts = (mc + part - 1) / part;
         const size_t need = parts > 1 ? size_t(heads * parts * (64 + 2)) : 0;

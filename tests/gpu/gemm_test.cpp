@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -249,6 +250,47 @@ TEST(GemmChecks, BadShapesThrowAndEmptyIsNoOp) {
 
 // ---------------------------------------------------------------- throughput bench (GPU)
 
+// Bench helpers: device buffers of random fp16 values, and the median time of a call.
+struct BenchRig {
+  SplitMix rng{42};
+  std::vector<uint16_t> chunk = [this] {
+    std::vector<uint16_t> c(size_t{1} << 22);
+    for (auto& v : c) v = fp32_to_fp16(rng.uniform());
+    return c;
+  }();
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  BenchRig() {
+    RZ_CUDA_CHECK(cudaEventCreate(&e0));
+    RZ_CUDA_CHECK(cudaEventCreate(&e1));
+  }
+  ~BenchRig() {
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  // One chunk uploaded repeatedly to fill a big buffer.
+  void fill(DeviceBuffer<uint16_t>& b) const {
+    for (size_t off = 0; off < b.size(); off += chunk.size())
+      RZ_CUDA_CHECK(cudaMemcpy(b.get() + off, chunk.data(),
+                               std::min(chunk.size(), b.size() - off) * 2, cudaMemcpyHostToDevice));
+  }
+  // Median ms of 20 calls after 3 warm-up ones, on the default stream.
+  template <typename F>
+  double median_ms(F&& call) const {
+    std::vector<float> ms;
+    for (int it = 0; it < 23; ++it) {
+      RZ_CUDA_CHECK(cudaEventRecord(e0, nullptr));
+      call();
+      RZ_CUDA_CHECK(cudaEventRecord(e1, nullptr));
+      RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+      float v = 0;
+      RZ_CUDA_CHECK(cudaEventElapsedTime(&v, e0, e1));
+      if (it >= 3) ms.push_back(v);
+    }
+    std::sort(ms.begin(), ms.end());
+    return static_cast<double>(ms[ms.size() / 2]);
+  }
+};
+
 TEST(GemmBench, DISABLED_Throughput) {
   RZ_REQUIRE_GPU();
   struct Shape {
@@ -265,33 +307,10 @@ TEST(GemmBench, DISABLED_Throughput) {
   };
   const int64_t n = 512;
   const HalfType h = HalfType::f16;
-  // One chunk of random fp16 values, uploaded repeatedly to fill the big buffers.
-  SplitMix rng{42};
-  std::vector<uint16_t> chunk(size_t{1} << 22);
-  for (auto& v : chunk) v = fp32_to_fp16(rng.uniform());
-  auto fill = [&](DeviceBuffer<uint16_t>& b) {
-    for (size_t off = 0; off < b.size(); off += chunk.size())
-      RZ_CUDA_CHECK(cudaMemcpy(b.get() + off, chunk.data(),
-                               std::min(chunk.size(), b.size() - off) * 2, cudaMemcpyHostToDevice));
-  };
+  BenchRig rig;
   Gemm gemm(nullptr);
-  cudaEvent_t e0, e1;
-  RZ_CUDA_CHECK(cudaEventCreate(&e0));
-  RZ_CUDA_CHECK(cudaEventCreate(&e1));
-  auto median_ms = [&](auto&& call) {
-    std::vector<float> ms;
-    for (int it = 0; it < 23; ++it) {
-      RZ_CUDA_CHECK(cudaEventRecord(e0, nullptr));
-      call();
-      RZ_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-      RZ_CUDA_CHECK(cudaEventSynchronize(e1));
-      float v = 0;
-      RZ_CUDA_CHECK(cudaEventElapsedTime(&v, e0, e1));
-      if (it >= 3) ms.push_back(v);  // 3 warm-up runs
-    }
-    std::sort(ms.begin(), ms.end());
-    return static_cast<double>(ms[ms.size() / 2]);
-  };
+  const auto fill = [&](DeviceBuffer<uint16_t>& b) { rig.fill(b); };
+  const auto median_ms = [&](auto&& call) { return rig.median_ms(call); };
   std::printf(
       "GEMM fp16, fp32 accumulate and output, n_tokens %lld (median of 20 after 3 warm-up)\n",
       static_cast<long long>(n));
@@ -314,8 +333,46 @@ TEST(GemmBench, DISABLED_Throughput) {
         s.model, s.name, static_cast<long long>(s.rows), static_cast<long long>(s.cols), ms16 * 1e3,
         flop / (ms16 * 1e-3) / 1e12, ms32 * 1e3, flop / (ms32 * 1e-3) / 1e12);
   }
-  RZ_CUDA_CHECK(cudaEventDestroy(e0));
-  RZ_CUDA_CHECK(cudaEventDestroy(e1));
+}
+
+// The token counts of a large decode batch with a prompt chunk beside it (256 decodes + a chunk):
+// how cuBLAS's own choice of kernel fares between 256 and 512 rows, and what 256 rows plus the
+// rest as a second call would take.
+TEST(GemmBench, DISABLED_TokenSweep) {
+  RZ_REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {
+      {"qwen2.5-1.5b qkv", 2048, 1536},      {"qwen2.5-1.5b attn_o", 1536, 1536},
+      {"qwen2.5-1.5b gate+up", 17920, 1536}, {"qwen2.5-1.5b ffn_down", 1536, 8960},
+      {"llama3.1-8b qkv", 6144, 4096},       {"llama3.1-8b gate+up", 28672, 4096},
+      {"llama3.1-8b ffn_down", 4096, 14336},
+  };
+  const int64_t ns[] = {16, 32, 64, 96, 128, 192, 256, 272, 288, 320, 352, 384, 448, 512};
+  BenchRig rig;
+  Gemm gemm(nullptr);
+  std::printf("GEMM fp16 x16 (matmul_x16), us, median of 20; split = 256 rows + the rest\n");
+  for (const Shape& s : shapes) {
+    DeviceBuffer<uint16_t> w(size_t(s.rows * s.cols)), x16(size_t(512 * s.cols));
+    DeviceBuffer<float> y(size_t(512 * s.rows));
+    rig.fill(w);
+    rig.fill(x16);
+    std::map<int64_t, double> us;
+    for (int64_t n : ns)
+      us[n] = 1e3 * rig.median_ms([&] {
+        gemm.matmul_x16(HalfType::f16, w.get(), x16.get(), y.get(), s.rows, s.cols, n);
+      });
+    std::printf("%-22s [%5lld x %5lld]", s.name, static_cast<long long>(s.rows),
+                static_cast<long long>(s.cols));
+    for (int64_t n : ns) {
+      const double tf = 2.0 * double(n) * double(s.rows) * double(s.cols) / (us[n] * 1e-6) / 1e12;
+      std::printf(" | n %lld: %.1f (%.0f TF)", static_cast<long long>(n), us[n], tf);
+      if (n > 256 && us.count(n - 256)) std::printf(" split %.1f", us[256] + us[n - 256]);
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace
