@@ -6,7 +6,9 @@
 // partition kernel and a runtime argument of the combine kernel: kAttnPartition (256 tokens, 128
 // threads) normally, kAttnSmallPartition (64 tokens, 256 threads) for small batches (n_slots *
 // n_head <= kAttnSmallBatchHeads, or n_slots * n_head_kv <= kAttnSmallBatchGroups grouped), where
-// 256-token partitions leave most SMs idle.
+// 256-token partitions leave most SMs idle, and kAttnTinyPartition (32 tokens, 256 threads) for
+// the grouped kernel at the smallest batches and contexts (kAttnTinyBatchGroups,
+// kAttnTinyMaxParts).
 //
 // Partition kernel, for its n <= P tokens:
 //   1. q (times scale) to shared; each token's K/V row offset from the block table to shared
@@ -585,9 +587,12 @@ PartitionKernel group_kernel_of(int head_dim) {
   return attn_decode_group_kernel<kP, kT, kAttnMaxHeadDim>;
 }
 
-PartitionKernel group_kernel(bool small, int head_dim) {
-  return small ? group_kernel_of<kAttnSmallPartition, kSmallThreads>(head_dim)
-               : group_kernel_of<kAttnPartition, kThreads>(head_dim);
+PartitionKernel group_kernel(int part_len, int head_dim) {
+  if (part_len == kAttnTinyPartition)
+    return group_kernel_of<kAttnTinyPartition, kSmallThreads>(head_dim);
+  return part_len == kAttnSmallPartition
+             ? group_kernel_of<kAttnSmallPartition, kSmallThreads>(head_dim)
+             : group_kernel_of<kAttnPartition, kThreads>(head_dim);
 }
 
 // Small partitions for grouped launches also keep heads * partitions under this (34 MiB of
@@ -601,9 +606,16 @@ constexpr int64_t kSmallHeadParts = 65536;
 // 256-token one waits on eight, which paid at 512 KV-head blocks (H200: llama3.1-8b B = 64
 // +5.7 %, qwen2.5-1.5b B = 256 +7.5 %) and did not at 2048 (llama B = 256 -8.5 %, in a run that
 // also carried a combine change which lost by itself; 1024 is unmeasured).
+// The tiny one, for the grouped kernel's few-block launches over short contexts: at B = 1 a
+// block's own chain of instructions (scores, softmax, values for its tokens) is what the
+// attention costs, and halving its tokens shortens it more than the combine of twice the
+// partitions adds.
 int partition_for(const AttentionDecodeArgs& a) {
   const bool g = grouped(a);
   const int64_t unit = g ? a.cache.n_head_kv : a.n_head;
+  if (g && int64_t(a.n_slots) * unit <= kAttnTinyBatchGroups &&
+      parts_for(a.max_context, kAttnTinyPartition) <= kAttnTinyMaxParts)
+    return kAttnTinyPartition;
   const int parts_small = parts_for(a.max_context, kAttnSmallPartition);
   const int64_t cap = g ? kAttnSmallBatchGroups : kAttnSmallBatchHeads;
   const bool small = int64_t(a.n_slots) * unit <= cap && parts_small <= kMaxParts &&
@@ -621,7 +633,9 @@ size_t ws_floats(int64_t heads, int parts, int head_dim) {
 // An upper bound over launches with n_slots' <= n_slots and max_context' <= max_context: such a
 // launch uses kAttnPartition, or kAttnSmallPartition with n_slots' times its unit (KV heads when
 // grouped, else query heads) <= kAttnSmallBatchGroups grouped, else kAttnSmallBatchHeads, and,
-// when grouped, heads' * parts' <= kSmallHeadParts; each term grows with n_slots' and max_context'.
+// when grouped, heads' * parts' <= kSmallHeadParts, or (grouped) kAttnTinyPartition with n_slots'
+// * KV heads <= kAttnTinyBatchGroups and parts' <= kAttnTinyMaxParts; each term grows with
+// n_slots' and max_context'.
 size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
   if (a.max_context <= 0 || a.n_slots <= 0 || a.n_head <= 0 || a.cache.head_dim <= 0 ||
       a.cache.n_head_kv <= 0)
@@ -629,16 +643,21 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
   const int64_t heads = int64_t(a.n_slots) * a.n_head;
   const int parts_small = parts_for(a.max_context, kAttnSmallPartition);
   const size_t large = ws_floats(heads, parts_for(a.max_context, kAttnPartition), a.cache.head_dim);
-  size_t small = 0;
+  size_t small = 0, tiny = 0;
   if (grouped(a)) {
     const int64_t slots = std::min<int64_t>(a.n_slots, kAttnSmallBatchGroups / a.cache.n_head_kv);
     const int64_t head_parts = std::min(slots * a.n_head * parts_small, kSmallHeadParts);
     small = parts_small <= 1 ? 0 : size_t(head_parts) * (size_t(a.cache.head_dim) + 2);
+    const int64_t tiny_slots =
+        std::min<int64_t>(a.n_slots, kAttnTinyBatchGroups / a.cache.n_head_kv);
+    tiny = ws_floats(tiny_slots * a.n_head,
+                     std::min(parts_for(a.max_context, kAttnTinyPartition), kAttnTinyMaxParts),
+                     a.cache.head_dim);
   } else {
     small =
         ws_floats(std::min<int64_t>(heads, kAttnSmallBatchHeads), parts_small, a.cache.head_dim);
   }
-  return std::max(large, small);
+  return std::max({large, small, tiny});
 }
 
 // Checks a's shapes (messages prefixed with `who`) and launches the partition and combine kernels
@@ -688,7 +707,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   // partition).
   const bool small = part_len == kAttnSmallPartition, g = grouped(a);
   const PartitionKernel kernel =
-      g ? group_kernel(small, c.head_dim)
+      g ? group_kernel(part_len, c.head_dim)
         : (small ? attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
                  : attn_decode_partition_kernel<kAttnPartition, kThreads>);
   // The grouped kernel and the combine kernel write the f16 and qmm forms (head_dim a multiple
@@ -696,10 +715,10 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   const bool out16 = (reinterpret_cast<uintptr_t>(out) & 15u) == 0;  // read back as float4
   const ActForms fused = g && out16 ? ActForms{.f16 = forms.f16, .qmm = forms.qmm} : ActForms{};
   const dim3 grid(g ? c.n_head_kv : a.n_head, a.n_slots, max_parts);
-  launch_kernel(kernel, grid, small ? kSmallThreads : kThreads, 0, stream, q, kc, vc, block_tables,
-                table_rows, context_lens, out, part_o, part_m, part_l, a.n_head, group, c.n_blocks,
-                c.n_head_kv, c.block_size, c.head_dim, a.table_stride, a.max_context, max_parts,
-                scale, a.window, fused);
+  launch_kernel(kernel, grid, part_len == kAttnPartition ? kThreads : kSmallThreads, 0, stream, q,
+                kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l,
+                a.n_head, group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
+                a.max_context, max_parts, scale, a.window, fused);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     launch_kernel(attn_decode_combine_kernel, dim3(a.n_head, a.n_slots), kThreads,

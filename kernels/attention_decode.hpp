@@ -8,7 +8,10 @@
 // Flash-decoding split: the context is cut into partitions of kAttnPartition tokens (of
 // kAttnSmallPartition tokens when the blocks per partition are at most kAttnSmallBatchHeads, or
 // kAttnSmallBatchGroups for the grouped kernel, so that small batches still spread over the GPU's
-// SMs and mid-sized ones wait on one round of loads a block, not several); one thread block per (KV
+// SMs and mid-sized ones wait on one round of loads a block, not several; of kAttnTinyPartition
+// tokens for grouped launches of at most kAttnTinyBatchGroups KV-head blocks and contexts of at
+// most kAttnTinyMaxParts such partitions, where a block's chain of instructions is the step's
+// latency); one thread block per (KV
 // head, slot, partition) for all the query heads sharing that KV head (at most 8 of them and
 // head_dim a multiple of 8; otherwise one block per query head) writes that partition's max score
 // m, sum of exp(score - m) and unnormalized output per query head; a second kernel combines the
@@ -30,6 +33,9 @@ inline constexpr int kAttnPartition = 256;         // context tokens per thread 
 inline constexpr int kAttnSmallPartition = 64;     // ... for launches of few query heads:
 inline constexpr int kAttnSmallBatchHeads = 256;   // blocks per partition at most this
 inline constexpr int kAttnSmallBatchGroups = 512;  // ... of the grouped kernel (KV-head blocks)
+inline constexpr int kAttnTinyPartition = 32;      // grouped launches of very few KV-head blocks:
+inline constexpr int kAttnTinyBatchGroups = 64;    // blocks per partition at most this, and
+inline constexpr int kAttnTinyMaxParts = 32;       // at most this many partitions (1,024 tokens)
 inline constexpr int kAttnMaxHeadDim = 256;
 
 struct AttentionDecodeArgs {
@@ -45,8 +51,9 @@ struct AttentionDecodeArgs {
 };
 
 // Floats of workspace attention_decode needs: an upper bound for every launch whose n_slots and
-// max_context are at most a's (same n_head and head_dim); 0 when max_context <=
-// kAttnSmallPartition (one partition whichever length is used).
+// max_context are at most a's (same n_head and head_dim); 0 when every such launch has one
+// partition (max_context <= kAttnTinyPartition; <= kAttnSmallPartition where the tiny partitions
+// do not apply).
 size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a);
 
 // q: device [n_slots, n_head, head_dim] fp32

@@ -379,6 +379,43 @@ TEST(AttentionDecode, SmallBatchPartitionBoundaries) {
   run_batch({128, 2, 8, 16}, lens, 2000, rng, "16 slots x 16 heads, max_context + 2000");
 }
 
+// The grouped kernel's tiny partitions (kAttnTinyPartition tokens, up to kAttnTinyBatchGroups
+// KV-head blocks and kAttnTinyMaxParts partitions) over their boundaries, at each GQA ratio and
+// head-dim class, block sizes 1 and 16: a batch of the lengths, the largest tiny batch, each
+// length alone with the graph-sized grid of the longest tiny context, and sliding windows.
+TEST(AttentionDecode, TinyPartitionBoundaries) {
+  RZ_REQUIRE_GPU();
+  static_assert(kAttnTinyPartition == 32 && kAttnTinyMaxParts == 32,
+                "the lengths below assume 32-token partitions up to 1,024 tokens");
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<int32_t> tiny_lens = {1,   31,  32,  33,   63,   64,  65,
+                                          255, 256, 257, 1000, 1023, 1024};
+  for (int hd : {64, 128, 256})
+    for (int ratio : {1, 4, 8})
+      for (int bs : {1, 16}) {
+        const Config cf{hd, 2, ratio, bs};
+        const std::string what = "head_dim " + std::to_string(hd) + " ratio " +
+                                 std::to_string(ratio) + " block_size " + std::to_string(bs);
+        std::vector<int32_t> lens = tiny_lens;
+        lens.push_back(0);
+        std::shuffle(lens.begin(), lens.end(), rng);
+        run_batch(cf, lens, 0, rng, what + " batch of " + std::to_string(lens.size()));
+        for (int L : {1, 32, 33, 1024}) run_batch(cf, {L}, 1024 - L, rng, what + " batch 1");
+        if (::testing::Test::HasFailure()) return;
+      }
+  // The largest tiny batch: 32 slots x 2 KV heads = kAttnTinyBatchGroups blocks a partition.
+  std::vector<int32_t> lens(kAttnTinyBatchGroups / 2);
+  for (size_t s = 0; s < lens.size(); ++s) lens[s] = tiny_lens[s % tiny_lens.size()];
+  run_batch({128, 2, 4, 16}, lens, 0, rng, "32 slots x 2 KV heads");
+  for (int window : {1, 24, 33, 300}) {
+    std::shuffle(lens.begin(), lens.end(), rng);
+    run_batch({128, 2, 4, 16}, std::vector<int32_t>(lens.begin(), lens.begin() + 8), 0, rng,
+              "window " + std::to_string(window), window);
+  }
+}
+
 // kAttnPartition-token partitions, same boundaries: the per-head kernel past kAttnSmallBatchHeads
 // query heads, the grouped kernel past kAttnSmallBatchGroups KV heads or past the small
 // partitions' head-partition cap.
@@ -776,23 +813,33 @@ TEST(AttentionDecode, ShapeErrors) {
   b = a;
   b.max_context = 0;
   EXPECT_TRUE(throws_shape_error(call(b), "cannot hold"));
-  // Workspace: none within one small partition; a small launch (9 heads) needs it past 64 tokens.
+  // Workspace: none within one tiny partition; a tiny launch (9 heads) needs it past 32 tokens
+  // (2 partitions at 64).
   b = a;
-  b.max_context = 64;
+  b.max_context = 32;
   EXPECT_EQ(attention_decode_workspace_floats(b), 0u);
+  b.max_context = 64;
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(9) * 2 * (64 + 2));
   EXPECT_GT(attention_decode_workspace_floats(a), 0u);
   EXPECT_TRUE(throws_shape_error(call(a), "workspace"));
   b = a;
   b.max_context = 257;
   b.table_stride = 17;
   EXPECT_TRUE(throws_shape_error(call(b), "workspace"));
-  // (n_slots * n_head heads) * (partitions) * (head_dim + 2): 27 heads in 5 partitions of 64
-  // (grouped: 3 query heads a KV head, so blocks per partition = n_slots * 3)
+  // (n_slots * n_head heads) * (partitions) * (head_dim + 2): 27 heads in 9 partitions of 32
+  // (grouped: 3 query heads a KV head, so blocks per partition = n_slots * 3 <= 64)
   b.n_slots = 3;
-  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(27) * 5 * (64 + 2));
-  // 40 slots x 3 KV heads = 120 blocks per partition <= 256: 360 heads in 5 partitions of 64
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(27) * 9 * (64 + 2));
+  // 40 slots x 3 KV heads = 120 blocks per partition (tiny up to 21 slots: 189 heads x 9): 360
+  // heads in 5 partitions of 64
   b.n_slots = 40;
   EXPECT_EQ(attention_decode_workspace_floats(b), size_t(360) * 5 * (64 + 2));
+  b.max_context = 1000;  // tiny (up to 21 slots): 189 heads x 32 partitions; small: 360 x 16
+  b.table_stride = 63;
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(189) * 32 * (64 + 2));
+  b.n_slots = 100;  // small: 900 heads x 16
+  EXPECT_EQ(attention_decode_workspace_floats(b), size_t(900) * 16 * (64 + 2));
+  b.n_slots = 40;
   b.max_context = 4096;  // 360 heads x 64 partitions of 64 (23,040 head-partitions <= 65,536)
   b.table_stride = 256;
   EXPECT_EQ(attention_decode_workspace_floats(b), size_t(360) * 64 * (64 + 2));
@@ -813,10 +860,10 @@ TEST(AttentionDecode, ShapeErrors) {
   b.table_stride = 256;
   // An upper bound for every launch with fewer slots and a shorter max_context (the executor
   // sizes one workspace for its largest batch and context): the need of a launch is the formula
-  // above with the partition length it uses (64 for few blocks a partition, else 256).
+  // above with the partition length it uses (32 or 64 for few blocks a partition, else 256).
   for (int n_head : {9, 12, 16, 32})
     for (int ns : {1, 7, 21, 22, 40, 64, 170, 171, 300, 1000})
-      for (int mc : {1, 64, 65, 100, 256, 257, 1000, 4096, 4097}) {
+      for (int mc : {1, 32, 33, 64, 65, 100, 256, 257, 1000, 1024, 1025, 4096, 4097}) {
         AttentionDecodeArgs big = a, small = a;
         big.n_head = small.n_head = n_head;
         big.n_slots = 1000;
@@ -826,13 +873,19 @@ TEST(AttentionDecode, ShapeErrors) {
         const int64_t heads = int64_t(ns) * n_head;
         // the documented rule: grouped when n_head / n_head_kv <= 8 (head_dim 64); small
         // partitions when the blocks per partition are <= kAttnSmallBatchHeads (grouped:
-        // kAttnSmallBatchGroups) and, grouped, heads x small partitions <= 65,536
+        // kAttnSmallBatchGroups) and, grouped, heads x small partitions <= 65,536; tiny ones
+        // (grouped) for <= kAttnTinyBatchGroups blocks and <= kAttnTinyMaxParts partitions
         const bool grouped = n_head / a.cache.n_head_kv <= 8;
         const int64_t blocks = int64_t(ns) * (grouped ? a.cache.n_head_kv : n_head);
         const int64_t small_parts = (mc + kAttnSmallPartition - 1) / kAttnSmallPartition;
         const bool use_small = blocks <= (grouped ? kAttnSmallBatchGroups : kAttnSmallBatchHeads) &&
                                (!grouped || heads * small_parts <= 65536);
-        const int part = use_small ? kAttnSmallPartition : kAttnPartition;
+        const bool use_tiny =
+            grouped && blocks <= kAttnTinyBatchGroups &&
+            (mc + kAttnTinyPartition - 1) / kAttnTinyPartition <= kAttnTinyMaxParts;
+        const int part = use_tiny    ? kAttnTinyPartition
+                         : use_small ? kAttnSmallPartition
+                                     : kAttnPartition;
         const int64_t parts = (mc + part - 1) / part;
         const size_t need = parts > 1 ? size_t(heads * parts * (64 + 2)) : 0;
         EXPECT_GE(attention_decode_workspace_floats(small), need)
