@@ -213,9 +213,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// ---------------------------------------------------------------- direct (n <= 8)
+// ---------------------------------------------------------------- direct (n <= 16)
 
-// Up to 8 tokens (one token tile), the weights are read straight from global memory into each
+// Up to 16 tokens (one or two token tiles of 8, NT), the weights are read straight from global
+// memory into each
 // thread's items, with the next group of chunks in flight while a group is multiplied, instead of
 // through the shared-memory pipeline (whose fill latency and block-wide barriers dominate when a
 // 16 x 8 x 256 multiply per chunk is all there is to do). A thread block is one 16-row tile; its
@@ -223,16 +224,29 @@ __global__ void __launch_bounds__(kWarps * 32)
 // warp 0 adds the splits' sums in order of s as qmm_reduce_kernel does, so with the same splits
 // a token's result is bit for bit the staged kernel's (each kernel has its own split rule; the
 // tests force equal splits to compare them). The first group's weights are requested
-// before the wait for the previous kernel (weights are never written by a step).
-constexpr int kDirectMaxSplits = 64;  // dynamic shared partial sums: splits x 32 x 16 bytes
+// before the wait for the previous kernel (weights are never written by a step). With two token
+// tiles (9-16 tokens) each A operand a thread decodes feeds two mma, one per tile: the weights
+// are read and decoded once for 16 tokens, where the staged kernel's per-element dequantization
+// made 9-16 tokens cost twice 8's. A token's sums do not depend on the tile count (same steps,
+// same splits: the rule reads the one-tile kernel's occupancy for both).
+constexpr int kDirectMaxSplits = 64;  // dynamic shared partial sums: splits x 32 x NT x 16 bytes
 constexpr int kDirectMaxWarps = 8;
 // blocks[w]: how many blocks of w warps (1..kDirectMaxWarps) of a direct kernel an SM holds.
 using DirectBlocksPerSm = std::array<int, kDirectMaxWarps + 1>;
 int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks);
 
 // Whether a call of n tokens with this many K splits runs the direct kernel.
-__host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits) {
-  return n <= 8 && splits <= kDirectMaxSplits;
+// Two token tiles (9-16 tokens) pay where the staged kernel's fixed costs dominate (its K
+// splits' reduce kernel, its pipeline's fill): on matrices up to this size. Larger ones, and the
+// formats whose direct kernel stages its chunks (Q6_K, Q2_K), stay with the staged kernel there,
+// which was faster on them (H200, 16 tokens, own time: llama3.1-8b gate/up 28,672 x 4,096 Q4_K
+// 49.3 us staged against 53.6 direct, Q6_K ffn_down 36.3 against 49.2, output 259 against 336;
+// qwen2.5-1.5b's 1.3-7.7 MB Q4_K matrices 5.5-7.9 against 7.7-9.6 + 2.0 for the reduce).
+constexpr int64_t kDirect2MaxBytes = int64_t{16} << 20;
+__host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits, bool staged_format,
+                                               int64_t bytes) {
+  return splits <= kDirectMaxSplits &&
+         (n <= 8 || (n <= kQmmDirectMaxTokens && !staged_format && bytes <= kDirect2MaxBytes));
 }
 
 // Formats with an integer form (Q4_K, Q5_K, Q6_K: kernels/qmm_formats.cuh, IntItem) run it in the
@@ -306,69 +320,101 @@ __device__ __forceinline__ void direct_load(Raw (&ia)[D], Raw (&ib)[D], const ui
 // issued per scheduler cycle). Integer forms: an mma a step of q * scale, and one of the mins
 // where the format has them (Q4_K, Q5_K), into the chunk's own sums, which are then scaled by d
 // and dmin (rows g: items ia; g + 8: ib).
-template <class T, class Item, int... t>
+// NT token tiles: tile nt's B operands from xg + nt * tile_stride (live[nt]: this lane's token of
+// the tile exists), each A operand used for every tile's mma.
+template <class T, class Item, int NT, int... t>
 __device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, const __half* xg,
-                                             bool live, float (&acc)[4],
+                                             int64_t tile_stride, const bool (&live)[NT],
+                                             float (&acc)[NT][4],
                                              std::integer_sequence<int, t...>) {
-  uint2 b[sizeof...(t)];
-  ((b[t] = live ? *reinterpret_cast<const uint2*>(xg + 16 * t) : make_uint2(0u, 0u)), ...);
+  uint2 b[NT][sizeof...(t)];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    ((b[nt][t] = live[nt] ? *reinterpret_cast<const uint2*>(xg + nt * tile_stride + 16 * t)
+                          : make_uint2(0u, 0u)),
+     ...);
   if constexpr (IntForm<T>) {
-    float qs[4] = {};
-    [[maybe_unused]] float ms[4] = {};
+    float qs[NT][4] = {};
+    [[maybe_unused]] float ms[NT][4] = {};
     (
         [&] {
           const uint2 ra = T::template a_int<t>(ia), rb = T::template a_int<t>(ib);
-          mma_16816(qs, ra.x, rb.x, ra.y, rb.y, b[t].x, b[t].y);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            mma_16816(qs[nt], ra.x, rb.x, ra.y, rb.y, b[nt][t].x, b[nt][t].y);
           if constexpr (T::kIntMins) {
             const uint32_t ma = ia.m2[t & 1], mb = ib.m2[t & 1];
-            mma_16816(ms, ma, mb, ma, mb, b[t].x, b[t].y);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+              mma_16816(ms[nt], ma, mb, ma, mb, b[nt][t].x, b[nt][t].y);
           }
         }(),
         ...);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const Item& it = i < 2 ? ia : ib;
-      if constexpr (T::kIntMins)
-        acc[i] = fmaf(it.d, qs[i], fmaf(-it.dmin, ms[i], acc[i]));
-      else
-        acc[i] = fmaf(it.d, qs[i], acc[i]);
-    }
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const Item& it = i < 2 ? ia : ib;
+        if constexpr (T::kIntMins)
+          acc[nt][i] = fmaf(it.d, qs[nt][i], fmaf(-it.dmin, ms[nt][i], acc[nt][i]));
+        else
+          acc[nt][i] = fmaf(it.d, qs[nt][i], acc[nt][i]);
+      }
   } else {
     (
         [&] {
           const uint4 a = a_operand<T, t>(ia, ib);
-          mma_16816(acc, a.x, a.y, a.z, a.w, b[t].x, b[t].y);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            mma_16816(acc[nt], a.x, a.y, a.z, a.w, b[nt][t].x, b[nt][t].y);
         }(),
         ...);
   }
 }
 
-// The direct kernels' end: with splits > 1 each split's sums are in part[s][lane] and warp 0
-// adds them in order of s (after the barrier every thread reaches); then the sums v of rows
-// row0 + g (x, y) and + 8 (z, w), tokens 2 c (x, z) and 2 c + 1 (y, w), go to y.
-__device__ __forceinline__ void direct_finish(float4 v, const float4* part, int splits, float* y,
-                                              int64_t ldy, int rows, int n, int row0) {
+// A split's sums of tile nt go to part[(s * NT + nt) * 32 + lane] (splits > 1).
+template <int NT>
+__device__ __forceinline__ void direct_store_part(float4* part, int s, const float (&acc)[NT][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    part[(s * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+}
+
+// The direct kernels' end: with splits > 1 each split's sums are in part (direct_store_part) and
+// warp 0 adds them in order of s (after the barrier every thread reaches); then the sums v[nt] of
+// rows row0 + g (x, y) and + 8 (z, w), tokens 8 nt + 2 c (x, z) and 8 nt + 2 c + 1 (y, w), go to
+// y.
+template <int NT>
+__device__ __forceinline__ void direct_finish(float4 (&v)[NT], const float4* part, int splits,
+                                              float* y, int64_t ldy, int rows, int n, int row0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   if (splits > 1) {
     __syncthreads();
     if (warp != 0) return;
-    v = part[lane];
-    for (int z = 1; z < splits; ++z) {
-      const float4 p = part[z * 32 + lane];
-      v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      v[nt] = part[nt * 32 + lane];
+      for (int z = 1; z < splits; ++z) {
+        const float4 p = part[(z * NT + nt) * 32 + lane];
+        v[nt].x += p.x, v[nt].y += p.y, v[nt].z += p.z, v[nt].w += p.w;
+      }
     }
   }
-  const float o[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = row0 + g + 8 * (i >> 1), tk = 2 * c + (i & 1);
-    if (r < rows && tk < n) y[int64_t(tk) * ldy + r] = o[i];
+  for (int nt = 0; nt < NT; ++nt) {
+    const float o[4] = {v[nt].x, v[nt].y, v[nt].z, v[nt].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = row0 + g + 8 * (i >> 1), tk = 8 * nt + 2 * c + (i & 1);
+      if (r < rows && tk < n) y[int64_t(tk) * ldy + r] = o[i];
+    }
   }
 }
 
 // Grid: one block per 16-row tile; block min(splits, kDirectMaxWarps) warps; dynamic shared
-// memory splits x 512 bytes when splits > 1.
-template <class T, int D>
+// memory splits x NT x 512 bytes when splits > 1. NT token tiles (n <= 8 NT).
+template <class T, int D, int NT>
 __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                       const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
@@ -381,10 +427,12 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
   const uint8_t* wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
   const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
-  const __half* xg = xp + int64_t(g) * cols + 4 * c;  // token g's B operands
-  const bool live = g < n;                            // tokens past n are zero: no loads
+  const __half* xg = xp + int64_t(g) * cols + 4 * c;  // token g's B operands (tile 0)
+  bool live[NT];                                      // tokens past n are zero: no loads
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) live[nt] = 8 * nt + g < n;
   Raw ca[D], cb[D];
-  float4 v;  // splits == 1: warp 0's sums
+  float4 v[NT];  // splits == 1: warp 0's sums
   int s = warp;
   if (s < splits)
     direct_load<T, D>(ca, cb, wa, wb, s * chunks_per_split, min(chunks, (s + 1) * chunks_per_split),
@@ -392,7 +440,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   grid_dependency_sync();
   for (; s < splits; s += warps) {
     const int k0 = s * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
-    float acc[4] = {};
+    float acc[NT][4] = {};
     for (int k = k0; k < k1; k += D) {
       Raw na[D], nb[D];
       // the next group of this split, else the first of the warp's next split
@@ -403,9 +451,9 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
 #pragma unroll
       for (int d = 0; d < D; ++d)
         if (k + d < k1)
-          direct_steps<T, Item>(direct_decode<T>(ca[d], c), direct_decode<T>(cb[d], c),
-                                xg + int64_t(k + d) * kQmmChunk, live, acc,
-                                std::make_integer_sequence<int, 16>{});
+          direct_steps<T, Item, NT>(direct_decode<T>(ca[d], c), direct_decode<T>(cb[d], c),
+                                    xg + int64_t(k + d) * kQmmChunk, int64_t(8) * cols, live, acc,
+                                    std::make_integer_sequence<int, 16>{});
 #pragma unroll
       for (int d = 0; d < D; ++d) {
         ca[d] = na[d];
@@ -413,12 +461,14 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
       }
     }
     if (splits == 1) {
-      v = make_float4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        v[nt] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
     } else {
-      part[s * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      direct_store_part<NT>(part, s, acc);
     }
   }
-  direct_finish(v, part, splits, y, ldy, rows, n, row0);
+  direct_finish<NT>(v, part, splits, y, ldy, rows, n, row0);
 }
 
 // The direct kernel for the formats whose chunks are costly to read in place (kDirectStaged in
@@ -441,16 +491,16 @@ template <class T>
 constexpr int direct_stage_bytes() {  // one warp's stage: 16 rows of a chunk
   return 16 * w_row_stride<T>();
 }
-// The direct kernels' shared partial sums: splits x 32 lanes x float4 when splits > 1.
-inline size_t direct_part_smem(int splits) {
-  return splits > 1 ? size_t(splits) * 32 * sizeof(float4) : 0;
+// The direct kernels' shared partial sums: splits x NT x 32 lanes x float4 when splits > 1.
+inline size_t direct_part_smem(int splits, int nt) {
+  return splits > 1 ? size_t(splits) * nt * 32 * sizeof(float4) : 0;
 }
 template <class T>
-size_t direct_staged_smem(int splits, int warps) {
-  return direct_part_smem(splits) + size_t(warps) * kDirectStages * direct_stage_bytes<T>();
+size_t direct_staged_smem(int splits, int warps, int nt) {
+  return direct_part_smem(splits, nt) + size_t(warps) * kDirectStages * direct_stage_bytes<T>();
 }
 
-template <class T>
+template <class T, int NT>
 __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_staged_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                              const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy,
@@ -460,13 +510,15 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int warps = blockDim.x >> 5;
   float4* part = smem;
-  uint8_t* stages = reinterpret_cast<uint8_t*>(smem + (splits > 1 ? splits * 32 : 0)) +
+  uint8_t* stages = reinterpret_cast<uint8_t*>(smem + (splits > 1 ? splits * NT * 32 : 0)) +
                     warp * kDirectStages * direct_stage_bytes<T>();
   const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
   const uint8_t* const w_end = w + int64_t(rows) * row_bytes;
   const int64_t row_a = min(row0 + g, rows - 1), row_b = min(row0 + g + 8, rows - 1);
   const __half* xg = xp + int64_t(g) * cols + 4 * c;
-  const bool live = g < n;
+  bool live[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) live[nt] = 8 * nt + g < n;
 
   struct Cursor {  // a chunk of the warp: split s, chunk k (s >= splits: past the last)
     int s, k;
@@ -492,8 +544,8 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     advance(next);
   }
   grid_dependency_sync();
-  float4 v;  // splits == 1: warp 0's sums
-  float acc[4] = {};
+  float4 v[NT];  // splits == 1: warp 0's sums
+  float acc[NT][4] = {};
   for (int slot = 0, ahead = kDirectStages - 1; cur.s < splits;) {
     issue(next, ahead);  // into the stage read in the previous iteration
     advance(next);
@@ -504,22 +556,27 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     const Item ia = direct_item<T>(staged_row<T>(st, w, row_bytes, g, row_a, cur.k), c);
     const Item ib = direct_item<T>(staged_row<T>(st, w, row_bytes, g + 8, row_b, cur.k), c);
     __syncwarp();  // the stage is read before the next iteration's copies overwrite it
-    direct_steps<T, Item>(ia, ib, xg + int64_t(cur.k) * kQmmChunk, live, acc,
-                          std::make_integer_sequence<int, 16>{});
+    direct_steps<T, Item, NT>(ia, ib, xg + int64_t(cur.k) * kQmmChunk, int64_t(8) * cols, live, acc,
+                              std::make_integer_sequence<int, 16>{});
     slot = slot + 1 == kDirectStages ? 0 : slot + 1;
     const int s = cur.s;
     advance(cur);
     if (cur.s != s) {  // split s is done
-      if (splits == 1)
-        v = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      else
-        part[s * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      if (splits == 1) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
+        for (int nt = 0; nt < NT; ++nt)
+          v[nt] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+      } else {
+        direct_store_part<NT>(part, s, acc);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
     }
   }
   cp_async_wait<0>();
-  direct_finish(v, part, splits, y, ldy, rows, n, row0);
+  direct_finish<NT>(v, part, splits, y, ldy, rows, n, row0);
 }
 
 // y[t, r] = sum over s < splits of ws[s][t][r], in order of s.
@@ -552,55 +609,66 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict
 
 // The direct kernel that runs T: each warp staging its own chunks (kDirectStaged), or loading
 // them in place. Its dynamic shared memory for a block of `splits` warps' splits.
-template <class T>
+template <class T, int NT>
 auto direct_kernel() {
   if constexpr (DirectStaged<T>)
-    return qmm_direct_staged_kernel<T>;
+    return qmm_direct_staged_kernel<T, NT>;
   else
-    return qmm_direct_kernel<T, direct_group<T>()>;
+    return qmm_direct_kernel<T, direct_group<T>(), NT>;
 }
-template <class T>
+template <class T, int NT>
 size_t direct_smem(int splits) {
   if constexpr (DirectStaged<T>)
-    return direct_staged_smem<T>(splits, std::min(splits, kDirectMaxWarps));
+    return direct_staged_smem<T>(splits, std::min(splits, kDirectMaxWarps), NT);
   else
-    return direct_part_smem(splits);
+    return direct_part_smem(splits, NT);
 }
 
-// Once per process (one device model): the staged kernel's shared-memory limit raised above
-// 48 KiB, and how many blocks of 1..kDirectMaxWarps warps each an SM holds (the split rule's
-// input, so that it follows the kernel's registers and shared memory).
+// Once per process (one device model): the staged kernels' shared-memory limit raised above
+// 48 KiB, and how many blocks of 1..kDirectMaxWarps warps of the one-tile kernel an SM holds
+// (the split rule's input, so that it follows the kernel's registers and shared memory; the
+// two-tile kernel takes the same splits, so that a token's sums do not depend on the tile count).
 template <class T>
 const DirectBlocksPerSm& direct_setup() {
   static const DirectBlocksPerSm table = [] {
-    if constexpr (DirectStaged<T>)
+    if constexpr (DirectStaged<T>) {
       RZ_CUDA_CHECK(cudaFuncSetAttribute(
-          direct_kernel<T>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-          static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps))));
+          direct_kernel<T, 1>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps, 1))));
+      RZ_CUDA_CHECK(cudaFuncSetAttribute(
+          direct_kernel<T, 2>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps, 2))));
+    }
     DirectBlocksPerSm b{};
     for (int w = 1; w <= kDirectMaxWarps; ++w)
-      RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b[w], direct_kernel<T>(), 32 * w,
-                                                                  direct_smem<T>(w)));
+      RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b[w], direct_kernel<T, 1>(),
+                                                                  32 * w, direct_smem<T, 1>(w)));
     return b;
   }();
   return table;
 }
 
 // out, ld: where the staged kernel writes (y itself, or the split workspace); the direct kernel
-// adds its splits itself and writes y [n, ldy]. splits 0 (n <= 8 only): the direct kernel's own
-// rule.
+// adds its splits itself and writes y [n, ldy]. splits 0 (direct calls only): the direct kernel's
+// own rule.
 template <class T>
 void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_t ld, float* y,
-            int64_t ldy, int rows, int cols, int n, int splits, cudaStream_t stream) {
+            int64_t ldy, int rows, int cols, int n, int splits, bool direct, cudaStream_t stream) {
   const int chunks = cols / kQmmChunk;
-  if (runs_direct(n, splits)) {  // one token tile: a direct kernel, no block-wide staging
+  if (direct) {  // one or two token tiles: a direct kernel, no block staging
     const DirectBlocksPerSm& blocks = direct_setup<T>();
     if (splits == 0) splits = choose_direct_splits(rows, cols, device_sm_count(), blocks);
     const int per_split = (chunks + splits - 1) / splits;
-    launch_kernel(direct_kernel<T>(), static_cast<unsigned>((rows + 15) / 16),
-                  std::min(splits, kDirectMaxWarps) * 32, direct_smem<T>(splits), stream,
-                  static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y, ldy,
-                  rows, cols, n, per_split, splits);
+    const auto go = [&](auto kernel, size_t smem) {
+      launch_kernel(kernel, static_cast<unsigned>((rows + 15) / 16),
+                    std::min(splits, kDirectMaxWarps) * 32, smem, stream,
+                    static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y,
+                    ldy, rows, cols, n, per_split, splits);
+    };
+    if (n <= 8)
+      go(direct_kernel<T, 1>(), direct_smem<T, 1>(splits));
+    else
+      go(direct_kernel<T, 2>(), direct_smem<T, 2>(splits));
     RZ_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -706,7 +774,14 @@ void with_format(GgmlType type, F&& f) {
   }
 }
 
-// The splits qmm's direct kernel takes for this shape on this device (1..8 tokens), and the
+// Whether qmm runs the direct kernel for n tokens of this matrix with `splits` (0: the rules').
+bool direct_call(GgmlType type, int64_t rows, int64_t cols, int64_t n, int splits) {
+  bool staged = false;
+  with_format(type, [&]<class T>() { staged = DirectStaged<T>; });
+  return runs_direct(n, splits, staged, rows * int64_t(row_size(type, cols)));
+}
+
+// The splits qmm's direct kernel takes for this shape on this device (1..16 tokens), and the
 // occupancy table the rule read; for the tests and the bench.
 int direct_splits(GgmlType type, int64_t rows, int64_t cols, DirectBlocksPerSm* blocks) {
   int s = 0;
@@ -774,12 +849,16 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
   RZ_CUDA_CHECK_LAUNCH();
 }
 
+bool qmm_runs_direct(GgmlType type, int64_t rows, int64_t cols, int64_t n) {
+  return qmm_supported(type, cols) && n >= 1 && qmm_detail::direct_call(type, rows, cols, n, 0);
+}
+
 int qmm_splits(int64_t rows, int64_t cols) {
   return qmm_detail::choose_splits(rows, cols, device_sm_count());
 }
 
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {
-  if (n <= 8) return 0;  // the direct kernel (at most kDirectMaxWarps splits, added in-block)
+  if (n <= 8) return 0;  // the direct kernel (splits added in-block); 9-16 may run staged
   const int s = qmm_splits(rows, cols);
   return s > 1 ? size_t(s) * size_t(rows) * size_t(n) : 0;
 }
@@ -803,16 +882,16 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   if (!w || !xp || !y || !aligned16(w) || !aligned16(xp))
     throw Error(what() + ": null or misaligned pointer");
   const int chunks = static_cast<int>(cols / kQmmChunk);
-  // After the checks: the rules ask the device. Up to 8 tokens, splits 0 lets the direct kernel
-  // choose (its rule depends on the kernel the type runs); it adds its splits in-block.
-  if (splits == 0 && n > 8) splits = qmm_splits(rows, cols);
+  // After the checks: the rules ask the device. For the direct kernel, splits 0 lets it choose
+  // (its rule depends on the kernel the type runs); it adds its splits in-block.
   if (splits != 0) {
     splits = std::clamp(splits, 1, chunks);
     const int per = (chunks + splits - 1) / splits;
     splits = (chunks + per - 1) / per;  // no empty split
   }
-  if (splits > 1 && !qmm_detail::runs_direct(n, splits) &&
-      (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
+  const bool direct = qmm_detail::direct_call(type, rows, cols, n, splits);
+  if (splits == 0 && !direct) splits = qmm_splits(rows, cols);
+  if (splits > 1 && !direct && (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
     throw Error(what() + ": workspace of " + std::to_string(ws_floats) + " floats, " +
                 std::to_string(size_t(splits) * size_t(rows) * size_t(n)) + " needed");
   const int64_t row_bytes = static_cast<int64_t>(row_size(type, cols));
@@ -820,9 +899,9 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   const int64_t ld = splits > 1 ? rows : ldy;
   const int r = static_cast<int>(rows), k = static_cast<int>(cols), m = static_cast<int>(n);
   with_format(type, [&]<class T>() {
-    launch<T>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, stream);
+    launch<T>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, direct, stream);
   });
-  if (splits > 1 && !qmm_detail::runs_direct(n, splits)) {
+  if (splits > 1 && !direct) {
     const int64_t total = rows * n;
     launch_kernel(qmm_reduce_kernel, static_cast<unsigned>((total + 255) / 256), 256, 0, stream, ws,
                   y, ldy, r, m, splits);

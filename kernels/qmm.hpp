@@ -17,6 +17,9 @@
 namespace rz::gpu {
 
 constexpr int kQmmChunk = 256;  // columns per step of the K loop (one K-quant super-block)
+// Up to this many tokens qmm may run its direct kernel (weights straight into registers, one or
+// two 8-token tiles), which adds its K splits itself; more take the staged kernel.
+constexpr int kQmmDirectMaxTokens = 16;
 
 // True when qmm runs `type` with `cols` columns: a quantized type of the list above and cols a
 // positive multiple of kQmmChunk.
@@ -31,6 +34,11 @@ int64_t qmm_x_elems(int64_t n, int64_t cols);
 //   xp: device, qmm_x_elems(n, cols) halves, 16-byte aligned
 void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream_t stream);
 
+// Whether qmm multiplies n tokens of this matrix with its direct kernel: up to 8 tokens always,
+// 9-16 (two token tiles) for the formats that read their chunks in place on matrices of at most
+// 16 MiB (kernels/QMM.md), else the staged kernel.
+bool qmm_runs_direct(GgmlType type, int64_t rows, int64_t cols, int64_t n);
+
 // K splits qmm uses for a matrix shape on the current device (1 = none): few row tiles get
 // their columns split over several thread blocks, whose partial sums a second kernel adds in a
 // fixed order. A function of the shape and the SM count alone, so a token's result does not
@@ -38,7 +46,7 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
 int qmm_splits(int64_t rows, int64_t cols);
 
 // Floats of workspace qmm needs for n tokens (0 when the shape does not split, and for up to 8
-// tokens, whose kernel adds its splits itself).
+// tokens, whose direct kernel adds its splits itself; from 9 tokens an upper bound).
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n);
 
 // Launches y = x · Wᵀ on `stream` (asynchronous).

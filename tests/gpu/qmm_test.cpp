@@ -158,8 +158,8 @@ TEST(QmmChooser, BadArgumentsThrowBeforeLaunch) {
   EXPECT_THROW(call(GgmlType::Q4_K, buf, buf, y, 4, 256, 1, 3), rz::Error);  // ldy < rows
   EXPECT_THROW(call(GgmlType::Q4_K, buf + 4, buf, y, 4, 256, 1, 4), rz::Error);
   EXPECT_THROW(call(GgmlType::Q4_K, nullptr, buf, y, 4, 256, 1, 4), rz::Error);
-  // a split without its workspace (9 tokens: the staged kernel's)
-  EXPECT_THROW(qmm_detail::run(GgmlType::Q4_K, buf, buf, y, 4, 1024, 9, 4, nullptr, 0, 2, nullptr),
+  // a split without its workspace (17 tokens: the staged kernel's)
+  EXPECT_THROW(qmm_detail::run(GgmlType::Q4_K, buf, buf, y, 4, 1024, 17, 4, nullptr, 0, 2, nullptr),
                rz::Error);
   EXPECT_THROW(qmm_prepare_x(y, buf, 1, 100, nullptr), rz::Error);
   EXPECT_THROW(qmm_prepare_x(nullptr, buf, 1, 256, nullptr), rz::Error);
@@ -265,7 +265,7 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
   };
   // rows: partial warps (1, 13), partial blocks (100), several blocks; cols 1..10 chunks
   const Shape shapes[] = {{1, 256}, {13, 768}, {100, 1024}, {64, 2560}, {300, 512}};
-  const int64_t token_counts[] = {1, 5, 8, 17, 40, 64, 100, 130};
+  const int64_t token_counts[] = {1, 5, 8, 9, 13, 16, 17, 40, 64, 100, 130};
   double worst = 0;
   std::string worst_at;
   int failures = 0;
@@ -288,7 +288,7 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
         const int64_t ldy = sh.rows + (split == 2 ? 5 : 0);  // a slice of a wider output too
         const std::vector<float> y = run_qmm(t, dw, dx, sh.rows, sh.cols, n, ldy, split);
         // the direct kernel's integer form multiplies its own weights (int_form_values)
-        const bool int_form = n <= 8 && has_integer_form(t);
+        const bool int_form = qmm_runs_direct(t, sh.rows, sh.cols, n) && has_integer_form(t);
         const std::vector<double>& ref = int_form ? ref_int : ref16;
         const std::vector<double>& mag = int_form ? mag_int : mag16;
         for (int64_t tk = 0; tk < n; ++tk)
@@ -330,27 +330,39 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
   const std::vector<float> again = run_qmm(t, dw, dx, rows, cols, n_max, rows, split);
   EXPECT_EQ(std::memcmp(all.data(), again.data(), all.size() * sizeof(float)), 0)
       << "two runs differ";
-  // with the kernels' own split rules, up to 8 tokens (direct) compare with 8, more with n_max
+  // With the kernels' own split rules the direct kernel's tokens (1-8, and 9-16 where it takes
+  // them) match 8 and 16 tokens' bit for bit, one token tile or two; staged calls match n_max's.
+  // With forced splits the formats without an integer form match the staged kernel too.
   const std::vector<float> eight = run_qmm(t, dw, dx, rows, cols, 8, rows, split);
-  for (int64_t n : {1, 2, 8, 37}) {
+  const std::vector<float> sixteen = run_qmm(t, dw, dx, rows, cols, 16, rows, split);
+  const bool direct16 = split <= 64 && qmm_runs_direct(t, rows, cols, 16);
+  if (direct16) {
+    EXPECT_EQ(std::memcmp(eight.data(), sixteen.data(), 8 * rows * sizeof(float)), 0)
+        << name_of(t) << ": 8 tokens in one tile differ from the same tokens in two";
+  }
+  for (int64_t n : {1, 2, 8, 9, 16, 37}) {
     const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
-    const std::vector<float>& ref = (split == 0 || has_integer_form(t)) && n <= 8 ? eight : all;
+    const bool direct = split <= 64 && qmm_runs_direct(t, rows, cols, n);
+    const bool own = direct && (split == 0 || has_integer_form(t));
+    const std::vector<float>& ref = !own ? all : n <= 8 ? eight : sixteen;
     for (int64_t tk = 0; tk < n; ++tk)
       EXPECT_EQ(std::memcmp(part.data() + tk * rows, ref.data() + tk * rows, rows * sizeof(float)),
                 0)
           << name_of(t) << " token " << tk << " of " << n << " differs from the same token of "
-          << (&ref == &eight ? 8 : n_max);
+          << (&ref == &all     ? n_max
+              : &ref == &eight ? 8
+                               : 16);
   }
 }
 
 // A token's row of y is bit-identical whether it is alone, the 37th of 37 or among 200 (the
 // split depends on the shape only; the mma of one token column does not see the others), and two
-// runs agree bit for bit. Up to 8 tokens run the direct kernel, which has its own split rule and
-// adds equal splits in the same order as the staged one: with its own rule its tokens match 8
-// tokens' bit for bit, and with forced splits they match the staged kernel's too (except the
-// integer forms of Q4_K, Q5_K and Q6_K, whose arithmetic differs: they match 8 tokens'). Forced
-// splits: 12 (more than the direct kernel's warps) and 80 on 20,480 columns (80 chunks; past
-// kDirectMaxSplits, where up to 8 tokens stay staged).
+// runs agree bit for bit. Up to 16 tokens run the direct kernel (one token tile to 8, two to 16),
+// which has its own split rule and adds equal splits in the same order as the staged one: with
+// its own rule its tokens match 16 tokens' bit for bit (one tile or two), and with forced splits
+// they match the staged kernel's too (except the integer forms of Q4_K, Q5_K and Q6_K, whose
+// arithmetic differs: they match 16 tokens'). Forced splits: 12 (more than the direct kernel's
+// warps) and 80 on 20,480 columns (80 chunks; past kDirectMaxSplits, where every call is staged).
 TEST_P(QmmTest, TokenResultIndependentOfBatch) {
   RZ_REQUIRE_GPU();
   const GgmlType t = GetParam();
