@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <string>
@@ -344,6 +345,21 @@ TEST(AttentionDecode, OtherHeadDimsAndShortBatches) {
 
 const std::vector<int32_t> kBoundaryLens = {1, 63, 64, 65, 255, 256, 257, 1000, 4096};
 
+// f(config, description) for every head dim x GQA ratio (2 KV heads) x block size 1 and 16, until
+// a test failure (one failing shape is enough output).
+template <class F>
+void for_each_config(std::initializer_list<int> head_dims, std::initializer_list<int> ratios,
+                     F&& f) {
+  for (int hd : head_dims)
+    for (int ratio : ratios)
+      for (int bs : {1, 16}) {
+        f(Config{hd, 2, ratio, bs}, "head_dim " + std::to_string(hd) + " ratio " +
+                                        std::to_string(ratio) + " block_size " +
+                                        std::to_string(bs));
+        if (::testing::Test::HasFailure()) return;
+      }
+}
+
 // Small batches (n_slots * n_head <= kAttnSmallBatchHeads: kAttnSmallPartition-token partitions):
 // all boundary lengths in one batch (plus an idle slot), then each length alone at batch 1 with
 // the grid sized for max_context 5096 (graph replay launches all partitions; those past a
@@ -356,23 +372,16 @@ TEST(AttentionDecode, SmallBatchPartitionBoundaries) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   int k = 0;
-  for (int hd : {64, 128})
-    for (int ratio : {1, 6, 8})
-      for (int bs : {1, 16}) {
-        const Config cf{hd, 2, ratio, bs};
-        const std::string what = "head_dim " + std::to_string(hd) + " ratio " +
-                                 std::to_string(ratio) + " block_size " + std::to_string(bs);
-        std::vector<int32_t> lens = kBoundaryLens;
-        lens.push_back(0);
-        std::shuffle(lens.begin(), lens.end(), rng);
-        ASSERT_LE(int(lens.size()) * 2 * ratio, kAttnSmallBatchHeads);
-        run_batch(cf, lens, (k++ % 2) ? 0 : 3000, rng,
-                  what + " batch of " + std::to_string(lens.size()));
-        for (int L : kBoundaryLens) {
-          run_batch(cf, {L}, 5096 - L, rng, what + " batch 1, max_context 5096");
-          if (::testing::Test::HasFailure()) return;  // one failing shape is enough output
-        }
-      }
+  for_each_config({64, 128}, {1, 6, 8}, [&](const Config& cf, const std::string& what) {
+    std::vector<int32_t> lens = kBoundaryLens;
+    lens.push_back(0);
+    std::shuffle(lens.begin(), lens.end(), rng);
+    ASSERT_LE(int(lens.size()) * 2 * cf.ratio, kAttnSmallBatchHeads);
+    run_batch(cf, lens, (k++ % 2) ? 0 : 3000, rng,
+              what + " batch of " + std::to_string(lens.size()));
+    for (int L : kBoundaryLens)
+      run_batch(cf, {L}, 5096 - L, rng, what + " batch 1, max_context 5096");
+  });
   // The largest small batch (exactly kAttnSmallBatchHeads heads) with graph-sized grids.
   std::vector<int32_t> lens(kAttnSmallBatchHeads / 16);
   for (size_t s = 0; s < lens.size(); ++s) lens[s] = kBoundaryLens[s % kBoundaryLens.size()];
@@ -392,19 +401,13 @@ TEST(AttentionDecode, TinyPartitionBoundaries) {
   std::mt19937_64 rng(seed);
   const std::vector<int32_t> tiny_lens = {1,   31,  32,  33,   63,   64,  65,
                                           255, 256, 257, 1000, 1023, 1024};
-  for (int hd : {64, 128, 256})
-    for (int ratio : {1, 4, 8})
-      for (int bs : {1, 16}) {
-        const Config cf{hd, 2, ratio, bs};
-        const std::string what = "head_dim " + std::to_string(hd) + " ratio " +
-                                 std::to_string(ratio) + " block_size " + std::to_string(bs);
-        std::vector<int32_t> lens = tiny_lens;
-        lens.push_back(0);
-        std::shuffle(lens.begin(), lens.end(), rng);
-        run_batch(cf, lens, 0, rng, what + " batch of " + std::to_string(lens.size()));
-        for (int L : {1, 32, 33, 1024}) run_batch(cf, {L}, 1024 - L, rng, what + " batch 1");
-        if (::testing::Test::HasFailure()) return;
-      }
+  for_each_config({64, 128, 256}, {1, 4, 8}, [&](const Config& cf, const std::string& what) {
+    std::vector<int32_t> lens = tiny_lens;
+    lens.push_back(0);
+    std::shuffle(lens.begin(), lens.end(), rng);
+    run_batch(cf, lens, 0, rng, what + " batch of " + std::to_string(lens.size()));
+    for (int L : {1, 32, 33, 1024}) run_batch(cf, {L}, 1024 - L, rng, what + " batch 1");
+  });
   // The largest tiny batch: 32 slots x 2 KV heads = kAttnTinyBatchGroups blocks a partition.
   std::vector<int32_t> lens(kAttnTinyBatchGroups / 2);
   for (size_t s = 0; s < lens.size(); ++s) lens[s] = tiny_lens[s % tiny_lens.size()];
