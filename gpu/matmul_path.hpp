@@ -3,11 +3,11 @@
 // cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and the decode bench on
 // an H200 (kernels/QMM.md): up to 8 tokens (to 16 on matrices up to 16 MiB, qmm_runs_direct)
 // qmm runs its direct kernel (weights straight into registers, no block-wide staging), which
-// beat gemv on every measured Q4_K shape from the
-// first token (llama3.1-8b ffn_down 15.6 vs 27.3 us at n = 1, 16.8 vs 40.5 at n = 4) and every
-// type from the third; Q6_K from the first token too since its direct kernel stages each warp's
-// chunks (llama3.1-8b ffn_down 27.5 vs gemv's 36.2 us at n = 1, output 222 vs 224). qmm's
-// staged kernel takes 9-64 tokens; beyond that cuBLAS's fp16 GEMM amortizes the dequantization
+// beat gemv on every measured Q4_K shape from the first token (llama3.1-8b ffn_down 15.6 vs
+// 27.3 us at n = 1, 16.8 vs 40.5 at n = 4) and every type from the third; Q6_K from the first
+// token too since its direct kernel stages each warp's chunks (llama3.1-8b ffn_down 27.5 vs
+// gemv's 36.2 us at n = 1, output 222 vs 224). qmm's staged kernel takes the rest of 9-64 tokens;
+// beyond that cuBLAS's fp16 GEMM amortizes the dequantization
 // (the bench showed qmm ahead on small matrices up to 128 tokens, but decode at batch 128 ran
 // 9 % slower with it). Very large matrices (>= 64 MB, a vocabulary's output rows) take qmm up to
 // 128 tokens (372 us vs cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). F16 matrices go

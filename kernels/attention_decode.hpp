@@ -11,13 +11,13 @@
 // SMs and mid-sized ones wait on one round of loads a block, not several; of kAttnTinyPartition
 // tokens for grouped launches of at most kAttnTinyBatchGroups KV-head blocks and contexts of at
 // most kAttnTinyMaxParts such partitions, where a block's chain of instructions is the step's
-// latency); one thread block per (KV
-// head, slot, partition) for all the query heads sharing that KV head (at most 8 of them and
-// head_dim a multiple of 8; otherwise one block per query head) writes that partition's max score
-// m, sum of exp(score - m) and unnormalized output per query head; a second kernel combines the
-// partitions of slots that have more than one. Slots with a single partition are finished by the
-// first kernel. The partition length is chosen from the shapes and max_context only (never from the
-// lengths on the device), so a captured graph stays valid.
+// latency); one thread block per (KV head, slot, partition) for all the query heads sharing that
+// KV head (at most 8 of them and head_dim a multiple of 8; otherwise one block per query head)
+// writes that partition's max score m, sum of exp(score - m) and unnormalized output per query
+// head; a second kernel combines the partitions of slots that have more than one. Slots with a
+// single partition are finished by the first kernel. The partition length is chosen from the
+// shapes and max_context only (never from the lengths on the device), so a captured graph stays
+// valid.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -216,26 +216,24 @@ __global__ void __launch_bounds__(kWarps * 32)
 // ---------------------------------------------------------------- direct (n <= 16)
 
 // Up to 16 tokens (one or two token tiles of 8, NT), the weights are read straight from global
-// memory into each
-// thread's items, with the next group of chunks in flight while a group is multiplied, instead of
-// through the shared-memory pipeline (whose fill latency and block-wide barriers dominate when a
-// 16 x 8 x 256 multiply per chunk is all there is to do). A thread block is one 16-row tile; its
-// warps take the K splits s = warp, warp + warps, ... (chunk ranges as in the staged kernel), and
-// warp 0 adds the splits' sums in order of s as qmm_reduce_kernel does, so with the same splits
-// a token's result is bit for bit the staged kernel's (each kernel has its own split rule; the
-// tests force equal splits to compare them). The first group's weights are requested
-// before the wait for the previous kernel (weights are never written by a step). With two token
-// tiles (9-16 tokens) each A operand a thread decodes feeds two mma, one per tile: the weights
-// are read and decoded once for 16 tokens, where the staged kernel's per-element dequantization
-// made 9-16 tokens cost twice 8's. A token's sums do not depend on the tile count (same steps,
-// same splits: the rule reads the one-tile kernel's occupancy for both).
+// memory into each thread's items, with the next group of chunks in flight while a group is
+// multiplied, instead of through the shared-memory pipeline (whose fill latency and block-wide
+// barriers dominate when a 16 x 8 x 256 multiply per chunk is all there is to do). A thread block
+// is one 16-row tile; its warps take the K splits s = warp, warp + warps, ... (chunk ranges as in
+// the staged kernel), and warp 0 adds the splits' sums in order of s as qmm_reduce_kernel does, so
+// with the same splits a token's result is bit for bit the staged kernel's (each kernel has its own
+// split rule; the tests force equal splits to compare them). The first group's weights are
+// requested before the wait for the previous kernel (weights are never written by a step). With two
+// token tiles (9-16 tokens) each A operand a thread decodes feeds two mma, one per tile: the
+// weights are read and decoded once for 16 tokens, where the staged kernel's per-element
+// dequantization made 9-16 tokens cost twice 8's. A token's sums do not depend on the tile count
+// (same steps, same splits: the rule reads the one-tile kernel's occupancy for both).
 constexpr int kDirectMaxSplits = 64;  // dynamic shared partial sums: splits x 32 x NT x 16 bytes
 constexpr int kDirectMaxWarps = 8;
 // blocks[w]: how many blocks of w warps (1..kDirectMaxWarps) of a direct kernel an SM holds.
 using DirectBlocksPerSm = std::array<int, kDirectMaxWarps + 1>;
 int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks);
 
-// Whether a call of n tokens with this many K splits runs the direct kernel.
 // Two token tiles (9-16 tokens) pay where the staged kernel's fixed costs dominate (its K
 // splits' reduce kernel, its pipeline's fill): on matrices up to this size. Larger ones, and the
 // formats whose direct kernel stages its chunks (Q6_K, Q2_K), stay with the staged kernel there,
@@ -243,6 +241,8 @@ int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocks
 // 49.3 us staged against 53.6 direct, Q6_K ffn_down 36.3 against 49.2, output 259 against 336;
 // qwen2.5-1.5b's 1.3-7.7 MB Q4_K matrices 5.5-7.9 against 7.7-9.6 + 2.0 for the reduce).
 constexpr int64_t kDirect2MaxBytes = int64_t{16} << 20;
+// Whether a call of n tokens with this many K splits (0: the rule's) runs the direct kernel, for a
+// format that stages its chunks or not and a matrix of `bytes`.
 __host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits, bool staged_format,
                                                int64_t bytes) {
   return splits <= kDirectMaxSplits &&
