@@ -34,6 +34,7 @@ void warn_unused(const bench::BenchOptions& o, const std::string& device) {
     if (o.int8) note("--int8", "CUDA");
     if (!o.pdl) note("--no-pdl", "CUDA");
     if (!o.fused_forms) note("--no-fused-forms", "CUDA");
+    if (!o.tune_gemm) note("--no-gemm-tune", "CUDA");
     if (o.gpu != 0) note("--gpu", "CUDA");
   } else if (o.threads != 0) {
     note("--threads", "CPU");

@@ -87,6 +87,7 @@ int serve(int argc, char** argv) {
           "request's greedy tokens may then differ alone and in a batch at near-ties)")
       .opt("weights", "stored|fp8", kWeightsHelp, "stored")
       .sw("no-fp16-copies", kNoFp16CopiesHelp)
+      .sw("no-gemm-tune", kNoGemmTuneHelp)
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)",
            "min(training context, 4096)")
@@ -267,7 +268,8 @@ int serve(int argc, char** argv) {
                                        .kv_fraction = kv_fraction,
                                        .int8_activations = f.has("int8-activations"),
                                        .fp8_weights = fp8_weights_flag(f.str("weights")),
-                                       .fp16_copies = !f.has("no-fp16-copies")});
+                                       .fp16_copies = !f.has("no-fp16-copies"),
+                                       .tune_gemm = !f.has("no-gemm-tune")});
   if (f.has("int8-activations") && device != "cuda")
     std::fprintf(stderr,
                  "rz serve: warning: --int8-activations applies to the CUDA executor only\n");

@@ -38,6 +38,7 @@ struct ExecutorOptions {
   bool qmm = true;                // cuda: GpuExecutorOptions::qmm (cpu: unused)
   bool fp16_copies = true;        // cuda: GpuExecutorOptions::fp16_copies (cpu: unused)
   bool fused_input_forms = true;  // cuda: GpuExecutorOptions::fused_input_forms (cpu: unused)
+  bool tune_gemm = true;          // cuda: GpuExecutorOptions::tune_gemm (cpu: unused)
 };
 
 // The value of a command's `--weights` option: "stored" (false) or "fp8" (true); anything else
@@ -54,6 +55,11 @@ inline constexpr const char* kNoFp16CopiesHelp =
     "cuda: do not keep fp16 copies of the quantized matrices for prompt chunks and large batches "
     "(kept by default when they take at most a quarter of the device memory; without them each "
     "such matmul dequantizes its matrix again; same results, less memory, slower prefill)";
+
+inline constexpr const char* kNoGemmTuneHelp =
+    "cuda: keep cuBLAS's own kernel choice for every GEMM instead of timing the candidates per "
+    "matrix shape and token bucket at load (a fraction of a second; the timed choice is up to "
+    "1.7x faster at some token counts)";
 
 struct BuiltExecutor {
   std::unique_ptr<Executor> executor;

@@ -53,6 +53,7 @@ Gemm::Gemm(cudaStream_t stream, size_t workspace_bytes) : stream_(stream) {
 
 Gemm::~Gemm() {
   fp8_plans_.clear();
+  x16_plans_.clear();
   if (lt_) cublasLtDestroy(lt_);
   if (handle_) cublasDestroy(handle_);
 }
@@ -88,6 +89,9 @@ void Gemm::matmul_x16(HalfType type, const void* w, const void* x16, float* y, i
   check_shape("gemm", w, x16, y, rows, cols, n_tokens);
   if (ldy != 0 && (ldy < rows || ldy > INT_MAX)) throw Error("gemm: ldy must be in rows..INT_MAX");
   if (n_tokens == 0) return;
+  if (!x16_choices_.empty() &&
+      matmul_x16_tuned(type, w, x16, y, rows, cols, n_tokens, ldy > 0 ? ldy : rows))
+    return;
   const float alpha = 1.0f, beta = 0.0f;  // beta = 0: y is not read, so it may hold garbage
   const int m = static_cast<int>(rows), n = static_cast<int>(n_tokens), k = static_cast<int>(cols);
   RZ_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w,

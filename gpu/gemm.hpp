@@ -66,6 +66,32 @@ class Gemm {
   void matmul_fp8(const uint8_t* w, const float* w_scale, const uint8_t* x, const float* x_scale,
                   float* y, int64_t rows, int64_t cols, int64_t n_tokens, int64_t ldy = 0);
 
+  // Chooses matmul_x16's kernel by measurement for a [rows, cols] matrix of `type` (y's row
+  // stride ldy, 0: rows) at n_lo..n_hi tokens (gemm_tuned.cpp): per token bucket (x16_bucket),
+  // the fastest of cuBLASLt's heuristic candidates and cublasGemmEx's own choice, each timed at
+  // the bucket's top token count on these pointers: w the matrix, x16 [n_hi, cols] and y
+  // [n_hi, ldy] scratch (y is overwritten). Later matmul_x16 calls of that shape whose token
+  // count falls in a tuned bucket run the chosen kernel; other calls keep cublasGemmEx. Runs the
+  // stream's queued work first and synchronizes it (not while a graph is being captured). A
+  // bucket already measured in this process on this device (by any Gemm) is not measured again:
+  // every Gemm of a process takes the same choice. Returns the buckets tuned and how many of
+  // them run a cuBLASLt kernel.
+  struct TuneCount {
+    int buckets = 0, lt = 0;
+  };
+  TuneCount tune_x16(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
+                     int64_t cols, int64_t n_lo, int64_t n_hi, int64_t ldy = 0);
+  // The top of n's token bucket: n rounded up to 8 up to 64 tokens, to 16 up to 128, to 32 up to
+  // 256, to 64 beyond (the CUDA executor pads decode graphs to the same steps).
+  static int64_t x16_bucket(int64_t n);
+
+  // A tuned choice, and its key: (type, rows, cols, ldy, bucket top); plans key the exact n.
+  struct X16Choice {
+    bool lt = false;  // false: cublasGemmEx's own choice was the fastest
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using X16Key = std::tuple<HalfType, int64_t, int64_t, int64_t, int64_t>;
+
   // How matmul_fp8 applies the scales; `automatic` tries outer_vector first, per shape.
   enum class Fp8Scaling : uint8_t { automatic, outer_vector, after };
   void set_fp8_scaling(Fp8Scaling s) { fp8_scaling_ = s; }  // tests force one
@@ -83,9 +109,28 @@ class Gemm {
   Fp8Plan* fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy, bool outer,
                     const float* w_scale, const float* x_scale);
 
+  // matmul_x16 through cuBLASLt (gemm_tuned.cpp): the tuned choice per (type, rows, cols, ldy,
+  // bucket top), and a plan (descriptors, the algorithm checked for that n) per exact n.
+  struct X16Plan;
+  struct X16PlanDelete {
+    void operator()(X16Plan* p) const;
+  };
+  // Runs y = x16 · wᵀ through the tuned cuBLASLt kernel when one was chosen for this call's
+  // shape and bucket and accepts its n; false leaves the call to cublasGemmEx.
+  bool matmul_x16_tuned(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
+                        int64_t cols, int64_t n, int64_t ldy);
+  X16Plan* x16_plan(HalfType type, int64_t rows, int64_t cols, int64_t n, int64_t ldy,
+                    const cublasLtMatmulAlgo_t& algo);
+  cublasLtHandle_t lt();  // created on first use
+  // The descriptors of y [n, ldy] = x16 [n, cols] · w [rows, cols]ᵀ (no algorithm yet).
+  static std::unique_ptr<X16Plan, X16PlanDelete> describe_x16(HalfType type, int64_t rows,
+                                                              int64_t cols, int64_t n, int64_t ldy);
+
   cublasHandle_t handle_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;  // created on the first matmul_fp8
+  cublasLtHandle_t lt_ = nullptr;  // created on first use (matmul_fp8, tuned matmul_x16)
   std::map<Fp8Key, std::unique_ptr<Fp8Plan, Fp8PlanDelete>> fp8_plans_;
+  std::map<X16Key, X16Choice> x16_choices_;                              // key: ..., bucket top
+  std::map<X16Key, std::unique_ptr<X16Plan, X16PlanDelete>> x16_plans_;  // key: ..., n
   Fp8Scaling fp8_scaling_ = Fp8Scaling::automatic;
   Fp8Scaling last_fp8_scaling_ = Fp8Scaling::automatic;
   cudaStream_t stream_ = nullptr;

@@ -111,7 +111,7 @@ void Gemm::matmul_fp8(const uint8_t* w, const float* w_scale, const uint8_t* x,
   for (const void* p :
        {static_cast<const void*>(w), static_cast<const void*>(x), static_cast<const void*>(y)})
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) throw fail("pointers must be 16-byte aligned");
-  if (!lt_) RZ_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  lt();
 
   Fp8Plan* plan = nullptr;
   bool outer = false;

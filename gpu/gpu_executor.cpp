@@ -3,8 +3,11 @@
 #include "gpu/gpu_executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "formats/common.hpp"
 #include "gpu/gpu_executor_impl.hpp"
@@ -35,7 +38,12 @@ std::string GpuMemoryPlan::summary() const {
          gib(scratch_bytes) + ", KV cache " + gib(kv_bytes) + " = " + std::to_string(kv_blocks) +
          " blocks x " + std::to_string(kv_block_size) + " tokens (" +
          std::to_string(kv_blocks * kv_block_size) + " tokens); " + std::to_string(slots) +
-         " slots, context " + std::to_string(max_context);
+         " slots, context " + std::to_string(max_context) +
+         (gemm_tuned_buckets > 0
+              ? "; GEMM tuned at load: " + std::to_string(gemm_tuned_lt) + " of " +
+                    std::to_string(gemm_tuned_buckets) + " shape buckets on cuBLASLt kernels (" +
+                    std::to_string(int(gemm_tune_seconds * 1e3)) + " ms)"
+              : "");
 }
 
 GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOptions& o)
@@ -98,6 +106,7 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   RZ_CUDA_CHECK(cudaDeviceSynchronize());
 
   allocate_scratch();
+  tune_gemms();
   plan_kv_cache();
   slots.resize(opt.slots);
   plan.slots = opt.slots;
@@ -222,6 +231,45 @@ void GpuExecutor::Impl::allocate_scratch() {
   penalty_raw = DeviceBuffer<float>(size_t(std::max<int64_t>(args_layout.max_penalty, 1)));
   bytes += lp_dev.bytes() + penalty_raw.bytes();
   plan.scratch_bytes = bytes;
+}
+
+void GpuExecutor::Impl::tune_gemms() {
+  if (!opt.tune_gemm) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n_cap = std::min(cap, kGemmTuneMaxTokens);
+  // The token range each distinct fp16 shape takes the GEMM path at (the output matrix only
+  // for the sampled rows: at most one per slot).
+  struct Job {
+    const void* w16;
+    int64_t rows, cols;
+    int n_lo, n_hi;
+  };
+  std::vector<Job> jobs;
+  std::set<std::pair<int64_t, int64_t>> seen;
+  int64_t y_elems = 0;
+  const DeviceMatrix* out = &w.output();
+  w.for_each_matrix([&](const DeviceMatrix& m) {
+    if (m.rows == 0 || m.fp8 || m.type == GgmlType::F32) return;
+    if (m.type != GgmlType::F16 && !m.has_f16_copy()) return;  // dequantized per call: not tuned
+    const int n_hi = &m == out ? std::min(n_cap, opt.slots) : n_cap;
+    int n_lo = 1;
+    while (n_lo <= n_hi && path_of(m, n_lo) != MatmulPath::gemm) ++n_lo;
+    if (n_lo > n_hi || !seen.insert({m.rows, m.cols}).second) return;
+    jobs.push_back(
+        {m.type == GgmlType::F16 ? m.ptr() : m.f16_copy.get(), m.rows, m.cols, n_lo, n_hi});
+    y_elems = std::max(y_elems, m.rows * int64_t(n_hi));
+  });
+  if (jobs.empty()) return;
+  DeviceBuffer<float> y{static_cast<size_t>(y_elems)};  // freed before the KV cache is sized
+  RZ_CUDA_CHECK(cudaMemsetAsync(x16.get(), 0, x16.bytes(), stream));
+  for (const Job& j : jobs) {
+    const Gemm::TuneCount c =
+        gemm->tune_x16(HalfType::f16, j.w16, x16.get(), y.get(), j.rows, j.cols, j.n_lo, j.n_hi);
+    plan.gemm_tuned_buckets += c.buckets;
+    plan.gemm_tuned_lt += c.lt;
+  }
+  plan.gemm_tune_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void GpuExecutor::Impl::plan_kv_cache() {

@@ -104,7 +104,16 @@ struct GpuExecutorOptions {
   // 3.55 ms at context 1,040, 3.45 / 3.67 at 1,552, 3.73 / 3.67 at 2,064, 4.44 / 3.76 at 3,088;
   // 8 tokens 3.15 / 3.61 at 2,056, 3.61 / 3.66 at 3,080: the two cross near 25,000.
   int row_chunk_keys = 16 * 1536;
+  // At load, time cuBLAS's candidate kernels for every fp16 matrix the GEMM path multiplies, per
+  // token bucket up to max_step_tokens (at most kGemmTuneMaxTokens), and keep the fastest
+  // (Gemm::tune_x16): cublasGemmEx's own pick is up to 1.7x slower at some token counts. Costs a
+  // fraction of a second at load; the choice comes from timing, so two processes may pick
+  // different kernels, whose sums can differ in the last bits. false: cublasGemmEx throughout.
+  bool tune_gemm = true;
 };
+
+// The most tokens tune_gemm measures; larger calls keep cublasGemmEx's choice.
+inline constexpr int kGemmTuneMaxTokens = 1024;
 
 // What went where, for `rz serve` to log and tests to check.
 struct GpuMemoryPlan {
@@ -120,6 +129,9 @@ struct GpuMemoryPlan {
   int kv_block_size = 0;
   int slots = 0;
   int max_context = 0;
+  int gemm_tuned_buckets = 0;  // tune_gemm: (matrix shape, token bucket) pairs timed
+  int gemm_tuned_lt = 0;       // ... of which a cuBLASLt kernel beat cublasGemmEx
+  double gemm_tune_seconds = 0;
   std::string summary() const;  // one line: "weights 1.2 GiB, KV 100.3 GiB = 3000 blocks x 16 ..."
 };
 

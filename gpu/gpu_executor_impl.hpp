@@ -68,6 +68,8 @@ struct GpuExecutor::Impl {
   Impl(std::shared_ptr<const ModelFile> file, const GpuExecutorOptions& opt);
   ~Impl();
   void allocate_scratch();
+  // GpuExecutorOptions::tune_gemm: Gemm::tune_x16 for each fp16 shape the GEMM path takes.
+  void tune_gemms();
   void plan_kv_cache();
   SlotView slot_view() const;  // for the shared request checks (model/executor_checks.hpp)
   void release(int slot);

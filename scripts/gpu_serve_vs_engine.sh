@@ -7,6 +7,9 @@
 #
 #   scripts/gpu_serve_vs_engine.sh BIN_DIR MODEL [STREAMS]      STREAMS default "1 16 64 256"
 #
+# RZ_FLAGS (optional): executor flags given to both `rz bench` and `rz serve` (e.g.
+# --no-gemm-tune), so that both sides run the same executor.
+#
 # Both sides: 64-token prompts (rz-wsbench's words are single tokens of the synth vocabulary for
 # the engine's random ids: close, not equal), 256 generated tokens, greedy, ignore EOS.
 # Per B: engine tok/s and step time (ms per decode step), served output tok/s, the ratio, ITL
@@ -32,12 +35,12 @@ for b in $streams; do [ "$b" -gt "$max_b" ] && max_b=$b; done
 
 engine_batches=$(echo $streams | tr ' ' ',')
 echo "== engine: rz bench --batches $engine_batches --prompt $prompt --gen $gen"
-"$bin/rz" bench --device cuda --model "$model" --pp 0 --tg 0 --batches "$engine_batches" \
+"$bin/rz" bench --device cuda --model "$model" --pp 0 --tg 0 --batches "$engine_batches" ${RZ_FLAGS:-} \
   --prompt "$prompt" --gen "$gen" --reps 2 --json-out "$out/engine.json" > "$out/engine.log" 2>&1 ||
   { echo "rz bench failed"; tail -n 20 "$out/engine.log"; exit 1; }
 
 log=$out/serve.log
-start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" \
+start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" ${RZ_FLAGS:-} \
   --max-slots "$max_b" --ctx $(((prompt + gen + 64 + 63) / 64 * 64)) \
   --max-step-tokens $((max_b > 512 ? max_b : 512)) --max-connections-per-ip $((max_b + 8)) \
   --max-connections $((max_b + 16)) --step-log "$out/steps.csv" ||

@@ -79,6 +79,7 @@ std::string json_report(const BenchRun& r) {
   j.key("fp16_copies").value(o.fp16_copies);
   j.key("programmatic_launch").value(o.pdl);
   j.key("fused_input_forms").value(o.fused_forms);
+  j.key("gemm_tuning").value(o.tune_gemm);
   j.end_object();
 
   j.key("limits").begin_object();

@@ -60,6 +60,7 @@ cli::Flags bench_flags() {
       .opt("weights", "stored|fp8", kWeightsHelp, "stored")
       .sw("no-fp16-copies", kNoFp16CopiesHelp)
       .sw("no-pdl", "cuda: plain stream order, without programmatic dependent launch")
+      .sw("no-gemm-tune", kNoGemmTuneHelp)
       .sw("no-fused-forms",
           "cuda: a conversion kernel per matmul input instead of the norms and SwiGLU writing "
           "the forms the matmuls read (same results)")
@@ -133,6 +134,7 @@ BenchOptions bench_options(const cli::Flags& f) {
   o.fp16_copies = !f.has("no-fp16-copies");
   o.pdl = !f.has("no-pdl");
   o.fused_forms = !f.has("no-fused-forms");
+  o.tune_gemm = !f.has("no-gemm-tune");
   if (f.has("bandwidth")) o.bandwidth = positive(f, "bandwidth") * 1e9;
   if (f.has("peak-tflops")) o.peak_flops = positive(f, "peak-tflops") * 1e12;
   o.json = f.has("json");

@@ -32,6 +32,7 @@ struct BenchOptions {
   bool fp16_copies = true;  // cuda: --no-fp16-copies
   bool pdl = true;          // cuda: --no-pdl
   bool fused_forms = true;  // cuda: --no-fused-forms
+  bool tune_gemm = true;    // cuda: --no-gemm-tune
   double bandwidth = 0;     // bytes/s from --bandwidth (given in GB/s); 0: table or measured
   double peak_flops = 0;    // FLOP/s from --peak-tflops; 0: table (cuda) or none
   bool json = false;        // print one JSON object instead of the tables

@@ -79,10 +79,10 @@ std::string markdown_report(const BenchRun& r) {
   if (r.device == "cuda")
     s +=
         fmt("; CUDA graphs %s, qmm %s, int8 activations %s, weights %s, fp16 copies %s, PDL %s, "
-            "fused input forms %s",
+            "fused input forms %s, GEMM tuning %s",
             o.cuda_graphs ? "on" : "off", o.qmm ? "on" : "off", o.int8 ? "on" : "off",
             o.fp8 ? "fp8" : "stored", o.fp16_copies ? "allowed" : "off", o.pdl ? "on" : "off",
-            o.fused_forms ? "on" : "off");
+            o.fused_forms ? "on" : "off", o.tune_gemm ? "on" : "off");
   s += fmt("; commit %s.\n", r.commit.empty() ? "unknown" : r.commit.c_str());
   s += fmt("Limits: bandwidth %s (%s); compute %s (%s).\n", bandwidth(lim.bandwidth).c_str(),
            lim.bandwidth_source.c_str(),

@@ -87,7 +87,8 @@ class Bench {
                                      .cuda_graphs = o_.cuda_graphs,
                                      .qmm = o_.qmm,
                                      .fp16_copies = o_.fp16_copies,
-                                     .fused_input_forms = o_.fused_forms});
+                                     .fused_input_forms = o_.fused_forms,
+                                     .tune_gemm = o_.tune_gemm});
     ex_ = std::move(b.executor);
     runner_ = std::make_unique<SlotRunner>(*ex_);
     run_.executor = b.description;

@@ -55,6 +55,7 @@ TEST(BenchOptions, Defaults) {
   EXPECT_TRUE(o.fp16_copies);
   EXPECT_TRUE(o.pdl);
   EXPECT_TRUE(o.fused_forms);
+  EXPECT_TRUE(o.tune_gemm);
   EXPECT_EQ(o.bandwidth, 0);
   EXPECT_EQ(o.peak_flops, 0);
   EXPECT_FALSE(o.json);
@@ -102,7 +103,8 @@ TEST(BenchOptions, EveryFlag) {
                                 "--weights",
                                 "fp8",
                                 "--no-fp16-copies",
-                                "--no-fused-forms"});
+                                "--no-fused-forms",
+                                "--no-gemm-tune"});
   EXPECT_EQ(o.label, "qwen Q4_K_M");
   EXPECT_EQ(o.device, "cuda");
   EXPECT_EQ(o.gpu, 1);
@@ -123,6 +125,7 @@ TEST(BenchOptions, EveryFlag) {
   EXPECT_FALSE(o.fp16_copies);
   EXPECT_FALSE(o.pdl);
   EXPECT_FALSE(o.fused_forms);
+  EXPECT_FALSE(o.tune_gemm);
   EXPECT_DOUBLE_EQ(o.bandwidth, 4.3e12);  // GB/s in, bytes/s out
   EXPECT_DOUBLE_EQ(o.peak_flops, 989e12);
   EXPECT_TRUE(o.json);
@@ -211,11 +214,18 @@ TEST(BenchOptions, UnknownFlagAndHelpStopParsing) {
     EXPECT_EQ(code, 2);
   }
   const std::string help = bench_flags().help();
-  for (const char* flag :
-       {"--model",       "--label",     "--device",   "--gpu",           "--threads", "--pp",
-        "--tg",          "--batches",   "--prompt",   "--gen",           "--reps",    "--seed",
-        "--context",     "--no-graphs", "--no-qmm",   "--int8",          "--no-pdl",  "--bandwidth",
-        "--peak-tflops", "--json",      "--json-out", "--no-fused-forms"})
+  for (const char* flag : {"--model",       "--label",
+                           "--device",      "--gpu",
+                           "--threads",     "--pp",
+                           "--tg",          "--batches",
+                           "--prompt",      "--gen",
+                           "--reps",        "--seed",
+                           "--context",     "--no-graphs",
+                           "--no-qmm",      "--int8",
+                           "--no-pdl",      "--bandwidth",
+                           "--peak-tflops", "--json",
+                           "--json-out",    "--no-fused-forms",
+                           "--no-gemm-tune"})
     EXPECT_NE(help.find(std::string("  ") + flag + " "), std::string::npos) << flag;
 }
 

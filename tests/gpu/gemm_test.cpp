@@ -1,7 +1,7 @@
 // Tests of gpu/gemm.hpp: Y = X · Wᵀ through cuBLAS against a float64 CPU reference (GPU only),
 // dequantize_matrix + GEMM end to end, argument checks, and a disabled-by-default throughput
 // bench (GemmBench.DISABLED_Throughput; run with --gtest_also_run_disabled_tests
-// --gtest_filter='GemmBench.*').
+// --gtest_filter='GemmBench.*'), and the kernels chosen by timing (Gemm::tune_x16).
 //
 // Reference: the 16-bit operands the GPU sees (W rounded to fp16/bf16 on the CPU; X rounded with
 // fp32_to_fp16/bf16 when the fp32 entry point is used), products and sums in float64.
@@ -227,6 +227,80 @@ TEST(GemmDequant, QuantizedWeightsEndToEnd) {
   std::printf("[ dequant + gemm ] worst passing error / tolerance: %.3g\n", worst);
 }
 
+TEST(GemmTuned, BucketsRoundUpLikeTheDecodeGraphs) {
+  EXPECT_EQ(Gemm::x16_bucket(1), 8);
+  EXPECT_EQ(Gemm::x16_bucket(17), 24);
+  EXPECT_EQ(Gemm::x16_bucket(64), 64);
+  EXPECT_EQ(Gemm::x16_bucket(65), 80);
+  EXPECT_EQ(Gemm::x16_bucket(128), 128);
+  EXPECT_EQ(Gemm::x16_bucket(129), 160);
+  EXPECT_EQ(Gemm::x16_bucket(257), 320);
+  EXPECT_EQ(Gemm::x16_bucket(1000), 1024);
+}
+
+// After tune_x16, every token count of every bucket (the bucket's top, where it was timed, and
+// counts below it, which run the same algorithm on their own shape) matches the float64
+// reference, with y's row stride equal to rows and wider (a slice writing its columns of a
+// wider Y: the columns beyond stay untouched).
+TEST(GemmTuned, TunedKernelsMatchFloat64Reference) {
+  RZ_REQUIRE_GPU();
+  const unsigned seed = std::random_device{}();
+  SplitMix rng{seed};
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const HalfType h = HalfType::f16;
+  const int64_t rows = 1536, cols = 1536, n_lo = 17, n_hi = 300;
+  std::vector<uint16_t> wb(size_t(rows * cols)), xb(size_t(n_hi * cols));
+  std::vector<float> wv(wb.size()), xv(xb.size());
+  for (size_t i = 0; i < wb.size(); ++i) wv[i] = from_bits(h, wb[i] = to_bits(h, rng.uniform()));
+  for (size_t i = 0; i < xb.size(); ++i) xv[i] = from_bits(h, xb[i] = to_bits(h, rng.uniform()));
+  DeviceBuffer<uint16_t> dw(wb.size()), dx(xb.size());
+  dw.upload(wb);
+  dx.upload(xb);
+  double worst = 0;
+  int failures = 0;
+  for (int64_t ldy : {rows, rows + 64}) {
+    Gemm gemm(nullptr);
+    DeviceBuffer<float> dy(size_t(n_hi * ldy));
+    const Gemm::TuneCount c =
+        gemm.tune_x16(h, dw.get(), dx.get(), dy.get(), rows, cols, n_lo, n_hi, ldy);
+    EXPECT_EQ(c.buckets, 15);  // 24..64 by 8, 80..128 by 16, 160..256 by 32, 320
+    std::printf("[ tuned ] ldy %lld: %d of %d buckets on cuBLASLt kernels\n",
+                static_cast<long long>(ldy), c.lt, c.buckets);
+    for (int64_t n : {int64_t{17}, int64_t{24}, int64_t{31}, int64_t{64}, int64_t{100},
+                      int64_t{129}, int64_t{256}, int64_t{257}, int64_t{300}}) {
+      dy.fill_bytes(0xff);  // NaN: an output never written fails; the gaps must stay NaN
+      gemm.matmul_x16(h, dw.get(), dx.get(), dy.get(), rows, cols, n, ldy);
+      const std::vector<float> all = dy.download();
+      std::vector<float> y(size_t(n * rows));
+      for (int64_t t = 0; t < n; ++t) {
+        std::copy_n(all.begin() + t * ldy, rows, y.begin() + t * rows);
+        for (int64_t r = rows; r < ldy; ++r)
+          if (!std::isnan(all[size_t(t * ldy + r)]))
+            ADD_FAILURE() << "ldy " << ldy << " n " << n << ": column " << r << " of token " << t
+                          << " was written";
+      }
+      std::vector<double> ref, mag;
+      std::vector<float> x_n(xv.begin(), xv.begin() + n * cols);
+      reference(wv, x_n, rows, cols, n, ref, mag);
+      failures += compare(y, ref, mag, rows, n,
+                          "tuned ldy " + std::to_string(ldy) + " n " + std::to_string(n), &worst);
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  std::printf("[ tuned ] worst passing error / tolerance: %.3g\n", worst);
+}
+
+TEST(GemmTuned, BadRangesThrow) {
+  RZ_REQUIRE_GPU();
+  Gemm gemm(nullptr);
+  DeviceBuffer<uint16_t> w(64), x(64);
+  DeviceBuffer<float> y(64);
+  EXPECT_THROW(gemm.tune_x16(HalfType::f16, w.get(), x.get(), y.get(), 8, 8, 0, 4), rz::Error);
+  EXPECT_THROW(gemm.tune_x16(HalfType::f16, w.get(), x.get(), y.get(), 8, 8, 5, 4), rz::Error);
+  EXPECT_THROW(gemm.tune_x16(HalfType::f16, w.get(), x.get(), y.get(), 8, 8, 1, 4, 4), rz::Error);
+  EXPECT_THROW(gemm.tune_x16(HalfType::f16, nullptr, x.get(), y.get(), 8, 8, 1, 4), rz::Error);
+}
+
 TEST(GemmChecks, BadShapesThrowAndEmptyIsNoOp) {
   RZ_REQUIRE_GPU();
   Gemm gemm(nullptr);
@@ -370,6 +444,17 @@ TEST(GemmBench, DISABLED_TokenSweep) {
       const double tf = 2.0 * double(n) * double(s.rows) * double(s.cols) / (us[n] * 1e-6) / 1e12;
       std::printf(" | n %lld: %.1f (%.0f TF)", static_cast<long long>(n), us[n], tf);
       if (n > 256 && us.count(n - 256)) std::printf(" split %.1f", us[256] + us[n - 256]);
+    }
+    std::printf("\n");
+    // The same calls after Gemm::tune_x16 over 9..512 tokens (what the executor does at load).
+    const Gemm::TuneCount c =
+        gemm.tune_x16(HalfType::f16, w.get(), x16.get(), y.get(), s.rows, s.cols, 9, 512);
+    std::printf("%-22s tuned (%2d of %2d buckets cuBLASLt)", s.name, c.lt, c.buckets);
+    for (int64_t n : ns) {
+      const double t = 1e3 * rig.median_ms([&] {
+        gemm.matmul_x16(HalfType::f16, w.get(), x16.get(), y.get(), s.rows, s.cols, n);
+      });
+      std::printf(" | n %lld: %.1f (%.2fx)", static_cast<long long>(n), t, us[n] / t);
     }
     std::printf("\n");
   }
