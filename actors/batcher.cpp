@@ -1,6 +1,7 @@
 // The batcher actor (actors/batcher.hpp).
 #include "actors/batcher.hpp"
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,7 +25,8 @@ struct BatcherState {
   std::shared_ptr<MetricsRegistry> metrics;
   std::unordered_map<uint64_t, caf::actor> route;      // live request id -> its session actor
   std::unordered_map<caf::actor_id, size_t> batch_of;  // route_events: session -> its batch
-  std::optional<StepPlan> in_flight;
+  std::deque<StepPlan> in_flight;  // oldest first; a second one only when planned ahead
+  bool plan_ahead = true;          // plan the next step while one runs (BatchedDecodeState)
   bool stopping = false;
   std::optional<caf::response_promise> stop_promise;
   std::shared_ptr<StepLog> step_log;  // --step-log, or null
@@ -64,7 +66,7 @@ void route_events(Self* self, std::vector<SchedEvent> events) {
 
 void maybe_finish_stop(Self* self) {
   auto& st = self->state;
-  if (!st.stopping || st.in_flight || st.sched->has_work() || !st.route.empty()) return;
+  if (!st.stopping || !st.in_flight.empty() || st.sched->has_work() || !st.route.empty()) return;
   self->send(st.gpu, stop_atom::value);
   if (st.stop_promise) st.stop_promise->deliver(caf::unit);
   st.stop_promise.reset();
@@ -73,6 +75,35 @@ void maybe_finish_stop(Self* self) {
 
 void on_step_result(Self* self, const StepResult& r);
 
+// Sends a planned step to the gpu actor; its result comes back to on_step_result (results come
+// in the order of the steps: the gpu actor runs one message at a time).
+void send_step(Self* self, StepPlan p) {
+  auto& st = self->state;
+  ExecutorStep step = p;  // the executor's part of the plan
+  if (st.step_log) st.step_log->started(step);
+  st.in_flight.push_back(std::move(p));
+  self->request(st.gpu, caf::infinite, step_atom::value, std::move(step))
+      .then([self](StepResult& r) { on_step_result(self, r); },
+            [self](caf::error& err) {
+              // The gpu actor is gone: nothing can run any more.
+              StepResult r;
+              r.step = self->state.in_flight.empty() ? 0 : self->state.in_flight.front().step;
+              r.error = "the executor actor failed: " + self->system().render(err);
+              on_step_result(self, r);
+            });
+}
+
+// With one step in flight, the next one planned at once when the state allows it (plain decodes
+// whose tokens that step samples, BatchedDecodeState::plan_ahead): the gpu actor then starts it
+// as soon as the first has run, and applying, routing and planning overlap the executor's work
+// instead of sitting between two steps.
+void maybe_plan_ahead(Self* self) {
+  auto& st = self->state;
+  if (!st.plan_ahead || st.stopping || st.in_flight.size() != 1) return;
+  StepPlan p = st.sched->plan_ahead();
+  if (!p.idle()) send_step(self, std::move(p));
+}
+
 // A step boundary: plan and start its step (or just release slots), then route the events that
 // came before it (`earlier`: the last step's tokens and ends) and the plan's own, in that order.
 // Routing is a message per session (256 at 256 streams), so it runs while the executor works on
@@ -80,7 +111,7 @@ void on_step_result(Self* self, const StepResult& r);
 // step's result cannot be handled before this returns.
 void kick(Self* self, std::vector<SchedEvent> earlier = {}) {
   auto& st = self->state;
-  if (st.in_flight) {
+  if (!st.in_flight.empty()) {
     route_events(self, std::move(earlier));
     return;
   }
@@ -95,18 +126,8 @@ void kick(Self* self, std::vector<SchedEvent> earlier = {}) {
     maybe_finish_stop(self);
     return;
   }
-  ExecutorStep step = p;  // the executor's part of the plan
-  if (st.step_log) st.step_log->started(step);
-  st.in_flight = std::move(p);
-  self->request(st.gpu, caf::infinite, step_atom::value, std::move(step))
-      .then([self](StepResult& r) { on_step_result(self, r); },
-            [self](caf::error& err) {
-              // The gpu actor is gone: nothing can run any more.
-              StepResult r;
-              r.step = self->state.in_flight ? self->state.in_flight->step : 0;
-              r.error = "the executor actor failed: " + self->system().render(err);
-              on_step_result(self, r);
-            });
+  send_step(self, std::move(p));
+  maybe_plan_ahead(self);
   route_events(self, std::move(earlier));
   route_events(self, std::move(planned));
   update_gauges(self);
@@ -114,18 +135,27 @@ void kick(Self* self, std::vector<SchedEvent> earlier = {}) {
 
 void on_step_result(Self* self, const StepResult& r) {
   auto& st = self->state;
-  if (!st.in_flight) return;
-  StepPlan p = std::move(*st.in_flight);
-  st.in_flight.reset();
+  if (st.in_flight.empty()) return;
+  StepPlan p = std::move(st.in_flight.front());
+  st.in_flight.pop_front();
   if (r.ok()) st.metrics->step(r.seconds);
   if (st.step_log) st.step_log->finished(r.step, r.seconds);
-  kick(self, apply_step_result(*st.sched, p, r));
+  std::vector<SchedEvent> events = apply_step_result(*st.sched, p, r);
+  if (st.in_flight.empty()) {
+    kick(self, std::move(events));
+    return;
+  }
+  // The step planned ahead runs now: plan the one after it, then route.
+  maybe_plan_ahead(self);
+  route_events(self, std::move(events));
+  update_gauges(self);
 }
 
 caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
                             std::shared_ptr<MetricsRegistry> metrics,
-                            std::shared_ptr<StepLog> step_log) {
+                            std::shared_ptr<StepLog> step_log, bool plan_ahead) {
   auto& st = self->state;
+  st.plan_ahead = plan_ahead;
   st.step_log = std::move(step_log);
   st.sched = std::make_unique<BatchedDecodeState>(std::move(cfg));
   st.gpu = std::move(gpu);
@@ -169,9 +199,9 @@ caf::behavior batcher_actor(Self* self, BatchConfig cfg, caf::actor gpu,
 // streams: its messages to the sessions, external enqueues, then sat between the steps.)
 caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
                          std::shared_ptr<MetricsRegistry> metrics,
-                         std::shared_ptr<StepLog> step_log) {
+                         std::shared_ptr<StepLog> step_log, bool plan_ahead) {
   return sys.spawn<caf::detached>(batcher_actor, std::move(cfg), std::move(gpu), std::move(metrics),
-                                  std::move(step_log));
+                                  std::move(step_log), plan_ahead);
 }
 
 }  // namespace rz::engine

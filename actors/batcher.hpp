@@ -7,7 +7,17 @@
 //
 // The events of step N go out after step N+1 is sent, so the messages to the sessions overlap
 // the executor's work instead of delaying the next step; each session still gets its events in
-// order. It runs on a thread of its own (caf::detached; spawn_batcher says why).
+// order. With plan_ahead (the default) a second step may be in flight: right after sending a
+// step, the batcher asks the state for the step after it (plain decodes whose tokens the first
+// one samples, BatchedDecodeState::plan_ahead) and sends it too, so the gpu actor starts it the
+// moment the first one answers; applying that answer, routing and planning the next step then
+// run while the executor works:
+//
+//   send N, send N+1 (ahead) ─▶ N's result: apply, plan N+2 ahead, send, route ─▶ N+1's ...
+//
+// Steps with admissions or prompt chunks (a request waiting, a prompt part-way) are planned at an
+// ordinary boundary, with nothing in flight. It runs on a thread of its own (caf::detached;
+// spawn_batcher says why).
 //
 // Submits and cancels are handled while a step is in flight (they take effect at the next step
 // boundary); events go to the session actor that submitted each request (by RequestRef::id).
@@ -28,9 +38,10 @@
 
 namespace rz::engine {
 
-// step_log: where a line per step goes (sched/step_log.hpp), or null for none.
+// step_log: where a line per step goes (sched/step_log.hpp), or null for none. plan_ahead: plan a
+// step while the one before it runs, where the state allows it (false: one step at a time).
 caf::actor spawn_batcher(caf::actor_system& sys, BatchConfig cfg, caf::actor gpu,
                          std::shared_ptr<MetricsRegistry> metrics,
-                         std::shared_ptr<StepLog> step_log = nullptr);
+                         std::shared_ptr<StepLog> step_log = nullptr, bool plan_ahead = true);
 
 }  // namespace rz::engine

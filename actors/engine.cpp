@@ -112,7 +112,8 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   impl->gpu = spawn_gpu_actor(sys, std::move(executor));
   // Opened here, so that a path that cannot be written fails start, not the actor.
   auto step_log = config.step_log.empty() ? nullptr : std::make_shared<StepLog>(config.step_log);
-  ctx->batcher = spawn_batcher(sys, std::move(bc), impl->gpu, ctx->metrics, std::move(step_log));
+  ctx->batcher = spawn_batcher(sys, std::move(bc), impl->gpu, ctx->metrics, std::move(step_log),
+                               config.plan_ahead);
   impl->ctx = std::move(ctx);
   return std::shared_ptr<Engine>(new Engine(std::move(impl)));
 }

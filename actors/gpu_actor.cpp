@@ -15,14 +15,16 @@ namespace {
 
 struct GpuState {
   std::shared_ptr<Executor> ex;
+  std::unique_ptr<StepRunner> runner;  // fills in the tokens of steps planned ahead
   static inline const char* name = "rz.gpu";
 };
 
 caf::behavior gpu_actor(caf::stateful_actor<GpuState>* self, std::shared_ptr<Executor> ex) {
   self->state.ex = std::move(ex);
+  self->state.runner = std::make_unique<StepRunner>(self->state.ex->max_slots());
   return {
-      [self](step_atom, const ExecutorStep& s) -> StepResult {
-        return execute_step(*self->state.ex, s);
+      [self](step_atom, ExecutorStep& s) -> StepResult {
+        return self->state.runner->run(*self->state.ex, std::move(s));
       },
       [self](release_atom, const std::vector<int>& slots) {
         release_slots(*self->state.ex, slots);

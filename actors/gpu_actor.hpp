@@ -1,6 +1,8 @@
 // The gpu actor: the one owner of an Executor (the CPU or the CUDA one). One message = one step:
-// execute_step (sched/step.hpp) releases the step's slots, runs its prefill or decode, and
-// the actor answers with the step's tokens (or the executor's error) and its duration. It runs
+// its StepRunner (sched/step.hpp) fills in the tokens of a step planned ahead from the step
+// before's result, releases the step's slots, runs its prefill or decode, and the actor answers
+// with the step's tokens (or the executor's error) and its duration. A step planned ahead waits
+// in the mailbox while the one before runs, and starts as soon as that one has answered. It runs
 // detached (its own thread), since a step blocks; its mailbox serialises every executor call. See
 // actors/batcher.hpp for the caller.
 #pragma once

@@ -78,6 +78,9 @@ int serve(int argc, char** argv) {
            "write a CSV line per executor step (start, executor and round-trip time, host gap "
            "before it, decodes, prompt chunks and their tokens) to FILE",
            "")
+      .sw("no-plan-ahead",
+          "plan every step after the one before it has been applied, instead of planning a step "
+          "of plain decodes while the one before it runs (for comparison)")
       .sw("no-prefix-cache",
           "compute every prompt in full (no reuse of the KV cache of earlier "
           "requests' identical prefixes)")
@@ -209,6 +212,7 @@ int serve(int argc, char** argv) {
   ecfg.request_timeout_ms = static_cast<uint32_t>(ranged(f, "request-timeout", 0, 86400) * 1000);
   ecfg.prefix_cache = !f.has("no-prefix-cache");
   if (f.has("step-log")) ecfg.step_log = f.str("step-log");
+  ecfg.plan_ahead = !f.has("no-plan-ahead");
   ecfg.limits.max_frame_bytes =
       static_cast<std::size_t>(ranged(f, "max-frame-bytes", 256, 1 << 28));
   const int slots = f.has("max-slots") ? static_cast<int>(ranged(f, "max-slots", 1, 256))

@@ -145,7 +145,7 @@ BatchedDecodeState::Where BatchedDecodeState::where(uint64_t id) const {
 }
 
 bool BatchedDecodeState::has_work() const {
-  return in_flight_ || !queue_.empty() || active_ > 0 || !pending_release_.empty() ||
+  return !flight_.empty() || !queue_.empty() || active_ > 0 || !pending_release_.empty() ||
          !pending_events_.empty();
 }
 
@@ -264,9 +264,7 @@ void BatchedDecodeState::admit(const Admission& a, int slot) {
   }
 }
 
-void BatchedDecodeState::add_entry(StepPlan& p, int slot, int n_tokens) {
-  BatchSlot& s = slots_[static_cast<size_t>(slot)];
-  const int end = s.computed + n_tokens;
+void BatchedDecodeState::grow_blocks(BatchSlot& s, int end) {
   while (static_cast<int64_t>(s.blocks.size()) < cfg_.kv_blocks_for(end)) {
     // The reservation guarantees a block (free_blocks >= promised_ at every boundary).
     if (static_cast<int64_t>(s.blocks.size()) >= s.reserved_blocks)
@@ -276,6 +274,12 @@ void BatchedDecodeState::add_entry(StepPlan& p, int slot, int n_tokens) {
     s.blocks.push_back(b);
     --promised_;
   }
+}
+
+void BatchedDecodeState::add_entry(StepPlan& p, int slot, int n_tokens) {
+  BatchSlot& s = slots_[static_cast<size_t>(slot)];
+  const int end = s.computed + n_tokens;
+  grow_blocks(s, end);
   StepSeq e;
   e.slot = slot;
   e.begin = !s.started;
@@ -289,12 +293,56 @@ void BatchedDecodeState::add_entry(StepPlan& p, int slot, int n_tokens) {
   // A decode, or the chunk that ends the prompt: its last token's logits give the next token.
   e.sample = end == static_cast<int>(s.tokens.size());
   s.started = true;
+  s.planned_step = step_ + 1;  // the plan's number once it holds an entry
+  s.planned_sample = e.sample;
+  s.planned_end = end;
   p.seqs.push_back(std::move(e));
   p.requests.push_back(s.request);
 }
 
+StepPlan BatchedDecodeState::plan_ahead() {
+  StepPlan p;
+  if (flight_.size() != 1 || !queue_.empty()) return p;
+  const uint64_t n = flight_.back();
+  std::vector<int> next;
+  for (int i = 0; i < cfg_.max_slots; ++i) {
+    const BatchSlot& s = slots_[static_cast<size_t>(i)];
+    if (!s.busy()) continue;
+    if (s.cancel_requested || s.planned_step != n || !s.planned_sample) return p;
+    // A request that step n ends by length whatever it samples gets no entry.
+    if (stop_reason({false, s.generated + 1, s.max_tokens, s.prompt_len, cfg_.max_context}))
+      continue;
+    next.push_back(i);
+  }
+  if (next.empty()) return p;
+  // Slots freed since the last plan (ended by the step in flight before this one's): released
+  // before this step runs, after the step in flight (which may still hold an entry of theirs).
+  p.release = std::move(pending_release_);
+  pending_release_.clear();
+  for (int i : next) {
+    BatchSlot& s = slots_[static_cast<size_t>(i)];
+    const int start = s.planned_end;  // the position of the token step n samples
+    grow_blocks(s, start + 1);        // within the reservation: the request outlives step n
+    StepSeq e;
+    e.slot = i;
+    e.start = start;
+    e.tokens = {kTokenOfLastStep};
+    e.blocks = s.blocks;
+    e.sample = true;
+    s.planned_step = step_ + 1;
+    s.planned_end = start + 1;
+    p.seqs.push_back(std::move(e));
+    p.requests.push_back(s.request);
+  }
+  p.step = ++step_;
+  p.ahead = true;
+  ++counters_.steps_ahead;
+  flight_.push_back(p.step);
+  return p;
+}
+
 StepPlan BatchedDecodeState::plan() {
-  if (in_flight_) throw std::logic_error("BatchedDecodeState::plan: a step is in flight");
+  if (!flight_.empty()) throw std::logic_error("BatchedDecodeState::plan: a step is in flight");
   take_cancellations();
   StepPlan p;
   p.release = std::move(pending_release_);
@@ -337,29 +385,35 @@ StepPlan BatchedDecodeState::plan() {
   }
   if (!p.idle()) {
     p.step = ++step_;
-    in_flight_ = true;
+    flight_.push_back(p.step);
   }
   return p;
+}
+
+bool BatchedDecodeState::holds(const StepPlan& p, size_t i) const {
+  const BatchSlot& s = slots_[static_cast<size_t>(p.seqs[i].slot)];
+  return s.busy() && s.request == p.requests[i];
 }
 
 void BatchedDecodeState::check_in_flight(const StepPlan& p, const char* what) const {
   const auto fail = [what](const char* cause) {
     throw std::logic_error(std::string("BatchedDecodeState::") + what + ": " + cause);
   };
-  if (!in_flight_) fail("no step is in flight");
-  if (p.idle() || p.step != step_) fail("the plan is not the step in flight");
+  if (flight_.empty()) fail("no step is in flight");
+  if (p.idle() || p.step != flight_.front()) fail("the plan is not the oldest step in flight");
   if (p.seqs.size() != p.requests.size()) fail("the plan's entries and requests differ in number");
   for (size_t i = 0; i < p.seqs.size(); ++i) {
     const int slot = p.seqs[i].slot;
     if (slot < 0 || slot >= cfg_.max_slots) fail("a slot of the plan is out of range");
-    const BatchSlot& s = slots_[static_cast<size_t>(slot)];
-    if (!s.busy() || !(s.request == p.requests[i]) || s.computed != p.seqs[i].start)
+    // Only a step planned ahead may outlive its entries' requests (ended by the step before).
+    if (!holds(p, i) && p.ahead) continue;
+    if (!holds(p, i) || slots_[static_cast<size_t>(slot)].computed != p.seqs[i].start)
       fail("a slot of the plan no longer holds its request");
   }
 }
 
 std::vector<SchedEvent> BatchedDecodeState::end_step() {
-  in_flight_ = false;
+  if (!flight_.empty()) flight_.pop_front();
   std::vector<SchedEvent> out = std::move(pending_events_);
   pending_events_.clear();
   return out;
@@ -390,7 +444,12 @@ std::vector<SchedEvent> BatchedDecodeState::apply(const StepPlan& p,
   std::vector<SchedEvent> out = end_step();
   const auto at = now();
   size_t k = 0;
-  for (const StepSeq& e : p.seqs) {
+  for (size_t i = 0; i < p.seqs.size(); ++i) {
+    const StepSeq& e = p.seqs[i];
+    if (!holds(p, i)) {  // planned ahead of its request's end: its token is dropped
+      k += e.sample ? 1 : 0;
+      continue;
+    }
     BatchSlot& s = slots_[static_cast<size_t>(e.slot)];
     ++s.timings.steps;
     const bool decode = s.phase == BatchSlot::Phase::decoding;
@@ -426,7 +485,9 @@ std::vector<SchedEvent> BatchedDecodeState::fail_step(const StepPlan& p,
   ++counters_.steps;
   ++counters_.failed_steps;
   std::vector<SchedEvent> out = end_step();
-  for (const StepSeq& e : p.seqs) {
+  for (size_t i = 0; i < p.seqs.size(); ++i) {
+    const StepSeq& e = p.seqs[i];
+    if (!holds(p, i)) continue;  // planned ahead of its request's end
     BatchSlot& s = slots_[static_cast<size_t>(e.slot)];
     ++s.timings.steps;
     if (s.cancel_requested)
@@ -438,6 +499,7 @@ std::vector<SchedEvent> BatchedDecodeState::fail_step(const StepPlan& p,
 }
 
 std::vector<SchedEvent> BatchedDecodeState::abort_all(const std::string& message) {
+  flight_.clear();
   std::vector<SchedEvent> out = end_step();
   for (Queued& q : queue_) {
     FailedEvent ev;

@@ -15,7 +15,7 @@
 //   apply: tokens -> events; full blocks registered in the prefix cache; finished slots freed
 //
 // One step at a time (sched/step.hpp implements release -> run -> apply/fail_step once,
-// for the actors and sched/driver.hpp alike):
+// for the actors and sched/driver.hpp alike), or one more planned ahead (below):
 //
 //   StepPlan p = s.plan();                 // a step boundary
 //   deliver(p.events);                     // cancellations decided at this boundary
@@ -23,6 +23,20 @@
 //   if (p.idle()) wait for submit/cancel;
 //   tokens = ex.step(p.seqs);
 //   deliver(s.apply(p, tokens));           // or, if the executor threw: s.fail_step(p, msg)
+//
+// Planning ahead (plan_ahead): while step N is in flight, the batcher may plan step N+1 at once,
+// so that the executor starts it the moment N ends instead of after N's result has been applied
+// and the next step planned (the host's time between steps). Only a step of plain decodes: every
+// running request must have a sampling entry in N (a decode, or its prompt's last chunk), none
+// may be cancelling, and no request may wait in the queue (admissions and prompt chunks wait for
+// an ordinary plan). Each entry's token is kTokenOfLastStep, the token N samples for that slot
+// (the gpu actor fills it in, sched/step.hpp). A request that N ends by length gets no entry; one
+// that N ends by an end-of-generation token (or a cancel) has an entry all the same: its request
+// ends at apply(N), its slot is freed there (on the release list of the next step planned, which
+// runs after N+1), and apply(N+1) / fail_step(N+1) skip that entry. The freed blocks may go to
+// other requests' entries of that next step, which releases the slot first; the skipped entry's
+// writes (one KV row past the ended sequence's last) come before it in the executor's order and
+// are never read.
 //
 // Executor-release responsibility: the state never touches the executor. Whenever it frees a
 // slot whose executor slot may be active, it puts the slot on a release list, and the next plan()
@@ -123,8 +137,13 @@ struct BatchSlot {
   int computed = 0;       // tokens whose KV is in the cache (a prefix of `tokens`)
   int cached_tokens = 0;  // prompt tokens reused from the prefix cache at admission
   bool started = false;   // an entry of this request has run (the executor slot is begun)
-  int generated = 0;      // tokens delivered so far
-  int max_tokens = 0;     // 0: until the context is full
+  // Its entry in the newest step planned: that step's number, whether the entry samples, and
+  // the sequence length after it (plan_ahead continues from there).
+  uint64_t planned_step = 0;
+  bool planned_sample = false;
+  int planned_end = 0;
+  int generated = 0;   // tokens delivered so far
+  int max_tokens = 0;  // 0: until the context is full
   bool ignore_eos = false;
   bool cancel_requested = false;
   std::vector<int32_t> blocks;  // block table: token p's KV is in blocks[p / kv_block_size]
@@ -155,6 +174,7 @@ struct BatchCounters {
   uint64_t prompt_tokens = 0;     // prompt tokens of admitted requests
   uint64_t tokens_generated = 0;  // TokenEvents
   uint64_t steps = 0;             // applied or failed
+  uint64_t steps_ahead = 0;       // steps planned ahead (plan_ahead)
   uint64_t failed_steps = 0;
   uint64_t decode_tokens = 0;      // tokens of decode entries in applied steps
   uint64_t prefill_tokens = 0;     // prompt tokens computed in applied steps
@@ -178,7 +198,14 @@ class BatchedDecodeState {
   // The next step (a step boundary). Throws std::logic_error while a step is in flight.
   StepPlan plan();
 
-  // Applies the result of the step in flight: tokens[i] belongs to the i-th sampling entry.
+  // While exactly one step is in flight: the step after it, of plain decodes whose tokens are
+  // that step's samples (kTokenOfLastStep; see "Planning ahead" above), now in flight behind it.
+  // An idle plan (nothing in flight added) when the conditions do not hold. It hands out the
+  // pending releases (slots freed since the last plan) but no events (they wait for plan()).
+  StepPlan plan_ahead();
+
+  // Applies the result of the oldest step in flight: tokens[i] belongs to the i-th sampling
+  // entry (entries of a step planned ahead whose request has ended take their token and drop it).
   // Returns the events, entry by entry in plan order (a request's TokenEvent before its final
   // event), after any cancellations of queued requests. Throws std::logic_error if `p` is not
   // the step in flight and std::invalid_argument if tokens.size() != p.sampled() (state
@@ -209,7 +236,8 @@ class BatchedDecodeState {
   // request references are not counted: they are free for new blocks.
   int64_t kv_blocks_used() const { return kv_.referenced_blocks(); }
   const KvBlockManager& kv() const { return kv_; }
-  bool in_flight() const { return in_flight_; }
+  bool in_flight() const { return !flight_.empty(); }
+  int steps_in_flight() const { return static_cast<int>(flight_.size()); }
   // Slots freed here but not yet handed out in a plan's release list.
   const std::vector<int>& pending_releases() const { return pending_release_; }
   // False when plan() would return an idle plan with nothing to release or deliver.
@@ -237,12 +265,16 @@ class BatchedDecodeState {
   Admission try_admission() const;
   void admit(const Admission& a, int slot);
   void add_entry(StepPlan& p, int slot, int n_tokens);  // grows the block table first
+  void grow_blocks(BatchSlot& s, int tokens);           // the block table covers `tokens` tokens
+  // Whether entry i of `p` (an in-flight step) still belongs to its request's slot; false for an
+  // entry of a step planned ahead whose request ended before it (its result is dropped).
+  bool holds(const StepPlan& p, size_t i) const;
   void register_full_blocks(BatchSlot& s);
   // Free a slot (blocks back, onto the release list) and make its final event.
   SchedEvent finish_slot(int i, FinishReason reason);
   SchedEvent fail_slot(int i, const std::string& message);
   void free_slot(int i);
-  std::vector<SchedEvent> end_step();  // pending events, in-flight flag cleared
+  std::vector<SchedEvent> end_step();  // pending events; the oldest step leaves the flight
 
   BatchConfig cfg_;
   KvBlockManager kv_;
@@ -252,10 +284,10 @@ class BatchedDecodeState {
   std::vector<int> pending_release_;
   std::vector<SchedEvent> pending_events_;
   int active_ = 0;
-  bool in_flight_ = false;
-  uint64_t step_ = 0;        // sequence number of the last plan that was not idle
-  uint64_t admissions_ = 0;  // admission order
-  int64_t promised_ = 0;     // blocks reserved by running requests and not yet taken
+  std::deque<uint64_t> flight_;  // steps in flight, oldest first (at most two: plan_ahead)
+  uint64_t step_ = 0;            // sequence number of the last plan that was not idle
+  uint64_t admissions_ = 0;      // admission order
+  int64_t promised_ = 0;         // blocks reserved by running requests and not yet taken
   BatchCounters counters_;
 };
 

@@ -1,6 +1,7 @@
 // The synchronous scheduler loop (sched/driver.hpp).
 #include "sched/driver.hpp"
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,33 @@ bool run_step(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sin
   if (p.idle()) return false;
   deliver(apply_step_result(state, p, r), sink);
   return true;
+}
+
+uint64_t run_until_idle_ahead(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sink) {
+  StepRunner runner(ex.max_slots());
+  std::deque<StepPlan> flight;
+  uint64_t steps = 0;
+  for (;;) {
+    if (flight.empty()) {
+      StepPlan p = state.plan();
+      deliver(p.events, sink);
+      if (p.idle()) {
+        runner.run(ex, p);  // its releases
+        if (!state.has_work()) return steps;
+        continue;
+      }
+      flight.push_back(std::move(p));
+    }
+    if (flight.size() == 1) {
+      StepPlan a = state.plan_ahead();
+      if (!a.idle()) flight.push_back(std::move(a));
+    }
+    StepPlan p = std::move(flight.front());
+    flight.pop_front();
+    const StepResult r = runner.run(ex, p);
+    ++steps;
+    deliver(apply_step_result(state, p, r), sink);
+  }
 }
 
 uint64_t run_until_idle(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sink) {

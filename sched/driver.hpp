@@ -29,4 +29,11 @@ bool run_step(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sin
 // executor steps run.
 uint64_t run_until_idle(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sink);
 
+// The same with the batcher's planning ahead (actors/batcher.hpp), in one thread: after each
+// ordinary plan, and after each step's result while a step planned ahead is still to run, the
+// state is asked for the step after the one in flight (BatchedDecodeState::plan_ahead); steps run
+// in order through a StepRunner, which fills in the tokens planned ahead. Returns the number of
+// executor steps run.
+uint64_t run_until_idle_ahead(BatchedDecodeState& state, Executor& ex, const SchedEventSink& sink);
+
 }  // namespace rz

@@ -37,9 +37,23 @@ void release_slots(Executor& ex, std::span<const int> slots);
 // StepResult::error, with the same messages for every caller.
 StepResult execute_step(Executor& ex, const ExecutorStep& step);
 
-// Applies the result of `plan` (the state's step in flight) and returns the events: apply() the
-// tokens and their log-probabilities when the step succeeded, fail_step() with its error when it
-// failed or when apply() refuses the tokens.
+// Runs steps for the one owner of an executor (the gpu actor), filling in the tokens of steps
+// planned ahead: an entry whose one token is kTokenOfLastStep gets the token its slot's last step
+// sampled (kept from the results this runner returned). When that step failed or sampled nothing
+// for the slot, the step fails with an error (its slots' requests fail, as the step before's
+// did) and the executor runs nothing but the releases.
+class StepRunner {
+ public:
+  explicit StepRunner(int max_slots);
+  StepResult run(Executor& ex, ExecutorStep step);
+
+ private:
+  std::vector<int32_t> last_;  // per slot: the token its last step sampled, or -1
+};
+
+// Applies the result of `plan` (the state's oldest step in flight) and returns the events: apply()
+// the tokens and their log-probabilities when the step succeeded, fail_step() with its error when
+// it failed or when apply() refuses the tokens.
 std::vector<SchedEvent> apply_step_result(BatchedDecodeState& state, const StepPlan& plan,
                                           const StepResult& result);
 

@@ -24,7 +24,7 @@ StepShape step_shape(const ExecutorStep& step) {
 
 StepLog::StepLog(const std::string& path) : out_(path, std::ios::trunc), opened_(Clock::now()) {
   if (!out_) throw Error("cannot open the step log " + path);
-  out_ << "step,start_ms,exec_ms,round_ms,gap_ms,decodes,chunks,chunk_tokens,max_context\n";
+  out_ << "step,start_ms,exec_ms,round_ms,gap_ms,decodes,chunks,chunk_tokens,max_context,ahead\n";
 }
 
 namespace {
@@ -34,20 +34,24 @@ double ms(StepLog::Clock::duration d) {
 }  // namespace
 
 void StepLog::started(const ExecutorStep& step, Clock::time_point now) {
-  shape_ = step_shape(step);
-  start_ = now;
-  gap_ms_ = have_last_ ? ms(now - last_end_) : 0.0;
-  in_flight_ = true;
+  Pending p;
+  p.shape = step_shape(step);
+  p.start = now;
+  p.ahead = step.ahead;
+  // Sent while another step runs: no host time between the two.
+  p.gap_ms = pending_.empty() && have_last_ ? ms(now - last_end_) : 0.0;
+  pending_.push_back(p);
 }
 
 void StepLog::finished(uint64_t step, double exec_seconds, Clock::time_point now) {
-  if (!in_flight_) return;
-  in_flight_ = false;
+  if (pending_.empty()) return;
+  const Pending p = pending_.front();
+  pending_.pop_front();
   char line[256];
-  std::snprintf(line, sizeof line, "%llu,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d\n",
-                static_cast<unsigned long long>(step), ms(start_ - opened_), exec_seconds * 1e3,
-                ms(now - start_), gap_ms_, shape_.decodes, shape_.chunks, shape_.chunk_tokens,
-                shape_.max_context);
+  std::snprintf(line, sizeof line, "%llu,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d\n",
+                static_cast<unsigned long long>(step), ms(p.start - opened_), exec_seconds * 1e3,
+                ms(now - p.start), p.gap_ms, p.shape.decodes, p.shape.chunks, p.shape.chunk_tokens,
+                p.shape.max_context, p.ahead ? 1 : 0);
   out_ << line;
   out_.flush();
   last_end_ = now;

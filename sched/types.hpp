@@ -62,6 +62,11 @@ enum class ErrorCode {
 };
 const char* error_code_name(ErrorCode c);  // "internal"
 
+// The one token of a decode entry in a step planned ahead (BatchedDecodeState::plan_ahead): the
+// token its slot's previous step sampled, not yet known when the step was planned. The executor
+// never sees it: sched/step.hpp's StepRunner puts the sampled token in its place first.
+inline constexpr int32_t kTokenOfLastStep = -1;
+
 // One executor step as plain data: release the listed slots (always, idle included), then run
 // the entries (model/executor.hpp: decode tokens and prefill chunks mixed). The scheduler's
 // StepPlan is one of these plus its bookkeeping (sched/batch_state.hpp); the gpu actor receives
@@ -70,6 +75,9 @@ struct ExecutorStep {
   uint64_t step = 0;          // sequence number (apply/fail_step check it)
   std::vector<int> release;   // Executor::release() these first, idle or not
   std::vector<StepSeq> seqs;  // decodes (slot order), then prefill chunks (admission order)
+  // Planned ahead, while the step before it was in flight: every entry is a decode whose token
+  // is kTokenOfLastStep (BatchedDecodeState::plan_ahead).
+  bool ahead = false;
   bool idle() const { return seqs.empty(); }
   // Entries that sample: one token is expected back for each.
   size_t sampled() const {

@@ -8,7 +8,8 @@
 #   scripts/gpu_serve_vs_engine.sh BIN_DIR MODEL [STREAMS]      STREAMS default "1 16 64 256"
 #
 # RZ_FLAGS (optional): executor flags given to both `rz bench` and `rz serve` (e.g.
-# --no-gemm-tune), so that both sides run the same executor.
+# --no-gemm-tune), so that both sides run the same executor; RZ_SERVE_FLAGS (optional): flags for
+# `rz serve` alone (e.g. --no-plan-ahead).
 #
 # Both sides: 64-token prompts (rz-wsbench's words are single tokens of the synth vocabulary for
 # the engine's random ids: close, not equal), 256 generated tokens, greedy, ignore EOS.
@@ -40,7 +41,7 @@ echo "== engine: rz bench --batches $engine_batches --prompt $prompt --gen $gen"
   { echo "rz bench failed"; tail -n 20 "$out/engine.log"; exit 1; }
 
 log=$out/serve.log
-start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" ${RZ_FLAGS:-} \
+start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" ${RZ_FLAGS:-} ${RZ_SERVE_FLAGS:-} \
   --max-slots "$max_b" --ctx $(((prompt + gen + 64 + 63) / 64 * 64)) \
   --max-step-tokens $((max_b > 512 ? max_b : 512)) --max-connections-per-ip $((max_b + 8)) \
   --max-connections $((max_b + 16)) --step-log "$out/steps.csv" ||

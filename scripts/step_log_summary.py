@@ -3,7 +3,8 @@
 
     scripts/step_log_summary.py STEPS.csv [--from-ms T0] [--to-ms T1] [--top N]
 
-Prints, per kind of step (decodes only; decodes with prompt chunks, by chunk-token range), the
+Prints, per kind of step (decodes only, planned ahead or not (the `ahead` column of logs that
+have it); decodes with prompt chunks, by chunk-token range), the
 count and the executor time, round trip and host gap before the step at p50/p90/p99, then the
 N slowest steps (round trip) with their shape. Where the time between two tokens of a stream goes
 is round trip + gap.
@@ -21,6 +22,8 @@ def pct(v, p):
 
 
 def kind(r):
+    if r.get("ahead", 0) == 1:
+        return "decode only, planned ahead"
     if r["chunks"] == 0:
         return "decode only"
     t = r["chunk_tokens"]
@@ -55,7 +58,8 @@ def main():
     print(f"{len(rows)} steps over {(rows[-1]['start_ms'] - rows[0]['start_ms']) / 1e3:.1f} s")
     print("| kind | steps | decodes mean | exec p50/p90/p99 ms | round p50/p90/p99 ms | gap p50/p90/p99 ms |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    order = ["decode only"] + [k for k in sorted(groups) if k != "decode only"]
+    first = ["decode only", "decode only, planned ahead"]
+    order = first + [k for k in sorted(groups) if k not in first]
     for k in order:
         g = groups.get(k)
         if not g:

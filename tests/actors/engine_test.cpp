@@ -97,7 +97,7 @@ TEST(Engine, SeveralSessionsMultiplexRequests) {
       ASSERT_TRUE(sinks[s]->wait_final(id)) << s << " " << id;
       expect_well_formed(*sinks[s], id);
       auto d = sinks[s]->done_of(id);
-      ASSERT_TRUE(d);
+      ASSERT_TRUE(d) << (sinks[s]->error_of(id) ? sinks[s]->error_of(id)->message : "");
       EXPECT_EQ(d->finish_reason, FinishReason::length);
       const auto prompt = h.tok->encode(prompts[r], true, false);
       EXPECT_EQ(d->usage.prompt_tokens, prompt.size());
@@ -289,7 +289,8 @@ TEST(Engine, SinkDestroyedMidStreamCancels) {
   ASSERT_TRUE(sink->wait_final("b")) << "a's slot was freed";
   expect_well_formed(*sink, "b");
   ASSERT_TRUE(h.wait_idle());
-  EXPECT_LE(h.gate->taken(), 4 + 3) << "a took at most the step in flight after the cancel";
+  // a took at most the steps in flight after the cancel: one more when planned ahead.
+  EXPECT_LE(h.gate->taken(), 4 + 4);
   EXPECT_EQ(h.engine->metrics().requests_cancelled, 1u);
 }
 
@@ -595,7 +596,7 @@ TEST(Engine, StepLogHasALinePerStep) {
     std::vector<std::string> f;
     std::istringstream r(line);
     for (std::string x; std::getline(r, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 9u) << line;
+    ASSERT_EQ(f.size(), 10u) << line;
     decodes += std::stoi(f[5]);
     chunks += std::stoi(f[6]);
   }

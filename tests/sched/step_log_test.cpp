@@ -61,20 +61,54 @@ TEST(StepLog, WritesOneLinePerFinishedStep) {
   }
   const std::vector<std::string> l = lines(path);
   ASSERT_EQ(l.size(), 3u);
-  EXPECT_EQ(l[0], "step,start_ms,exec_ms,round_ms,gap_ms,decodes,chunks,chunk_tokens,max_context");
+  EXPECT_EQ(l[0],
+            "step,start_ms,exec_ms,round_ms,gap_ms,decodes,chunks,chunk_tokens,max_context,ahead");
   // step 1: round 5 ms, no previous step (gap 0), one 30-token chunk
   std::istringstream r1(l[1]);
   std::vector<std::string> f;
   for (std::string x; std::getline(r1, x, ',');) f.push_back(x);
-  ASSERT_EQ(f.size(), 9u);
+  ASSERT_EQ(f.size(), 10u);
   EXPECT_EQ(f[0], "1");
   EXPECT_EQ(f[2], "4.000");
   EXPECT_EQ(f[3], "5.000");
   EXPECT_EQ(f[4], "0.000");
-  EXPECT_EQ(f[5] + f[6] + f[7] + f[8], "013030");
+  EXPECT_EQ(f[5] + f[6] + f[7] + f[8] + f[9], "0130300");
   // step 2: starts 2 ms after step 1's result
   EXPECT_NE(l[2].find("2,"), std::string::npos);
-  EXPECT_NE(l[2].find(",1.000,2.000,2.000,1,0,0,31"), std::string::npos) << l[2];
+  EXPECT_NE(l[2].find(",1.000,2.000,2.000,1,0,0,31,0"), std::string::npos) << l[2];
+  std::filesystem::remove(path);
+}
+
+// A step planned ahead is sent while the one before runs: no gap of its own, its round trip
+// from its sending, lines in the order the results come back.
+TEST(StepLog, StepsPlannedAheadOverlap) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "rz_step_log_ahead_test.csv").string();
+  using C = StepLog::Clock;
+  {
+    StepLog log(path);
+    const C::time_point t = C::now();
+    ExecutorStep a, b, c;
+    a.step = 1;
+    a.seqs = {seq(false, 40, 1)};
+    b.step = 2;
+    b.ahead = true;
+    b.seqs = {seq(false, 41, 1)};
+    c.step = 3;
+    c.ahead = true;
+    c.seqs = {seq(false, 42, 1)};
+    log.started(a, t);
+    log.started(b, t + std::chrono::milliseconds(1));
+    log.finished(1, 0.003, t + std::chrono::milliseconds(3));
+    log.started(c, t + std::chrono::milliseconds(4));
+    log.finished(2, 0.003, t + std::chrono::milliseconds(6));
+    log.finished(3, 0.003, t + std::chrono::milliseconds(9));
+  }
+  const std::vector<std::string> l = lines(path);
+  ASSERT_EQ(l.size(), 4u);
+  EXPECT_NE(l[1].find("1,0.000,3.000,3.000,0.000,1,0,0,41,0"), std::string::npos) << l[1];
+  EXPECT_NE(l[2].find("2,1.000,3.000,5.000,0.000,1,0,0,42,1"), std::string::npos) << l[2];
+  EXPECT_NE(l[3].find("3,4.000,3.000,5.000,0.000,1,0,0,43,1"), std::string::npos) << l[3];
   std::filesystem::remove(path);
 }
 

@@ -51,6 +51,7 @@ class Stress {
     n_blocks_ = cfg_.kv_block_count();
     ex_ = std::make_unique<FakeExecutor>(cfg_.max_slots + pick(0, 2), cfg_.max_context + pick(0, 3),
                                          kVocab, cfg_.kv_block_size, n_blocks_ + pick(0, 3));
+    runner_ = std::make_unique<rz::StepRunner>(ex_->max_slots());
     rz::check_fits(cfg_, *ex_);
     for (int i = 0; i < 3; ++i) {
       std::vector<int32_t> sys;
@@ -60,6 +61,10 @@ class Stress {
   }
 
   std::map<std::string, int> coverage;
+  // Plan a step ahead while each ordinary step is in flight, where the state allows it (the
+  // batcher's protocol, BatchedDecodeState::plan_ahead), with cancels and submits between the
+  // two; the steps run through a StepRunner.
+  bool plan_ahead = false;
 
   void run(int steps) {
     for (int i = 0; i < steps && !HasFailure(); ++i) {
@@ -320,8 +325,40 @@ class Stress {
     }
     rz::ExecutorStep run = p;
     run.release.clear();  // released above
-    const rz::StepResult r = rz::execute_step(*ex_, run);
+    rz::StepPlan ahead;
+    if (plan_ahead && chance(0.8)) {
+      ahead = state_->plan_ahead();
+      if (!ahead.idle()) {
+        ++coverage["planned ahead"];
+        check_ahead(p, ahead);
+      }
+    }
+    const rz::StepResult r = runner_->run(*ex_, run);
     deliver(rz::apply_step_result(*state_, p, r), chaos);
+    if (ahead.idle() || HasFailure()) return;
+    if (chaos && chance(0.2)) cancel_some();
+    if (chaos && chance(0.2)) submit_some();
+    const rz::StepResult r2 = runner_->run(*ex_, ahead);
+    deliver(rz::apply_step_result(*state_, ahead, r2), chaos);
+  }
+
+  // A step planned ahead of `p`: plain decodes of p's sampling entries that p cannot end by
+  // length, each at the position of the token p samples.
+  void check_ahead(const rz::StepPlan& p, const rz::StepPlan& a) {
+    ASSERT_TRUE(a.ahead);
+    ASSERT_EQ(a.step, p.step + 1);
+    ASSERT_TRUE(a.events.empty());
+    for (const rz::StepSeq& e : a.seqs) {
+      size_t j = 0;
+      while (j < p.seqs.size() && p.seqs[j].slot != e.slot) ++j;
+      ASSERT_LT(j, p.seqs.size()) << "slot " << e.slot << " planned ahead without an entry in p";
+      ASSERT_TRUE(p.seqs[j].sample);
+      ASSERT_EQ(e.start, p.seqs[j].end());
+      ASSERT_EQ(e.tokens, std::vector<int32_t>{rz::kTokenOfLastStep});
+      ASSERT_TRUE(e.sample);
+      ASSERT_FALSE(e.begin);
+      ASSERT_GE(static_cast<int64_t>(e.blocks.size()) * cfg_.kv_block_size, e.end());
+    }
   }
 
   void check_state(const std::string& when) {
@@ -486,6 +523,7 @@ class Stress {
   int64_t n_blocks_ = 0;
   std::unique_ptr<rz::BatchedDecodeState> state_;
   std::unique_ptr<FakeExecutor> ex_;
+  std::unique_ptr<rz::StepRunner> runner_;
   EventLog log_;
   std::map<uint64_t, Submitted> subs_;
   std::vector<std::vector<int32_t>> systems_;
@@ -494,11 +532,13 @@ class Stress {
 
 // Runs `seeds` random stresses of `steps` steps and returns the merged coverage ("max use %" is
 // the maximum, the rest are sums); prints it.
-inline std::map<std::string, int> run_stress(uint64_t seeds, int steps, bool kv_tight) {
+inline std::map<std::string, int> run_stress(uint64_t seeds, int steps, bool kv_tight,
+                                             bool plan_ahead = false) {
   std::map<std::string, int> all;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Stress st(seed, kv_tight);
+    st.plan_ahead = plan_ahead;
     st.run(steps);
     if (::testing::Test::HasFailure()) return all;
     for (const auto& [k, v] : st.coverage)

@@ -30,6 +30,16 @@ TEST(SchedStress, RandomSubmitsCancelsAndFailuresKeepEveryInvariant) {
   }
 }
 
+// The same with a step planned ahead while each ordinary step runs (the batcher's protocol).
+TEST(SchedStress, PlanningAheadKeepsEveryInvariant) {
+  auto all = rz_test::run_stress(40, 1500, /*kv_tight=*/false, /*plan_ahead=*/true);
+  if (::testing::Test::HasFailure()) return;
+  for (const char* path : {"planned ahead", "cancel in flight", "failed", "stop", "length",
+                           "cancelled", "prefix hit", "release+join"}) {
+    EXPECT_GT(all[path], 10) << path;
+  }
+}
+
 namespace {
 
 // 16 requests, half of them starting with one shared 9-token prefix, a few identical prompts.
