@@ -73,6 +73,20 @@ void Gemm::matmul(HalfType type, const void* w, const float* x, float* y, int64_
   matmul_x16(type, w, x16_.get(), y, rows, cols, n_tokens);
 }
 
+std::unique_ptr<Gemm::LtPlan> Gemm::describe_lt(cudaDataType_t in, int64_t rows, int64_t cols,
+                                                int64_t n, int64_t ldy) {
+  auto p = std::make_unique<LtPlan>();
+  RZ_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
+  RZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+  RZ_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
+  RZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, in, uint64_t(cols), uint64_t(rows), cols));
+  RZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, in, uint64_t(cols), uint64_t(n), cols));
+  RZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, uint64_t(rows), uint64_t(n), ldy));
+  return p;
+}
+
 void Gemm::matmul_f32(const float* w, const float* x, float* y, int64_t rows, int64_t cols,
                       int64_t n_tokens) {
   check_shape("sgemm", w, x, y, rows, cols, n_tokens);

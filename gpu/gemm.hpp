@@ -99,38 +99,48 @@ class Gemm {
   Fp8Scaling last_fp8_scaling() const { return last_fp8_scaling_; }
 
  private:
-  struct Fp8Plan;  // one shape's cuBLASLt descriptors and algorithm (gemm_fp8.cpp)
-  struct Fp8PlanDelete {
-    void operator()(Fp8Plan* p) const;
+  // One shape's cuBLASLt descriptors and algorithm (matmul_fp8's plans, gemm_fp8.cpp; the tuned
+  // matmul_x16's, gemm_tuned.cpp).
+  struct LtPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;  // an algorithm runs this shape (found by the heuristic, or checked)
+    LtPlan() = default;
+    LtPlan(const LtPlan&) = delete;
+    LtPlan& operator=(const LtPlan&) = delete;
+    ~LtPlan() {
+      if (d) cublasLtMatrixLayoutDestroy(d);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (op) cublasLtMatmulDescDestroy(op);
+    }
   };
   using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;  // rows, cols, n, ldy, outer
   // The plan for the shape (made on first use; null when cuBLASLt has no kernel for it).
   // outer: the scale pointers go into the descriptor before the heuristic (which checks them).
-  Fp8Plan* fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy, bool outer,
-                    const float* w_scale, const float* x_scale);
+  LtPlan* fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy, bool outer,
+                   const float* w_scale, const float* x_scale);
 
   // matmul_x16 through cuBLASLt (gemm_tuned.cpp): the tuned choice per (type, rows, cols, ldy,
   // bucket top), and a plan (descriptors, the algorithm checked for that n) per exact n.
-  struct X16Plan;
-  struct X16PlanDelete {
-    void operator()(X16Plan* p) const;
-  };
   // Runs y = x16 · wᵀ through the tuned cuBLASLt kernel when one was chosen for this call's
   // shape and bucket and accepts its n; false leaves the call to cublasGemmEx.
   bool matmul_x16_tuned(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
                         int64_t cols, int64_t n, int64_t ldy);
-  X16Plan* x16_plan(HalfType type, int64_t rows, int64_t cols, int64_t n, int64_t ldy,
-                    const cublasLtMatmulAlgo_t& algo);
+  LtPlan* x16_plan(HalfType type, int64_t rows, int64_t cols, int64_t n, int64_t ldy,
+                   const cublasLtMatmulAlgo_t& algo);
   cublasLtHandle_t lt();  // created on first use
-  // The descriptors of y [n, ldy] = x16 [n, cols] · w [rows, cols]ᵀ (no algorithm yet).
-  static std::unique_ptr<X16Plan, X16PlanDelete> describe_x16(HalfType type, int64_t rows,
-                                                              int64_t cols, int64_t n, int64_t ldy);
+  // The descriptors of y [n, ldy] (fp32) = x [n, cols] · w [rows, cols]ᵀ with x and w of type
+  // `in`, fp32 accumulation, in the "TN" mapping of gemm.cpp (no algorithm yet).
+  static std::unique_ptr<LtPlan> describe_lt(cudaDataType_t in, int64_t rows, int64_t cols,
+                                             int64_t n, int64_t ldy);
 
   cublasHandle_t handle_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;  // created on first use (matmul_fp8, tuned matmul_x16)
-  std::map<Fp8Key, std::unique_ptr<Fp8Plan, Fp8PlanDelete>> fp8_plans_;
-  std::map<X16Key, X16Choice> x16_choices_;                              // key: ..., bucket top
-  std::map<X16Key, std::unique_ptr<X16Plan, X16PlanDelete>> x16_plans_;  // key: ..., n
+  std::map<Fp8Key, std::unique_ptr<LtPlan>> fp8_plans_;
+  std::map<X16Key, X16Choice> x16_choices_;              // key: ..., bucket top
+  std::map<X16Key, std::unique_ptr<LtPlan>> x16_plans_;  // key: ..., n
   Fp8Scaling fp8_scaling_ = Fp8Scaling::automatic;
   Fp8Scaling last_fp8_scaling_ = Fp8Scaling::automatic;
   cudaStream_t stream_ = nullptr;

@@ -24,21 +24,6 @@
 
 namespace rz::gpu {
 
-struct Gemm::Fp8Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool ok = false;  // the heuristic found an algorithm
-  ~Fp8Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
-};
-
-void Gemm::Fp8PlanDelete::operator()(Fp8Plan* p) const { delete p; }
-
 namespace {
 
 constexpr size_t kMaxPlans = 512;
@@ -50,15 +35,12 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const T&
 
 }  // namespace
 
-Gemm::Fp8Plan* Gemm::fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy, bool outer,
-                              const float* w_scale, const float* x_scale) {
+Gemm::LtPlan* Gemm::fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy, bool outer,
+                             const float* w_scale, const float* x_scale) {
   const Fp8Key key{rows, cols, n, ldy, outer};
   if (auto it = fp8_plans_.find(key); it != fp8_plans_.end()) return it->second.get();
   if (fp8_plans_.size() >= kMaxPlans) fp8_plans_.clear();
-  std::unique_ptr<Fp8Plan, Fp8PlanDelete> p(new Fp8Plan);
-  RZ_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  set_attr(p->op, CUBLASLT_MATMUL_DESC_TRANSA, cublasOperation_t{CUBLAS_OP_T});
-  set_attr(p->op, CUBLASLT_MATMUL_DESC_TRANSB, cublasOperation_t{CUBLAS_OP_N});
+  auto p = describe_lt(CUDA_R_8F_E4M3, rows, cols, n, ldy);
   if (outer) {  // the heuristic wants the scale pointers of a vector scale mode set
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
@@ -66,11 +48,6 @@ Gemm::Fp8Plan* Gemm::fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy
     set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scale));
     set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scale));
   }
-  RZ_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, uint64_t(cols), uint64_t(rows), cols));
-  RZ_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, uint64_t(cols), uint64_t(n), cols));
-  RZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, uint64_t(rows), uint64_t(n), ldy));
   cublasLtMatmulPreference_t pref = nullptr;
   RZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_.bytes();
@@ -113,7 +90,7 @@ void Gemm::matmul_fp8(const uint8_t* w, const float* w_scale, const uint8_t* x,
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) throw fail("pointers must be 16-byte aligned");
   lt();
 
-  Fp8Plan* plan = nullptr;
+  LtPlan* plan = nullptr;
   bool outer = false;
   if (fp8_scaling_ != Fp8Scaling::after) {
     plan = fp8_plan(rows, cols, n_tokens, ldy, true, w_scale, x_scale);

@@ -30,21 +30,6 @@
 
 namespace rz::gpu {
 
-struct Gemm::X16Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool ok = false;  // the algorithm runs this shape within the workspace
-  ~X16Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
-};
-
-void Gemm::X16PlanDelete::operator()(X16Plan* p) const { delete p; }
-
 namespace {
 
 constexpr size_t kMaxX16Plans = 4096;  // exact token counts kept (a server's chunks take many)
@@ -81,23 +66,6 @@ struct EventPair {
 
 }  // namespace
 
-std::unique_ptr<Gemm::X16Plan, Gemm::X16PlanDelete> Gemm::describe_x16(HalfType type, int64_t rows,
-                                                                       int64_t cols, int64_t n,
-                                                                       int64_t ldy) {
-  std::unique_ptr<Gemm::X16Plan, Gemm::X16PlanDelete> p(new Gemm::X16Plan);
-  RZ_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
-  RZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-  RZ_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
-  RZ_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p->a, cuda_type(type), uint64_t(cols), uint64_t(rows), cols));
-  RZ_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p->b, cuda_type(type), uint64_t(cols), uint64_t(n), cols));
-  RZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, uint64_t(rows), uint64_t(n), ldy));
-  return p;
-}
-
 cublasLtHandle_t Gemm::lt() {
   if (!lt_) RZ_CUBLAS_CHECK(cublasLtCreate(&lt_));
   return lt_;
@@ -108,12 +76,12 @@ int64_t Gemm::x16_bucket(int64_t n) {
   return (n + step - 1) / step * step;
 }
 
-Gemm::X16Plan* Gemm::x16_plan(HalfType type, int64_t rows, int64_t cols, int64_t n, int64_t ldy,
-                              const cublasLtMatmulAlgo_t& algo) {
+Gemm::LtPlan* Gemm::x16_plan(HalfType type, int64_t rows, int64_t cols, int64_t n, int64_t ldy,
+                             const cublasLtMatmulAlgo_t& algo) {
   const X16Key key{type, rows, cols, ldy, n};
   if (auto it = x16_plans_.find(key); it != x16_plans_.end()) return it->second.get();
   if (x16_plans_.size() >= kMaxX16Plans) x16_plans_.clear();
-  auto p = describe_x16(type, rows, cols, n, ldy);
+  auto p = describe_lt(cuda_type(type), rows, cols, n, ldy);
   p->algo = algo;
   cublasLtMatmulHeuristicResult_t check{};
   const cublasStatus_t st =
@@ -126,7 +94,7 @@ bool Gemm::matmul_x16_tuned(HalfType type, const void* w, const void* x16, float
                             int64_t cols, int64_t n, int64_t ldy) {
   const auto it = x16_choices_.find(X16Key{type, rows, cols, ldy, x16_bucket(n)});
   if (it == x16_choices_.end() || !it->second.lt) return false;
-  const X16Plan* p = x16_plan(type, rows, cols, n, ldy, it->second.algo);
+  const LtPlan* p = x16_plan(type, rows, cols, n, ldy, it->second.algo);
   if (!p->ok) return false;
   const float alpha = 1.0f, beta = 0.0f;
   RZ_CUBLAS_CHECK(cublasLtMatmul(lt(), p->op, &alpha, w, p->a, x16, p->b, &beta, y, p->d, y, p->d,
@@ -193,7 +161,7 @@ Gemm::TuneCount Gemm::tune_x16(HalfType type, const void* w, const void* x16, fl
     if (best < 0) throw Error("gemm tune: cublasGemmEx failed on its own shape");
     best *= kMinGain;
     X16Choice choice;
-    auto d = describe_x16(type, rows, cols, n, ldy);
+    auto d = describe_lt(cuda_type(type), rows, cols, n, ldy);
     cublasLtMatmulPreference_t pref = nullptr;
     RZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = workspace_.bytes();
