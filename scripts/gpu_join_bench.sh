@@ -13,6 +13,7 @@
 # Prints one table row per budget and phase: ITL p50/p90/p99, TPOT p50/p90, output tok/s of the
 # 32 streams, and how many long prompts were served meanwhile. JSON under $OUT (or /tmp), and the
 # server's step log (`--step-log`) with its summary (scripts/step_log_summary.py) per budget.
+# RZ_SERVE_FLAGS (optional): more `rz serve` flags (e.g. --no-plan-ahead).
 set -u
 . "$(dirname "$0")/serve_lib.sh"
 bin=${1:?usage: gpu_join_bench.sh BIN_DIR MODEL [BUDGETS]}
@@ -34,7 +35,7 @@ PY
 }
 for b in $budgets; do
   log=$out/join-serve-$b.log
-  if ! start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" --max-slots 40 \
+  if ! start_server "$log" "$bin/rz" --model "$model" --device cuda --port "$port" ${RZ_SERVE_FLAGS:-} --max-slots 40 \
       --max-step-tokens "$b" --max-connections-per-ip 64 --step-log "$out/join-steps-$b.csv"; then
     echo "gpu_join_bench: the server did not start (budget $b)"; exit 1
   fi
