@@ -106,9 +106,24 @@ TEST(StepLog, StepsPlannedAheadOverlap) {
   }
   const std::vector<std::string> l = lines(path);
   ASSERT_EQ(l.size(), 4u);
-  EXPECT_NE(l[1].find("1,0.000,3.000,3.000,0.000,1,0,0,41,0"), std::string::npos) << l[1];
-  EXPECT_NE(l[2].find("2,1.000,3.000,5.000,0.000,1,0,0,42,1"), std::string::npos) << l[2];
-  EXPECT_NE(l[3].find("3,4.000,3.000,5.000,0.000,1,0,0,43,1"), std::string::npos) << l[3];
+  // Each line without its start_ms (counted from the log's opening, a moment before t), and the
+  // starts relative to the first one.
+  std::vector<std::vector<std::string>> f(l.size());
+  for (size_t i = 1; i < l.size(); ++i) {
+    std::istringstream in(l[i]);
+    for (std::string x; std::getline(in, x, ',');) f[i].push_back(x);
+    ASSERT_EQ(f[i].size(), 10u) << l[i];
+  }
+  const auto rest = [&](size_t i) {
+    std::string r = f[i][0];
+    for (size_t k = 2; k < f[i].size(); ++k) r += "," + f[i][k];
+    return r;
+  };
+  EXPECT_EQ(rest(1), "1,3.000,3.000,0.000,1,0,0,41,0");
+  EXPECT_EQ(rest(2), "2,3.000,5.000,0.000,1,0,0,42,1") << "round trip from its sending";
+  EXPECT_EQ(rest(3), "3,3.000,5.000,0.000,1,0,0,43,1");
+  EXPECT_NEAR(std::stod(f[2][1]) - std::stod(f[1][1]), 1.0, 2e-3);  // printed to 1 us
+  EXPECT_NEAR(std::stod(f[3][1]) - std::stod(f[1][1]), 4.0, 2e-3);
   std::filesystem::remove(path);
 }
 
