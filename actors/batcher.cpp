@@ -93,10 +93,10 @@ void send_step(Self* self, StepPlan p) {
             });
 }
 
-// With one step in flight, the next one planned at once when the state allows it (plain decodes
-// whose tokens that step samples, BatchedDecodeState::plan_ahead): the gpu actor then starts it
-// as soon as the first has run, and applying, routing and planning overlap the executor's work
-// instead of sitting between two steps.
+// With one step in flight, the next one planned at once when the state allows it
+// (BatchedDecodeState::plan_ahead: as if that step had run): the gpu actor then starts it as soon
+// as the first has run, and applying, routing and planning overlap the executor's work instead of
+// sitting between two steps.
 void maybe_plan_ahead(Self* self) {
   auto& st = self->state;
   if (!st.plan_ahead || st.stopping || st.in_flight.size() != 1) return;

@@ -8,16 +8,15 @@
 // The events of step N go out after step N+1 is sent, so the messages to the sessions overlap
 // the executor's work instead of delaying the next step; each session still gets its events in
 // order. With plan_ahead (the default) a second step may be in flight: right after sending a
-// step, the batcher asks the state for the step after it (plain decodes whose tokens the first
-// one samples, BatchedDecodeState::plan_ahead) and sends it too, so the gpu actor starts it the
-// moment the first one answers; applying that answer, routing and planning the next step then
-// run while the executor works:
+// step, the batcher asks the state for the step after it (BatchedDecodeState::plan_ahead: as if
+// the first one had run, its decodes taking the tokens the first one samples) and sends it too,
+// so the gpu actor starts it the moment the first one answers; applying that answer, routing and
+// planning the next step then run while the executor works:
 //
 //   send N, send N+1 (ahead) ─▶ N's result: apply, plan N+2 ahead, send, route ─▶ N+1's ...
 //
-// Steps with admissions or prompt chunks (a request waiting, a prompt part-way) are planned at an
-// ordinary boundary, with nothing in flight. It runs on a thread of its own (caf::detached;
-// spawn_batcher says why).
+// While a cancel is pending the next step waits for an ordinary plan, with nothing in flight. It
+// runs on a thread of its own (caf::detached; spawn_batcher says why).
 //
 // Submits and cancels are handled while a step is in flight (they take effect at the next step
 // boundary); events go to the session actor that submitted each request (by RequestRef::id).

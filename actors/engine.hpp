@@ -48,7 +48,7 @@ struct EngineConfig {
   int max_inflight_per_session = 16;  // live requests of one session; more get `overloaded`
   proto::ProtocolLimits limits;       // max_tokens is also capped by the context
   std::string step_log;               // a CSV line per step to this file (sched/step_log.hpp)
-  // Plan a step of plain decodes while the step before it runs (actors/batcher.hpp), so that
+  // Plan each step while the step before it runs (actors/batcher.hpp), so that
   // the host's work between steps overlaps the executor's; false: one step at a time.
   bool plan_ahead = true;
   // A bound on every request's wall time, from its arrival; 0: none. A request's own timeout_ms

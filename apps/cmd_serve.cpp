@@ -79,8 +79,8 @@ int serve(int argc, char** argv) {
            "before it, decodes, prompt chunks and their tokens) to FILE",
            "")
       .sw("no-plan-ahead",
-          "plan every step after the one before it has been applied, instead of planning a step "
-          "of plain decodes while the one before it runs (for comparison)")
+          "plan every step after the one before it has been applied, instead of planning it "
+          "while the one before it runs (for comparison)")
       .sw("no-prefix-cache",
           "compute every prompt in full (no reuse of the KV cache of earlier "
           "requests' identical prefixes)")

@@ -276,22 +276,25 @@ void BatchedDecodeState::grow_blocks(BatchSlot& s, int end) {
   }
 }
 
-void BatchedDecodeState::add_entry(StepPlan& p, int slot, int n_tokens) {
+void BatchedDecodeState::add_entry(StepPlan& p, int slot, int start, int n_tokens) {
   BatchSlot& s = slots_[static_cast<size_t>(slot)];
-  const int end = s.computed + n_tokens;
+  const int end = start + n_tokens;
   grow_blocks(s, end);
   StepSeq e;
   e.slot = slot;
   e.begin = !s.started;
   if (e.begin) {
     e.sampling = s.sampling;
-    e.cached.assign(s.tokens.begin(), s.tokens.begin() + s.computed);
+    e.cached.assign(s.tokens.begin(), s.tokens.begin() + start);
   }
-  e.start = s.computed;
-  e.tokens.assign(s.tokens.begin() + s.computed, s.tokens.begin() + end);
+  e.start = start;
+  const int have = static_cast<int>(s.tokens.size());
+  e.tokens.assign(s.tokens.begin() + start, s.tokens.begin() + std::min(end, have));
+  // Behind a step in flight: the token at position `have` is the one that step samples.
+  if (end > have) e.tokens.push_back(kTokenOfLastStep);
   e.blocks = s.blocks;
   // A decode, or the chunk that ends the prompt: its last token's logits give the next token.
-  e.sample = end == static_cast<int>(s.tokens.size());
+  e.sample = end >= have;
   s.started = true;
   s.planned_step = step_ + 1;  // the plan's number once it holds an entry
   s.planned_sample = e.sample;
@@ -300,74 +303,48 @@ void BatchedDecodeState::add_entry(StepPlan& p, int slot, int n_tokens) {
   p.requests.push_back(s.request);
 }
 
-StepPlan BatchedDecodeState::plan_ahead() {
-  StepPlan p;
-  if (flight_.size() != 1 || !queue_.empty()) return p;
-  const uint64_t n = flight_.back();
-  std::vector<int> next;
+void BatchedDecodeState::fill(StepPlan& p, uint64_t behind) {
+  p.release = std::move(pending_release_);
+  pending_release_.clear();
+  // Where a slot's sequence stands for this plan: after its entry in the step in flight, if it
+  // has one (`behind`; noted before add_entry marks the slots for this plan), else as computed.
+  std::vector<char> in_behind(slots_.size(), 0);
+  for (size_t i = 0; i < slots_.size(); ++i)
+    in_behind[i] = behind != 0 && slots_[i].busy() && slots_[i].planned_step == behind;
+  const auto after = [&](const BatchSlot& s) { return in_behind[size_t(&s - slots_.data())] != 0; };
+  const auto next_pos = [&](const BatchSlot& s) { return after(s) ? s.planned_end : s.computed; };
+  int budget = cfg_.max_step_tokens;
+  // 1. Decodes: every slot whose prompt is computed appends its last sampled token; behind a
+  //    step in flight, every slot that step samples for, with that token (kTokenOfLastStep),
+  //    unless that step ends its request by length whatever it samples.
   for (int i = 0; i < cfg_.max_slots; ++i) {
     const BatchSlot& s = slots_[static_cast<size_t>(i)];
     if (!s.busy()) continue;
-    if (s.cancel_requested || s.planned_step != n || !s.planned_sample) return p;
-    // A request that step n ends by length whatever it samples gets no entry.
-    if (stop_reason({false, s.generated + 1, s.max_tokens, s.prompt_len, cfg_.max_context}))
+    if (after(s)) {
+      if (!s.planned_sample) continue;
+      if (stop_reason({false, s.generated + 1, s.max_tokens, s.prompt_len, cfg_.max_context}))
+        continue;
+    } else if (s.phase != BatchSlot::Phase::decoding) {
       continue;
-    next.push_back(i);
-  }
-  if (next.empty()) return p;
-  // Slots freed since the last plan (ended by the step in flight before this one's): released
-  // before this step runs, after the step in flight (which may still hold an entry of theirs).
-  p.release = std::move(pending_release_);
-  pending_release_.clear();
-  for (int i : next) {
-    BatchSlot& s = slots_[static_cast<size_t>(i)];
-    const int start = s.planned_end;  // the position of the token step n samples
-    grow_blocks(s, start + 1);        // within the reservation: the request outlives step n
-    StepSeq e;
-    e.slot = i;
-    e.start = start;
-    e.tokens = {kTokenOfLastStep};
-    e.blocks = s.blocks;
-    e.sample = true;
-    s.planned_step = step_ + 1;
-    s.planned_end = start + 1;
-    p.seqs.push_back(std::move(e));
-    p.requests.push_back(s.request);
-  }
-  p.step = ++step_;
-  p.ahead = true;
-  ++counters_.steps_ahead;
-  flight_.push_back(p.step);
-  return p;
-}
-
-StepPlan BatchedDecodeState::plan() {
-  if (!flight_.empty()) throw std::logic_error("BatchedDecodeState::plan: a step is in flight");
-  take_cancellations();
-  StepPlan p;
-  p.release = std::move(pending_release_);
-  pending_release_.clear();
-  p.events = std::move(pending_events_);
-  pending_events_.clear();
-
-  int budget = cfg_.max_step_tokens;
-  // 1. Decodes: every slot whose prompt is computed appends its last sampled token.
-  for (int i = 0; i < cfg_.max_slots; ++i) {
-    if (slots_[static_cast<size_t>(i)].phase != BatchSlot::Phase::decoding) continue;
-    add_entry(p, i, 1);
+    }
+    add_entry(p, i, next_pos(s), 1);
     --budget;
   }
   // 2. Prompts part-way through, oldest admission first.
   std::vector<int> partial;
-  for (int i = 0; i < cfg_.max_slots; ++i)
-    if (slots_[static_cast<size_t>(i)].phase == BatchSlot::Phase::prefilling) partial.push_back(i);
+  for (int i = 0; i < cfg_.max_slots; ++i) {
+    const BatchSlot& s = slots_[static_cast<size_t>(i)];
+    if (s.phase == BatchSlot::Phase::prefilling && !(after(s) && s.planned_sample))
+      partial.push_back(i);
+  }
   std::sort(partial.begin(), partial.end(), [this](int a, int b) {
     return slots_[static_cast<size_t>(a)].admission < slots_[static_cast<size_t>(b)].admission;
   });
   auto chunk = [&](int i) {
     const BatchSlot& s = slots_[static_cast<size_t>(i)];
-    const int n = std::min(s.prompt_len - s.computed, budget);
-    add_entry(p, i, n);
+    const int start = next_pos(s);
+    const int n = std::min(s.prompt_len - start, budget);
+    add_entry(p, i, start, n);
     budget -= n;
   };
   for (int i : partial) {
@@ -383,6 +360,32 @@ StepPlan BatchedDecodeState::plan() {
     admit(a, next_free);
     chunk(next_free);
   }
+}
+
+StepPlan BatchedDecodeState::plan_ahead() {
+  StepPlan p;
+  if (flight_.size() != 1) return p;
+  for (const BatchSlot& s : slots_)
+    if (s.busy() && s.cancel_requested) return p;  // cancels take effect at an ordinary plan
+  fill(p, flight_.back());
+  if (p.idle()) {  // nothing to run: the releases wait for the next plan
+    pending_release_.insert(pending_release_.end(), p.release.begin(), p.release.end());
+    return StepPlan{};
+  }
+  p.step = ++step_;
+  p.ahead = true;
+  ++counters_.steps_ahead;
+  flight_.push_back(p.step);
+  return p;
+}
+
+StepPlan BatchedDecodeState::plan() {
+  if (!flight_.empty()) throw std::logic_error("BatchedDecodeState::plan: a step is in flight");
+  take_cancellations();
+  StepPlan p;
+  p.events = std::move(pending_events_);
+  pending_events_.clear();
+  fill(p, 0);
   if (!p.idle()) {
     p.step = ++step_;
     flight_.push_back(p.step);

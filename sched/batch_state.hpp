@@ -26,17 +26,18 @@
 //
 // Planning ahead (plan_ahead): while step N is in flight, the batcher may plan step N+1 at once,
 // so that the executor starts it the moment N ends instead of after N's result has been applied
-// and the next step planned (the host's time between steps). Only a step of plain decodes: every
-// running request must have a sampling entry in N (a decode, or its prompt's last chunk), none
-// may be cancelling, and no request may wait in the queue (admissions and prompt chunks wait for
-// an ordinary plan). Each entry's token is kTokenOfLastStep, the token N samples for that slot
-// (the gpu actor fills it in, sched/step.hpp). A request that N ends by length gets no entry; one
+// and the next step planned (the host's time between steps). The same planner, as if N had run:
+// a request N samples for decodes with the token N samples (kTokenOfLastStep; the gpu actor
+// fills it in, sched/step.hpp), a prompt N computed part of continues after N's chunk, waiting
+// requests are admitted into free slots. Not while a cancel is pending (it takes effect at an
+// ordinary plan, with nothing in flight). A request that N ends by length gets no entry; one
 // that N ends by an end-of-generation token (or a cancel) has an entry all the same: its request
 // ends at apply(N), its slot is freed there (on the release list of the next step planned, which
 // runs after N+1), and apply(N+1) / fail_step(N+1) skip that entry. The freed blocks may go to
 // other requests' entries of that next step, which releases the slot first; the skipped entry's
 // writes (one KV row past the ended sequence's last) come before it in the executor's order and
-// are never read.
+// are never read. When N fails, its requests fail and N+1's entries of them are skipped the same
+// way (the StepRunner leaves them out of what the executor runs).
 //
 // Executor-release responsibility: the state never touches the executor. Whenever it frees a
 // slot whose executor slot may be active, it puts the slot on a release list, and the next plan()
@@ -198,10 +199,10 @@ class BatchedDecodeState {
   // The next step (a step boundary). Throws std::logic_error while a step is in flight.
   StepPlan plan();
 
-  // While exactly one step is in flight: the step after it, of plain decodes whose tokens are
-  // that step's samples (kTokenOfLastStep; see "Planning ahead" above), now in flight behind it.
-  // An idle plan (nothing in flight added) when the conditions do not hold. It hands out the
-  // pending releases (slots freed since the last plan) but no events (they wait for plan()).
+  // While exactly one step is in flight: the step after it (see "Planning ahead" above), now in
+  // flight behind it. An idle plan (nothing added) when a cancel is pending or nothing would
+  // run. It hands out the pending releases (slots freed since the last plan) but no events
+  // (apply() hands those out).
   StepPlan plan_ahead();
 
   // Applies the result of the oldest step in flight: tokens[i] belongs to the i-th sampling
@@ -264,8 +265,13 @@ class BatchedDecodeState {
   void take_cancellations();  // running, not in flight, cancel requested
   Admission try_admission() const;
   void admit(const Admission& a, int slot);
-  void add_entry(StepPlan& p, int slot, int n_tokens);  // grows the block table first
-  void grow_blocks(BatchSlot& s, int tokens);           // the block table covers `tokens` tokens
+  // An entry of n_tokens from position `start` (grows the block table first); a position not
+  // yet in the slot's tokens (behind a step in flight) gets kTokenOfLastStep.
+  void add_entry(StepPlan& p, int slot, int start, int n_tokens);
+  // The planner: releases, decodes, prompt chunks and admissions within the budget, as after
+  // step `behind` (in flight; 0: none) has run.
+  void fill(StepPlan& p, uint64_t behind);
+  void grow_blocks(BatchSlot& s, int tokens);  // the block table covers `tokens` tokens
   // Whether entry i of `p` (an in-flight step) still belongs to its request's slot; false for an
   // entry of a step planned ahead whose request ended before it (its result is dropped).
   bool holds(const StepPlan& p, size_t i) const;

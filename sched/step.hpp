@@ -39,9 +39,11 @@ StepResult execute_step(Executor& ex, const ExecutorStep& step);
 
 // Runs steps for the one owner of an executor (the gpu actor), filling in the tokens of steps
 // planned ahead: an entry whose one token is kTokenOfLastStep gets the token its slot's last step
-// sampled (kept from the results this runner returned). When that step failed or sampled nothing
-// for the slot, the step fails with an error (its slots' requests fail, as the step before's
-// did) and the executor runs nothing but the releases.
+// sampled (kept from the results this runner returned). A step planned ahead of a step that
+// failed still holds entries of that step's slots, whose requests failed with it (the scheduler
+// skips those entries' results): they are left out of what the executor runs, and a token 0
+// stands in the result for each that samples, so that the step's other requests run. A token
+// that is missing otherwise (a slot that sampled nothing) fails the step.
 class StepRunner {
  public:
   explicit StepRunner(int max_slots);
@@ -49,6 +51,7 @@ class StepRunner {
 
  private:
   std::vector<int32_t> last_;  // per slot: the token its last step sampled, or -1
+  std::vector<char> failed_;   // per slot: its last step failed (until released or begun again)
 };
 
 // Applies the result of `plan` (the state's oldest step in flight) and returns the events: apply()

@@ -75,8 +75,8 @@ struct ExecutorStep {
   uint64_t step = 0;          // sequence number (apply/fail_step check it)
   std::vector<int> release;   // Executor::release() these first, idle or not
   std::vector<StepSeq> seqs;  // decodes (slot order), then prefill chunks (admission order)
-  // Planned ahead, while the step before it was in flight: every entry is a decode whose token
-  // is kTokenOfLastStep (BatchedDecodeState::plan_ahead).
+  // Planned ahead, while the step before it was in flight (BatchedDecodeState::plan_ahead): its
+  // decodes of the requests that step sampled for hold kTokenOfLastStep.
   bool ahead = false;
   bool idle() const { return seqs.empty(); }
   // Entries that sample: one token is expected back for each.

@@ -233,7 +233,9 @@ TEST(Engine, ContextLengthAndMaxTokens) {
   EXPECT_EQ(sink->done_of("fits")->usage.completion_tokens, static_cast<uint64_t>(32 - n));
 }
 
-TEST(Engine, CancelMidStreamFreesTheSlotWithinOneStep) {
+// The slot is free once the steps in flight at the cancel have run: the one at the gate and the
+// one planned ahead behind it (a's next decode, its token dropped).
+TEST(Engine, CancelMidStreamFreesTheSlotOnceTheStepsInFlightEnd) {
   REQUIRE_MODEL();
   EngineConfig ec;
   ec.max_slots = 1;
@@ -254,14 +256,15 @@ TEST(Engine, CancelMidStreamFreesTheSlotWithinOneStep) {
   ASSERT_TRUE(da);
   EXPECT_EQ(da->finish_reason, FinishReason::cancelled);
   EXPECT_EQ(da->usage.completion_tokens, 3u) << "the token of the step in flight is dropped";
-  // The very next step is b's prefill in the freed slot.
+  // Then the step planned ahead (a's skipped decode), then b's prefill in the freed slot.
   ASSERT_TRUE(h.gate->wait_blocked_after(4));
   h.gate->allow(1);
   h.gate->open();
   ASSERT_TRUE(sink->wait_final("b"));
   expect_well_formed(*sink, "b");
   EXPECT_EQ(sink->done_of("b")->finish_reason, FinishReason::length);
-  EXPECT_EQ(h.gate->taken(), 4 + 3) << "b: prefill + 2 decodes right after a's cancel";
+  EXPECT_EQ(sink->done_of("a")->usage.completion_tokens, 3u) << "the skipped decode's token too";
+  EXPECT_EQ(h.gate->taken(), 4 + 1 + 3) << "b: prefill + 2 decodes after the steps in flight";
   const auto m = h.engine->metrics();
   EXPECT_EQ(m.requests_cancelled, 1u);
   EXPECT_EQ(m.requests_finished, 1u);

@@ -342,23 +342,38 @@ class Stress {
     deliver(rz::apply_step_result(*state_, ahead, r2), chaos);
   }
 
-  // A step planned ahead of `p`: plain decodes of p's sampling entries that p cannot end by
-  // length, each at the position of the token p samples.
+  // A step planned ahead of `p`: a decode of the token p samples for each of p's sampling entries
+  // that p cannot end by length (at that token's position), prompts continuing after p's chunks,
+  // new requests; within the budget, one entry a slot.
   void check_ahead(const rz::StepPlan& p, const rz::StepPlan& a) {
     ASSERT_TRUE(a.ahead);
     ASSERT_EQ(a.step, p.step + 1);
     ASSERT_TRUE(a.events.empty());
+    int tokens = 0;
+    std::set<int> slots;
     for (const rz::StepSeq& e : a.seqs) {
+      ASSERT_TRUE(slots.insert(e.slot).second) << "slot " << e.slot << " twice";
+      tokens += static_cast<int>(e.tokens.size());
       size_t j = 0;
       while (j < p.seqs.size() && p.seqs[j].slot != e.slot) ++j;
-      ASSERT_LT(j, p.seqs.size()) << "slot " << e.slot << " planned ahead without an entry in p";
-      ASSERT_TRUE(p.seqs[j].sample);
-      ASSERT_EQ(e.start, p.seqs[j].end());
-      ASSERT_EQ(e.tokens, std::vector<int32_t>{rz::kTokenOfLastStep});
-      ASSERT_TRUE(e.sample);
-      ASSERT_FALSE(e.begin);
+      const bool in_p = j < p.seqs.size();
+      const bool placeholder = e.tokens == std::vector<int32_t>{rz::kTokenOfLastStep};
       ASSERT_GE(static_cast<int64_t>(e.blocks.size()) * cfg_.kv_block_size, e.end());
+      if (placeholder) {
+        ASSERT_TRUE(in_p) << "slot " << e.slot << ": a token from a step it was not in";
+        ASSERT_TRUE(p.seqs[j].sample);
+        ASSERT_EQ(e.start, p.seqs[j].end());
+        ASSERT_TRUE(e.sample);
+        ASSERT_FALSE(e.begin);
+        continue;
+      }
+      for (int32_t t : e.tokens) ASSERT_NE(t, rz::kTokenOfLastStep);
+      if (in_p && !e.begin) {  // a prompt continuing after p's chunk (not a new request there)
+        ASSERT_FALSE(p.seqs[j].sample) << "slot " << e.slot;
+        ASSERT_EQ(e.start, p.seqs[j].end());
+      }
     }
+    ASSERT_LE(tokens, cfg_.max_step_tokens);
   }
 
   void check_state(const std::string& when) {
