@@ -22,15 +22,14 @@ def pct(v, p):
 
 
 def kind(r):
-    if r.get("ahead", 0) == 1:
-        return "decode only, planned ahead"
+    ahead = ", planned ahead" if r.get("ahead", 0) == 1 else ""
     if r["chunks"] == 0:
-        return "decode only"
+        return "decode only" + ahead
     t = r["chunk_tokens"]
     for hi in (16, 64, 128, 256, 512, 1024):
         if t <= hi:
-            return f"chunks <= {hi} tokens"
-    return "chunks > 1024 tokens"
+            return f"chunks <= {hi} tokens{ahead}"
+    return "chunks > 1024 tokens" + ahead
 
 
 def main():
