@@ -20,8 +20,6 @@
 namespace rz::gpu {
 namespace {
 
-cudaDataType_t cuda_type(HalfType t) { return t == HalfType::f16 ? CUDA_R_16F : CUDA_R_16BF; }
-
 void check_shape(const char* fn, const void* w, const void* x, const float* y, int64_t rows,
                  int64_t cols, int64_t n_tokens) {
   const std::string what = std::string(fn) + " [" + std::to_string(n_tokens) + ", " +
@@ -106,12 +104,32 @@ void Gemm::matmul_x16(HalfType type, const void* w, const void* x16, float* y, i
   if (!x16_choices_.empty() &&
       matmul_x16_tuned(type, w, x16, y, rows, cols, n_tokens, ldy > 0 ? ldy : rows))
     return;
+  RZ_CUBLAS_CHECK(gemm_ex(type, w, x16, y, rows, cols, n_tokens, ldy > 0 ? ldy : rows));
+}
+
+cudaDataType_t Gemm::cuda_type(HalfType t) { return t == HalfType::f16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+cublasStatus_t Gemm::gemm_ex(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
+                             int64_t cols, int64_t n, int64_t ldy) {
   const float alpha = 1.0f, beta = 0.0f;  // beta = 0: y is not read, so it may hold garbage
-  const int m = static_cast<int>(rows), n = static_cast<int>(n_tokens), k = static_cast<int>(cols);
-  RZ_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w,
-                               cuda_type(type), k, x16, cuda_type(type), k, &beta, y, CUDA_R_32F,
-                               ldy > 0 ? static_cast<int>(ldy) : m, CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
+  const int m_ = static_cast<int>(rows), n_ = static_cast<int>(n), k_ = static_cast<int>(cols);
+  return cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m_, n_, k_, &alpha, w, cuda_type(type), k_,
+                      x16, cuda_type(type), k_, &beta, y, CUDA_R_32F, static_cast<int>(ldy),
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+int Gemm::lt_heuristic(const LtPlan& p, int k, cublasLtMatmulHeuristicResult_t* out,
+                       cublasStatus_t& st) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  RZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_.bytes();
+  int found = 0;
+  st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                            sizeof ws);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(lt(), p.op, p.a, p.b, p.d, p.d, pref, k, out, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  return st == CUBLAS_STATUS_SUCCESS ? found : 0;
 }
 
 }  // namespace rz::gpu

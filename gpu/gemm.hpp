@@ -131,6 +131,15 @@ class Gemm {
   LtPlan* x16_plan(HalfType type, int64_t rows, int64_t cols, int64_t n, int64_t ldy,
                    const cublasLtMatmulAlgo_t& algo);
   cublasLtHandle_t lt();  // created on first use
+  // cublasGemmEx with its own kernel choice: y [n, ldy] = x16 [n, cols] · w [rows, cols]ᵀ
+  // (shapes checked by the caller); its status, for matmul_x16 to check and tune_x16 to time.
+  cublasStatus_t gemm_ex(HalfType type, const void* w, const void* x16, float* y, int64_t rows,
+                         int64_t cols, int64_t n, int64_t ldy);
+  // cuBLASLt's first `k` heuristic candidates for `p`'s descriptors within this object's
+  // workspace, into out[0..k); returns how many, and the heuristic's status in `st`.
+  int lt_heuristic(const LtPlan& p, int k, cublasLtMatmulHeuristicResult_t* out,
+                   cublasStatus_t& st);
+  static cudaDataType_t cuda_type(HalfType t);
   // The descriptors of y [n, ldy] (fp32) = x [n, cols] · w [rows, cols]ᵀ with x and w of type
   // `in`, fp32 accumulation, in the "TN" mapping of gemm.cpp (no algorithm yet).
   static std::unique_ptr<LtPlan> describe_lt(cudaDataType_t in, int64_t rows, int64_t cols,

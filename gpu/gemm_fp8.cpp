@@ -48,23 +48,16 @@ Gemm::LtPlan* Gemm::fp8_plan(int64_t rows, int64_t cols, int64_t n, int64_t ldy,
     set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scale));
     set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scale));
   }
-  cublasLtMatmulPreference_t pref = nullptr;
-  RZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = workspace_.bytes();
   cublasLtMatmulHeuristicResult_t res{};
-  int found = 0;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->d, p->d, pref, 1, &res, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  const int found = lt_heuristic(*p, 1, &res, st);
   // NOT_SUPPORTED (or no result): no kernel for this combination; so is INVALID_VALUE for the
   // outer-vector mode (what cuBLASLt answers where the mode does not exist). Anything else is an
   // error.
   if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED &&
       !(outer && st == CUBLAS_STATUS_INVALID_VALUE))
     throw_cublas(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-  p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  p->ok = found > 0;
   if (p->ok) p->algo = res.algo;
   return fp8_plans_.emplace(key, std::move(p)).first->second.get();
 }

@@ -36,8 +36,6 @@ constexpr size_t kMaxX16Plans = 4096;  // exact token counts kept (a server's ch
 constexpr int kCandidates = 8;         // the heuristic's first candidates timed per bucket
 constexpr double kMinGain = 0.97;      // a cuBLASLt kernel must beat cublasGemmEx by 3 %
 
-cudaDataType_t cuda_type(HalfType t) { return t == HalfType::f16 ? CUDA_R_16F : CUDA_R_16BF; }
-
 // The choices made in this process, per device: a later Gemm (another executor on the same
 // model, such as rz bench's one per batch size, or a test's second executor) takes them instead
 // of timing again, so that every executor of a process runs the same kernels.
@@ -152,28 +150,16 @@ Gemm::TuneCount Gemm::tune_x16(HalfType type, const void* w, const void* x16, fl
       }
     }
     const int64_t n = std::min(top, n_hi);
-    const int m_ = int(rows), n_ = int(n), k_ = int(cols), ld_ = int(ldy);
-    double best = time([&] {
-      return cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m_, n_, k_, &alpha, w, cuda_type(type),
-                          k_, x16, cuda_type(type), k_, &beta, y, CUDA_R_32F, ld_,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
-    });
+    double best =
+        time([&] { return gemm_ex(type, w, x16, y, rows, cols, n, ldy) == CUBLAS_STATUS_SUCCESS; });
     if (best < 0) throw Error("gemm tune: cublasGemmEx failed on its own shape");
     best *= kMinGain;
     X16Choice choice;
     auto d = describe_lt(cuda_type(type), rows, cols, n, ldy);
-    cublasLtMatmulPreference_t pref = nullptr;
-    RZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws = workspace_.bytes();
     cublasLtMatmulHeuristicResult_t res[kCandidates] = {};
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulAlgoGetHeuristic(lt(), d->op, d->a, d->b, d->d, d->d, pref, kCandidates,
-                                          res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    for (int c = 0; st == CUBLAS_STATUS_SUCCESS && c < found; ++c) {
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    const int found = lt_heuristic(*d, kCandidates, res, st);
+    for (int c = 0; c < found; ++c) {
       if (res[c].state != CUBLAS_STATUS_SUCCESS) continue;
       const double t = time([&] {
         return cublasLtMatmul(lt(), d->op, &alpha, w, d->a, x16, d->b, &beta, y, d->d, y, d->d,

@@ -308,11 +308,13 @@ void BatchedDecodeState::fill(StepPlan& p, uint64_t behind) {
   pending_release_.clear();
   // Where a slot's sequence stands for this plan: after its entry in the step in flight, if it
   // has one (`behind`; noted before add_entry marks the slots for this plan), else as computed.
-  std::vector<char> in_behind(slots_.size(), 0);
+  std::vector<char> after(slots_.size(), 0);
   for (size_t i = 0; i < slots_.size(); ++i)
-    in_behind[i] = behind != 0 && slots_[i].busy() && slots_[i].planned_step == behind;
-  const auto after = [&](const BatchSlot& s) { return in_behind[size_t(&s - slots_.data())] != 0; };
-  const auto next_pos = [&](const BatchSlot& s) { return after(s) ? s.planned_end : s.computed; };
+    after[i] = behind != 0 && slots_[i].busy() && slots_[i].planned_step == behind;
+  const auto next_pos = [&](int i) {
+    const BatchSlot& s = slots_[static_cast<size_t>(i)];
+    return after[static_cast<size_t>(i)] ? s.planned_end : s.computed;
+  };
   int budget = cfg_.max_step_tokens;
   // 1. Decodes: every slot whose prompt is computed appends its last sampled token; behind a
   //    step in flight, every slot that step samples for, with that token (kTokenOfLastStep),
@@ -320,30 +322,30 @@ void BatchedDecodeState::fill(StepPlan& p, uint64_t behind) {
   for (int i = 0; i < cfg_.max_slots; ++i) {
     const BatchSlot& s = slots_[static_cast<size_t>(i)];
     if (!s.busy()) continue;
-    if (after(s)) {
+    if (after[static_cast<size_t>(i)]) {
       if (!s.planned_sample) continue;
       if (stop_reason({false, s.generated + 1, s.max_tokens, s.prompt_len, cfg_.max_context}))
         continue;
     } else if (s.phase != BatchSlot::Phase::decoding) {
       continue;
     }
-    add_entry(p, i, next_pos(s), 1);
+    add_entry(p, i, next_pos(i), 1);
     --budget;
   }
   // 2. Prompts part-way through, oldest admission first.
   std::vector<int> partial;
   for (int i = 0; i < cfg_.max_slots; ++i) {
     const BatchSlot& s = slots_[static_cast<size_t>(i)];
-    if (s.phase == BatchSlot::Phase::prefilling && !(after(s) && s.planned_sample))
+    if (s.phase == BatchSlot::Phase::prefilling &&
+        !(after[static_cast<size_t>(i)] && s.planned_sample))
       partial.push_back(i);
   }
   std::sort(partial.begin(), partial.end(), [this](int a, int b) {
     return slots_[static_cast<size_t>(a)].admission < slots_[static_cast<size_t>(b)].admission;
   });
   auto chunk = [&](int i) {
-    const BatchSlot& s = slots_[static_cast<size_t>(i)];
-    const int start = next_pos(s);
-    const int n = std::min(s.prompt_len - start, budget);
+    const int start = next_pos(i);
+    const int n = std::min(slots_[static_cast<size_t>(i)].prompt_len - start, budget);
     add_entry(p, i, start, n);
     budget -= n;
   };
