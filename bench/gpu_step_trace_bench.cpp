@@ -11,11 +11,16 @@
 // (docs/performance.md, "Kernels per decode step").
 //
 //   gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] [--context 1024]
-//                        [--join C] [--no-graphs] [--no-pdl] [--top 20] [--by-grid]
+//                        [--join C] [--join-at O] [--no-graphs] [--no-pdl] [--top 20]
+//                        [--by-grid]
 //
 // --join C makes every traced step a mixed one, as a server's steps are when requests keep
 // arriving: beside the B decodes a new C-token prompt (random ids) in one more slot, computed in
 // that step and sampled from, its slot released after it.
+// --join-at O makes that C-token piece a chunk in the middle of a long prompt, at positions
+// O .. O + C - 1, as when a long prompt is prefilled in chunks beside running decodes (issue 9):
+// the prompt's first O tokens (random ids) are computed once before the trace, and every traced
+// step's chunk continues them (as a prefix-cache hit does) and rewrites the same positions.
 //
 // --by-grid lists kernels per (kind, grid), which tells apart the calls of one kernel on
 // matrices of different shapes (a qmm kernel's grid is its row tiles x splits).
@@ -45,7 +50,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string model;
-  int batch = 1, steps = 32, prompt = 1, context = 1024, top = 20, join = 0;
+  int batch = 1, steps = 32, prompt = 1, context = 1024, top = 20, join = 0, join_at = 0;
   bool graphs = true, pdl = true, by_grid = false;
 };
 
@@ -145,18 +150,20 @@ int main(int argc, char** argv) {
       o.top = std::atoi(v.c_str());
     else if (a == "--join")
       o.join = std::atoi(v.c_str());
+    else if (a == "--join-at")
+      o.join_at = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "gpu_step_trace_bench: unknown flag %s\n", a.c_str());
       return 2;
     }
   }
   if (o.model.empty() || o.batch < 1 || o.steps < 1 || o.prompt < 1 || o.join < 0 ||
-      o.prompt + o.steps + 8 > o.context || o.join >= o.context) {
+      o.join_at < 0 || o.prompt + o.steps + 8 > o.context || o.join_at + o.join >= o.context) {
     std::fprintf(
         stderr,
         "usage: gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] "
-        "[--context 1024] [--join C] [--no-graphs] [--no-pdl] [--top 20] [--by-grid] (prompt + "
-        "steps + 8 <= context, join < context)\n");
+        "[--context 1024] [--join C] [--join-at O] [--no-graphs] [--no-pdl] [--top 20] "
+        "[--by-grid] (prompt + steps + 8 <= context, join-at + join < context)\n");
     return 2;
   }
   try {
@@ -187,10 +194,23 @@ int main(int argc, char** argv) {
     std::vector<rz::StepSeq> first;
     for (int s = 0; s < o.batch; ++s) first.push_back(entry(s, true, random_tokens(o.prompt)));
     std::vector<int32_t> last = ex.step(first);
+    std::vector<int32_t> join_prefix;  // --join-at: the long prompt's first join_at tokens
+    if (o.join > 0 && o.join_at > 0) {
+      rz::StepSeq head = entry(o.batch, true, random_tokens(o.join_at));
+      head.sample = false;
+      join_prefix = head.tokens;
+      ex.step(std::span<const rz::StepSeq>(&head, 1));
+      ex.release(o.batch);
+    }
     auto decode = [&] {
       std::vector<rz::StepSeq> s;
       for (int i = 0; i < o.batch; ++i) s.push_back(entry(i, false, {last[size_t(i)]}));
-      if (o.join > 0) s.push_back(entry(o.batch, true, random_tokens(o.join)));
+      if (o.join > 0) {
+        rz::StepSeq j = entry(o.batch, true, random_tokens(o.join));
+        j.cached = join_prefix;
+        j.start = o.join_at;
+        s.push_back(std::move(j));
+      }
       last = ex.step(s);
       if (o.join > 0) ex.release(o.batch);
     };
@@ -265,8 +285,8 @@ int main(int argc, char** argv) {
     const double ns = double(steps.size());
     std::printf(
         "gpu_step_trace_bench: %s, B = %d, %d steps after a %d-token prompt, %d-token prompt "
-        "joining each step, graphs %s, PDL %s, %s\n",
-        o.model.c_str(), o.batch, o.steps, o.prompt, o.join, o.graphs ? "on" : "off",
+        "chunk at position %d joining each step, graphs %s, PDL %s, %s\n",
+        o.model.c_str(), o.batch, o.steps, o.prompt, o.join, o.join_at, o.graphs ? "on" : "off",
         o.pdl ? "on" : "off", ex.memory_plan().device_name.c_str());
     std::printf(
         "\n| per step (median) | value |\n| --- | ---: |\n| host wall ms | %.3f |\n| kernels | "

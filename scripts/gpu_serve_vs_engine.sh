@@ -61,47 +61,4 @@ done
 kill -TERM $pid
 wait $pid 2>/dev/null
 
-python3 - "$out" $streams <<'PY'
-import csv, json, os, sys
-out, streams = sys.argv[1], [int(s) for s in sys.argv[2:]]
-eng = json.load(open(os.path.join(out, "engine.json")))
-by_b = {w["batch"]: w for w in eng["workloads"] if w["kind"] == "batched"}
-print(f"serving vs engine: {eng['device']['name']}, {eng['model']['label']}, commit {eng.get('commit', '?')}")
-print("| streams | engine tok/s | engine step ms | served tok/s | served / engine | ITL p50 / p99 ms | ITL p50 / step |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for b in streams:
-    w = by_b.get(b)
-    try:
-        s = json.load(open(os.path.join(out, f"serve-{b}.json")))
-    except Exception as e:
-        print(f"| {b} | | | rz-wsbench failed ({e}) | | | |")
-        continue
-    e_tps = w["tokens_per_s"] if w and w.get("ok") else float("nan")
-    step = w["step_ms"] if w and w.get("ok") else float("nan")
-    tps = s["output_throughput"]
-    i = s["itl_ms"]
-    print(f"| {b} | {e_tps:,.0f} | {step:.2f} | {tps:,.0f} | {tps / e_tps:.2f} | "
-          f"{i['p50']:.2f} / {i['p99']:.2f} | {i['p50'] / step:.2f} |")
-print()
-print("the served steps (step log): executor share of the wall time from the first step to the")
-print("last, decode tokens and prompt tokens per step, decode-only steps' executor median")
-print("| streams | steps | executor share | decodes / step | prompt tokens / step | decode-only exec p50 ms |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-for b in streams:
-    try:
-        rows = [{k: float(v) for k, v in r.items()}
-                for r in csv.DictReader(open(os.path.join(out, f"steps-{b}.csv")))]
-    except Exception as e:
-        print(f"| {b} | no step log ({e}) | | | | |")
-        continue
-    if len(rows) < 2:
-        print(f"| {b} | {len(rows)} | | | | |")
-        continue
-    wall = rows[-1]["start_ms"] + rows[-1]["round_ms"] - rows[0]["start_ms"]
-    share = sum(r["exec_ms"] for r in rows) / wall
-    dec = sum(r["decodes"] for r in rows) / len(rows)
-    ptok = sum(r["chunk_tokens"] for r in rows) / len(rows)
-    only = sorted(r["exec_ms"] for r in rows if r["chunks"] == 0)
-    p50 = f"{only[len(only) // 2]:.2f}" if only else "-"
-    print(f"| {b} | {len(rows)} | {share:.3f} | {dec:.1f} | {ptok:.1f} | {p50} |")
-PY
+python3 "$(dirname "$0")/serve_vs_engine_table.py" "$out" $streams
