@@ -11,9 +11,11 @@
 // and `decode+C - decode - chunk C`: what mixing costs beyond doing both apart.
 //
 //   gpu_mixed_step_bench --model FILE [--batch 32] [--chunks 16,64,224,480] [--offset 1024]
-//                        [--reps 9] [--row-chunk N] [--profile C] [--cpu]
+//                        [--reps 9] [--row-chunk N] [--profile C] [--no-side-attention] [--cpu]
 // --row-chunk N: GpuExecutorOptions::row_chunk (prompt chunks of at most N tokens attend as
 // decode-attention rows; default 16, the executor's).
+// --no-side-attention: the decode rows' and the packed chunk's attentions one after the other
+// (GpuExecutorOptions::attention_side_by_side false), for an A/B in one binary.
 // --profile C: at the end, one decode + C step between cudaProfilerStart and Stop, so that
 // `ncu --profile-from-start off --metrics gpu__time_duration.sum --csv gpu_mixed_step_bench ...`
 // lists that step's kernels and their times (their sum against the step's wall time says how
@@ -46,6 +48,7 @@ struct Options {
   std::vector<int> chunks = {16, 64, 224, 480};
   bool cpu = false;
   bool fused_forms = true;  // --no-fused-forms: GpuExecutorOptions::fused_input_forms off
+  bool side = true;         // --no-side-attention: GpuExecutorOptions::attention_side_by_side off
 };
 
 // Drives slots 0..B-1 (decoding) and slot B (the long prompt) with fixed block tables: slot s
@@ -125,6 +128,10 @@ int main(int argc, char** argv) {
       o.fused_forms = false;
       continue;
     }
+    if (a == "--no-side-attention") {
+      o.side = false;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "gpu_mixed_step_bench: %s needs a value\n", a.c_str());
       return 2;
@@ -160,7 +167,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: gpu_mixed_step_bench --model FILE [--batch 32] [--chunks 16,64,224,480] "
                  "[--offset 1024] [--reps 7] [--row-chunk N] [--row-chunk-keys K] [--profile C] "
-                 "[--no-fused-forms] [--cpu]\n");
+                 "[--no-fused-forms] [--no-side-attention] [--cpu]\n");
     return 2;
   }
   try {
@@ -176,6 +183,7 @@ int main(int argc, char** argv) {
       g.row_chunk = o.row_chunk;
       g.row_chunk_keys = o.row_chunk_keys;
       g.fused_input_forms = o.fused_forms;
+      g.attention_side_by_side = o.side;
       ex = std::make_unique<rz::gpu::GpuExecutor>(mf, g);
     }
     Mixed m(*ex, o.batch);

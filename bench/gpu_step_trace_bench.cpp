@@ -12,7 +12,7 @@
 //
 //   gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] [--context 1024]
 //                        [--join C] [--join-at O] [--no-graphs] [--no-pdl] [--top 20]
-//                        [--by-grid]
+//                        [--by-grid] [--no-side-attention]
 //
 // --join C makes every traced step a mixed one, as a server's steps are when requests keep
 // arriving: beside the B decodes a new C-token prompt (random ids) in one more slot, computed in
@@ -21,6 +21,14 @@
 // O .. O + C - 1, as when a long prompt is prefilled in chunks beside running decodes (issue 9):
 // the prompt's first O tokens (random ids) are computed once before the trace, and every traced
 // step's chunk continues them (as a prefix-cache hit does) and rewrites the same positions.
+//
+// CUPTI's activity records slow the host's launches down: the host times here (and the gaps of
+// steps launched kernel by kernel) are above an untraced run's. An H200 run (2026-11-27): a B = 1
+// step's graph launch showed 0.44 ms before its first kernel, cut into 4 graphs 0.15 ms, while
+// `rz bench`'s untraced step took the device span alike either way (1.397 / 1.398 ms).
+//
+// --no-side-attention sets GpuExecutorOptions::attention_side_by_side to false (A/B in one
+// binary).
 //
 // --by-grid lists kernels per (kind, grid), which tells apart the calls of one kernel on
 // matrices of different shapes (a qmm kernel's grid is its row tiles x splits).
@@ -51,7 +59,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string model;
   int batch = 1, steps = 32, prompt = 1, context = 1024, top = 20, join = 0, join_at = 0;
-  bool graphs = true, pdl = true, by_grid = false;
+  bool graphs = true, pdl = true, by_grid = false, side = true;
 };
 
 struct KernelRecord {
@@ -131,6 +139,10 @@ int main(int argc, char** argv) {
       o.by_grid = true;
       continue;
     }
+    if (a == "--no-side-attention") {
+      o.side = false;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "gpu_step_trace_bench: %s needs a value\n", a.c_str());
       return 2;
@@ -159,11 +171,11 @@ int main(int argc, char** argv) {
   }
   if (o.model.empty() || o.batch < 1 || o.steps < 1 || o.prompt < 1 || o.join < 0 ||
       o.join_at < 0 || o.prompt + o.steps + 8 > o.context || o.join_at + o.join >= o.context) {
-    std::fprintf(
-        stderr,
-        "usage: gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] "
-        "[--context 1024] [--join C] [--join-at O] [--no-graphs] [--no-pdl] [--top 20] "
-        "[--by-grid] (prompt + steps + 8 <= context, join-at + join < context)\n");
+    std::fprintf(stderr,
+                 "usage: gpu_step_trace_bench --model FILE [--batch 1] [--steps 32] [--prompt 1] "
+                 "[--context 1024] [--join C] [--join-at O] [--no-graphs] [--no-pdl] [--top 20] "
+                 "[--by-grid] [--no-side-attention] (prompt + steps + 8 <= context, "
+                 "join-at + join < context)\n");
     return 2;
   }
   try {
@@ -173,6 +185,7 @@ int main(int argc, char** argv) {
     g.slots = o.batch + (o.join > 0 ? 1 : 0);  // the joining prompts' slot: o.batch
     g.max_context = o.context;
     g.cuda_graphs = o.graphs;
+    g.attention_side_by_side = o.side;
     rz::gpu::GpuExecutor ex(mf, g);
     const int per_slot = (o.context + ex.kv_block_size() - 1) / ex.kv_block_size();
     std::mt19937 rng(1);

@@ -77,6 +77,9 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   table_stride = (max_ctx + opt.kv_block_size - 1) / opt.kv_block_size;
 
   RZ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  RZ_CUDA_CHECK(cudaStreamCreateWithFlags(&attn_side, cudaStreamNonBlocking));
+  RZ_CUDA_CHECK(cudaEventCreateWithFlags(&attn_fork, cudaEventDisableTiming));
+  RZ_CUDA_CHECK(cudaEventCreateWithFlags(&attn_join, cudaEventDisableTiming));
   if (opt.fp8_weights && prop.major * 10 + prop.minor < 89)
     throw Error("cuda executor: FP8 weights need compute capability 8.9 or later; " +
                 plan.device_name + " has " + std::to_string(prop.major) + "." +
@@ -120,6 +123,12 @@ GpuExecutor::Impl::~Impl() {
     gemm.reset();
     cudaStreamDestroy(stream);
   }
+  if (attn_side) {
+    cudaStreamSynchronize(attn_side);
+    cudaStreamDestroy(attn_side);
+  }
+  if (attn_fork) cudaEventDestroy(attn_fork);
+  if (attn_join) cudaEventDestroy(attn_join);
 }
 
 void GpuExecutor::Impl::allocate_scratch() {
@@ -200,8 +209,9 @@ void GpuExecutor::Impl::allocate_scratch() {
   pa.cache = da.cache;
   pa.max_context = max_ctx;
   pa.table_stride = table_stride;
-  const size_t attn_bytes = std::max(attention_decode_workspace_floats(da) * sizeof(float),
-                                     attention_prefill_workspace_bytes(pa));
+  // The two attentions of a pass may run at once (attn_side): a workspace each.
+  attn_prefill_ws = (attention_decode_workspace_floats(da) * sizeof(float) + 255) / 256 * 256;
+  const size_t attn_bytes = attn_prefill_ws + attention_prefill_workspace_bytes(pa);
   attn_ws = DeviceBuffer<uint8_t>(std::max<size_t>(attn_bytes, 256));
   bytes += attn_ws.bytes();
   argmax_ws_bytes = argmax_workspace_bytes(opt.slots, cfg.n_vocab);

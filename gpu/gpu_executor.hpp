@@ -110,6 +110,9 @@ struct GpuExecutorOptions {
   // fraction of a second at load; the choice comes from timing, so two processes may pick
   // different kernels, whose sums can differ in the last bits. false: cublasGemmEx throughout.
   bool tune_gemm = true;
+  // A pass with both decode-attention rows and packed prompt chunks runs the two attentions side
+  // by side on two streams (each a small, latency-bound grid); false: one after the other.
+  bool attention_side_by_side = true;
 };
 
 // The most tokens tune_gemm measures; larger calls keep cublasGemmEx's choice.

@@ -141,6 +141,11 @@ struct GpuExecutor::Impl {
   std::vector<Slot> slots;
 
   cudaStream_t stream = nullptr;
+  // A pass with both decode-attention rows and packed pieces runs the two attentions side by
+  // side: the packed one on attn_side, forked from and joined back to stream by these events
+  // (each a small, latency-bound grid; gpu_forward.cpp).
+  cudaStream_t attn_side = nullptr;
+  cudaEvent_t attn_fork = nullptr, attn_join = nullptr;
   GpuWeights w;
   std::unique_ptr<Gemm> gemm;
   DeviceBuffer<float> inv_freq;
@@ -181,7 +186,8 @@ struct GpuExecutor::Impl {
   DeviceBuffer<float> fp8_x_scale;
   Prepared fp8_prepared;
   int64_t w16_elems = 0;
-  DeviceBuffer<uint8_t> attn_ws;
+  DeviceBuffer<uint8_t> attn_ws;  // the decode attention's, then from attn_prefill_ws the prefill's
+  size_t attn_prefill_ws = 0;
   DeviceBuffer<uint8_t> sample_ws;
   DeviceBuffer<uint8_t> argmax_ws;
   size_t argmax_ws_bytes = 0;

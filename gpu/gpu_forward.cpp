@@ -363,6 +363,13 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     // forms itself (no preparation kernel before that matmul).
     const ActForms att_forms =
         D == N ? forms_for(att.get(), N, q_dim, {&L.wo, nullptr, nullptr}) : ActForms{};
+    // Decode rows and packed pieces both: the packed pieces' attention runs on attn_side, beside
+    // the decode rows' (both read q and the cache qkv_post wrote; they write apart rows of att).
+    const bool side_by_side = opt.attention_side_by_side && D > 0 && R < P;
+    if (side_by_side) {
+      RZ_CUDA_CHECK(cudaEventRecord(attn_fork, stream));
+      RZ_CUDA_CHECK(cudaStreamWaitEvent(attn_side, attn_fork, 0));
+    }
     if (D > 0) {  // rows 0..D-1: one query token each
       AttentionDecodeArgs a;
       a.n_slots = D;
@@ -391,7 +398,12 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.scale = cfg.attn_scale;
       attention_prefill(q.get() + size_t(D) * size_t(q_dim), kc, vc,
                         d_tables + size_t(R) * size_t(table_stride), d_cu, d_ctx + D,
-                        att.get() + size_t(D) * size_t(q_dim), attn_ws.get(), a, stream);
+                        att.get() + size_t(D) * size_t(q_dim), attn_ws.get() + attn_prefill_ws, a,
+                        side_by_side ? attn_side : stream);
+    }
+    if (side_by_side) {
+      RZ_CUDA_CHECK(cudaEventRecord(attn_join, attn_side));
+      RZ_CUDA_CHECK(cudaStreamWaitEvent(stream, attn_join, 0));
     }
     matmul(L.wo, att.get(), tmp.get(), N, att_forms.any());
     if (cfg.post_norms)  // gemma: the attention output normalized before the residual add

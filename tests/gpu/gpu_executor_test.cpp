@@ -1039,6 +1039,81 @@ TEST(GpuExecutorSteps, MixedStepMatchesSeparateSteps) {
                  tol_for(f), "second mixed step, decode slot " + std::to_string(s));
 }
 
+// (c') Mixed steps whose chunks take the prefill attention (row_chunk = 0: every chunk of two or
+// more tokens is packed): the decode rows' and the packed chunks' attentions run side by side on
+// two streams (GpuExecutorOptions::attention_side_by_side). Each mixed step equals the same work
+// in separate steps within tol, at the start of a prompt and 300 tokens into one (a prefix
+// computed before), three rounds.
+TEST(GpuExecutorSteps, PackedMixedStepsMatchSeparateSteps) {
+  RZ_REQUIRE_GPU();
+  const SynthFormat f = SynthFormat::Q4_K_M;
+  auto mf = ModelFile::open(tiny_model(f));
+  const GpuExecutorOptions opt{.slots = 4, .max_context = 512, .row_chunk = 0};
+  GpuExecutorOptions one_stream = opt;
+  one_stream.attention_side_by_side = false;
+  GpuExecutor mixed(mf, opt), separate(mf, opt), serial(mf, one_stream);
+  mixed.set_keep_logits(true);
+  separate.set_keep_logits(true);
+  serial.set_keep_logits(true);
+  Steps x(mixed, 51), y(separate, 52), z(serial, 51);
+  std::mt19937 rng(57);
+  const int V = mf->config().n_vocab;
+  const auto p0 = random_prompt(rng, 9, V), p1 = random_prompt(rng, 33, V);
+  const auto p2 = random_prompt(rng, 400, V), p3 = random_prompt(rng, 90, V);
+  const auto tx = x.run({x.begin(0, p0, true), x.begin(1, p1, true)});
+  ASSERT_EQ(z.run({z.begin(0, p0, true), z.begin(1, p1, true)}), tx);
+  const auto ty = y.run({y.begin(0, p0, true), y.begin(1, p1, true)});
+  ASSERT_EQ(tx, ty);
+  EXPECT_TRUE(x.run({x.begin(2, slice(p2, 0, 300), false)}).empty());
+  EXPECT_TRUE(z.run({z.begin(2, slice(p2, 0, 300), false)}).empty());
+  EXPECT_TRUE(y.run({y.begin(2, slice(p2, 0, 300), false)}).empty());
+  int32_t t0 = tx[0], t1 = tx[1];
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    // Mixed: decode 0, 30 tokens of p2 (300 + 30 r on: the last round samples), decode 1, and
+    // (round 0) p3's first 45 tokens, (rounds 1, 2) 45 tokens of p3 again in a fresh slot 3.
+    const int at = 300 + 30 * round;
+    const bool last = round == 2;
+    const int q0 = 45 * (round % 2);  // p3's tokens this round
+    if (round > 0) {
+      mixed.release(3);
+      separate.release(3);
+      serial.release(3);
+    }
+    const auto m = x.run({x.next(0, {t0}, true), x.next(2, slice(p2, at, at + 30), last),
+                          x.next(1, {t1}, true), x.begin(3, slice(p3, q0, q0 + 45), true)});
+    // The same step with the two attentions one after the other: bit for bit the same.
+    const auto ms = z.run({z.next(0, {t0}, true), z.next(2, slice(p2, at, at + 30), last),
+                           z.next(1, {t1}, true), z.begin(3, slice(p3, q0, q0 + 45), true)});
+    ASSERT_EQ(ms, m);
+    for (int s : {0, 1, 2, 3}) {
+      if (s == 2 && !last) continue;
+      const auto a = mixed.last_logits(s), b = serial.last_logits(s);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t j = 0; j < a.size(); ++j) ASSERT_EQ(a[j], b[j]) << "slot " << s << " " << j;
+    }
+    ASSERT_EQ(m.size(), last ? 4u : 3u);
+    const auto d = y.run({y.next(0, {t0}, true), y.next(1, {t1}, true)});
+    ASSERT_EQ(d.size(), 2u);
+    const auto c2 = y.run({y.next(2, slice(p2, at, at + 30), last)});
+    ASSERT_EQ(c2.size(), last ? 1u : 0u);
+    const auto c3 = y.run({y.begin(3, slice(p3, q0, q0 + 45), true)});
+    ASSERT_EQ(c3.size(), 1u);
+    for (int s = 0; s < 4; ++s) EXPECT_EQ(mixed.slot_length(s), separate.slot_length(s)) << s;
+    expect_close(mixed.last_logits(0), m[0], separate.last_logits(0), d[0], tol_for(f),
+                 "decode slot 0");
+    if (last)
+      expect_close(mixed.last_logits(2), m[1], separate.last_logits(2), c2[0], tol_for(f),
+                   "chunk at 360, slot 2");
+    expect_close(mixed.last_logits(1), m[last ? 2 : 1], separate.last_logits(1), d[1], tol_for(f),
+                 "decode slot 1");
+    expect_close(mixed.last_logits(3), m.back(), separate.last_logits(3), c3[0], tol_for(f),
+                 "new prompt, slot 3");
+    t0 = d[0];  // teacher-forced on the separate run's picks
+    t1 = d[1];
+  }
+}
+
 // (d) Pure decode steps after mixed steps still replay their graphs right: with CUDA graphs on
 // and off, the same tokens and bit-identical logits at every step, as batch sizes come and go
 // (a graph captured before a mixed step is replayed after it, another captured after one). The
