@@ -32,8 +32,8 @@ struct StepArgsLayout {
   size_t pos = 0;     // [cap] int32 positions
   size_t rows = 0;    // [cap] int64 KV cache rows
   size_t tables = 0;  // [slots, table_stride] int32 block tables, one row per piece
-  // [cap] int32 context of each decode-attention row (tokens 0..its position), then of each
-  // packed piece (its sequence's tokens after the pass)
+  // [cap + slots] int32 context of each decode-attention row (tokens 0..its position), then of
+  // each packed piece (its sequence's tokens after the pass)
   size_t ctx_lens = 0;
   size_t table_rows = 0;  // [cap] int32 the table row (piece) of each decode-attention row
   size_t cu_seqlens = 0;  // [slots + 1] int32 token offsets of the packed pieces, from row n_rows
@@ -97,10 +97,17 @@ struct GpuExecutor::Impl {
     int n_tokens = 0, n_pieces = 0, row_pieces = 0, n_rows = 0;
     int max_rows = 0, max_packed = 0;
     bool graph = false;
+    // A pass with packed pieces laid out for a graph (gpu_forward.cpp): the decode attention
+    // spans all n_tokens rows (the packed ones marked -1: not its rows), the packed pieces'
+    // cu_seqlens count from row 0, their lengths follow the n_tokens row lengths, and there are
+    // n_pieces - row_pieces of them (empty ones pad the count).
+    bool fixed = false;
   };
   // Decode-attention rows of one pass at most (decodes and prompt chunks of at most
   // GpuExecutorOptions::row_chunk tokens).
   static constexpr int kMaxAttnRows = 512;
+  // Passes with packed prompt chunks of up to this many tokens in all replay graphs too.
+  static constexpr int kMaxPackedGraphTokens = 512;
   // FP8 matrices times at most this many tokens take gemv_fp8, more take cuBLASLt.
   static constexpr int kFp8GemvMaxTokens = 8;
   // Enqueues embedding -> layers -> final norm -> logits for a pass whose step arguments are on
@@ -210,8 +217,9 @@ struct GpuExecutor::Impl {
   // launched one is destroyed. A capture costs ~15 ms (instantiating ~300 nodes): the padding
   // keeps the keys few, so a server captures each once.
   struct GraphKey {
-    bool rows = false;
+    enum class Kind { decode, rows, packed } kind = Kind::decode;
     int n_tokens = 0, context = 0;
+    int seqs = 0;  // passes with packed pieces: the packed sequences (PassShape::fixed)
     auto operator<=>(const GraphKey&) const = default;
   };
   struct CapturedGraph {

@@ -54,7 +54,7 @@ StepArgsLayout StepArgsLayout::make(int cap, int slots, int table_stride, int64_
   take(l.pos, sizeof(int32_t) * size_t(cap));
   take(l.rows, sizeof(int64_t) * size_t(cap));
   take(l.tables, sizeof(int32_t) * size_t(slots) * size_t(table_stride));
-  take(l.ctx_lens, sizeof(int32_t) * size_t(cap));
+  take(l.ctx_lens, sizeof(int32_t) * (size_t(cap) + size_t(slots)));
   take(l.table_rows, sizeof(int32_t) * size_t(cap));
   take(l.cu_seqlens, sizeof(int32_t) * (size_t(slots) + 1));
   take(l.sample, sizeof(SampleRow) * size_t(slots));
@@ -163,6 +163,22 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   int R = 0, D = 0;  // row pieces, their tokens
   while (R < P && as_rows(order[size_t(R)]) && D + order[size_t(R)].n <= kMaxAttnRows)
     D += order[size_t(R++)].n;
+  // A pass with packed pieces of at most kMaxPackedGraphTokens tokens in all replays a graph too,
+  // keyed by its padded token count Nf, packed sequences (a power of two, empty ones added) and
+  // the decode rows' context bucket only, not by how its tokens split between decode rows and
+  // packed ones (which changes from step to step while a long prompt goes on in chunks): the decode
+  // attention spans all Nf rows and leaves the packed ones (length -1) to the prefill attention,
+  // whose sequences count from row 0 (PassShape::fixed). Pad rows N..Nf-1 belong to neither; their
+  // outputs are never read. The layout does not depend on opt.cuda_graphs, so that a graph replays
+  // exactly what launching its kernels one by one computes.
+  int T = 0;  // packed tokens
+  for (int p = R; p < P; ++p) T += order[size_t(p)].n;
+  const int S = P - R;
+  int S_pad = 1;
+  while (S_pad < S) S_pad *= 2;
+  S_pad = std::max(S, std::min({S_pad, opt.slots, int(slots.size()) + 1 - R}));
+  const int Nf = graph_tokens(D + T, false);
+  const bool fixed = R < P && T <= kMaxPackedGraphTokens && Nf <= std::min(cap, kMaxAttnRows);
   // The previous pass may still be reading the pinned arguments.
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   uint8_t* h = args_host.get();
@@ -174,11 +190,15 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   auto* table_rows = at<int32_t>(h, args_layout.table_rows);
   auto* cu = at<int32_t>(h, args_layout.cu_seqlens);
   int n = 0, max_rows = 0, max_packed = 0;
-  cu[0] = 0;  // the packed pieces' token offsets, from row D
+  cu[0] = fixed ? D : 0;  // the packed pieces' token offsets, from row D (fixed: from row 0)
+  const int len_base = fixed ? Nf : D;  // where the packed pieces' lengths go in ctx_lens
   for (int p = 0; p < P; ++p) {
     const Piece& pc = order[size_t(p)];
     const StepSeq& e = seqs[size_t(pc.entry)];
     const Slot& slot = slots[e.slot];
+    // The piece's table row: p, or (fixed) the packed pieces' first, from row 0, so that the
+    // graph's prefill attention reads its tables from a row that does not depend on R.
+    const int trow = !fixed ? p : p < R ? S + p : p - R;
     // The entry's block table (check_step: it covers e.end() <= max_ctx tokens, so the blocks
     // beyond table_stride are never read).
     for (int i = 0; i < pc.n; ++i, ++n) {
@@ -188,18 +208,34 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
       rows[n] = int64_t(e.blocks[size_t(tp / bs)]) * bs + tp % bs;
       if (p < R) {  // a decode-attention row: its own position, its piece's table
         ctx_lens[n] = tp + 1;
-        table_rows[n] = p;
+        table_rows[n] = trow;
         max_rows = std::max(max_rows, tp + 1);
+      } else if (fixed) {  // not a decode-attention row
+        ctx_lens[n] = -1;
+        table_rows[n] = 0;
       }
     }
-    int32_t* row = tables + size_t(p) * table_stride;
+    int32_t* row = tables + size_t(trow) * table_stride;
     const size_t nb = std::min(e.blocks.size(), size_t(table_stride));
     std::copy(e.blocks.begin(), e.blocks.begin() + std::ptrdiff_t(nb), row);
     std::fill(row + nb, row + table_stride, -1);
     if (p >= R) {
-      ctx_lens[D + p - R] = pc.start + pc.n;
+      ctx_lens[len_base + p - R] = pc.start + pc.n;
       max_packed = std::max(max_packed, pc.start + pc.n);
-      cu[p - R + 1] = n - D;
+      cu[p - R + 1] = fixed ? n : n - D;
+    }
+  }
+  if (fixed) {
+    for (int i = S; i < S_pad; ++i) {  // empty sequences: no tiles
+      cu[i + 1] = cu[i];
+      ctx_lens[len_base + i] = 0;
+    }
+    for (int r = n; r < Nf; ++r) {  // pad rows: neither attention's
+      ids[r] = 0;
+      pos[r] = 0;
+      rows[r] = int64_t(pad_block) * bs;
+      ctx_lens[r] = -1;
+      table_rows[r] = 0;
     }
   }
   const int N = n;
@@ -244,7 +280,7 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     for (int r = N; r < Np; ++r) out_rows.push_back(r);
     const PassShape ps{Np, Np, Np, Np, c, 0, true};
     if (opt.cuda_graphs)
-      replay({false, Np, c}, [&] { enqueue_forward(ps, out_rows); });
+      replay({GraphKey::Kind::decode, Np, c}, [&] { enqueue_forward(ps, out_rows); });
     else
       enqueue_forward(ps, out_rows);
   } else if (R == P) {
@@ -253,7 +289,19 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     const int c = graph_context(max_rows);
     const PassShape ps{Np, P, P, Np, c, 0, false};
     if (opt.cuda_graphs)
-      replay({true, Np, c}, [&] { enqueue_layers(ps); });
+      replay({GraphKey::Kind::rows, Np, c}, [&] { enqueue_layers(ps); });
+    else
+      enqueue_layers(ps);
+    enqueue_logits(out_rows);
+  } else if (fixed) {
+    // The packed attention's context bound is the slots' (its key splits are chosen for the
+    // grid's blocks, and each tile uses the splits its own keys fill), so that a long prompt's
+    // chunks replay one graph from its start to its end; the decode rows' stays a bucket (their
+    // grid has a block per partition of it).
+    const int c = D > 0 ? graph_context(max_rows) : 0;
+    const PassShape ps{Nf, R + S_pad, R, D > 0 ? Nf : 0, c, max_ctx, false, true};
+    if (opt.cuda_graphs)
+      replay({GraphKey::Kind::packed, Nf, c, S_pad}, [&] { enqueue_layers(ps); });
     else
       enqueue_layers(ps);
     enqueue_logits(out_rows);
@@ -361,8 +409,9 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     const int window = cfg.layer_window(l);
     // When every row is a decode-style row, the attention writes the output projection's input
     // forms itself (no preparation kernel before that matmul).
-    const ActForms att_forms =
-        D == N ? forms_for(att.get(), N, q_dim, {&L.wo, nullptr, nullptr}) : ActForms{};
+    const ActForms att_forms = D == N && !ps.fixed
+                                   ? forms_for(att.get(), N, q_dim, {&L.wo, nullptr, nullptr})
+                                   : ActForms{};
     // Decode rows and packed pieces both: the packed pieces' attention runs on attn_side, beside
     // the decode rows' (both read q and the cache qkv_post wrote; they write apart rows of att).
     const bool side_by_side = opt.attention_side_by_side && D > 0 && R < P;
@@ -396,10 +445,14 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.table_stride = table_stride;
       a.window = window;
       a.scale = cfg.attn_scale;
-      attention_prefill(q.get() + size_t(D) * size_t(q_dim), kc, vc,
-                        d_tables + size_t(R) * size_t(table_stride), d_cu, d_ctx + D,
-                        att.get() + size_t(D) * size_t(q_dim), attn_ws.get() + attn_prefill_ws, a,
-                        side_by_side ? attn_side : stream);
+      // Fixed layout: the sequences count from row 0 (rows 0..D-1 are the decode attention's).
+      const int first = ps.fixed ? 0 : D;
+      a.n_tokens = N - first;
+      a.fill_uncovered = !ps.fixed;
+      attention_prefill(q.get() + size_t(first) * size_t(q_dim), kc, vc,
+                        d_tables + size_t(ps.fixed ? 0 : R) * size_t(table_stride), d_cu,
+                        d_ctx + (ps.fixed ? N : D), att.get() + size_t(first) * size_t(q_dim),
+                        attn_ws.get() + attn_prefill_ws, a, side_by_side ? attn_side : stream);
     }
     if (side_by_side) {
       RZ_CUDA_CHECK(cudaEventRecord(attn_join, attn_side));

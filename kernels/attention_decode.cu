@@ -123,6 +123,7 @@ __global__ void __launch_bounds__(kT)
   const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int L = lens[s];
+  if (L < 0) return;  // not a decode row: nothing written (attention_decode.hpp)
   float* __restrict__ out_h = out + (int64_t(s) * n_head + h) * head_dim;
   if (L <= 0 || L > max_context) {  // idle slot: zeros; impossible length: NaN
     if (part == 0)
@@ -289,6 +290,7 @@ __global__ void __launch_bounds__(kT)
   // host writes before the step (attention_decode.hpp), so that their two dependent loads overlap
   // that kernel's tail instead of leading this one's chain.
   const int L = lens[s];
+  if (L < 0) return;  // not a decode row: nothing written (attention_decode.hpp)
   const bool idle = L <= 0 || L > max_context;
   const int first = idle ? 0 : window_start(L, window);
   const int n_parts = idle ? 1 : (L - first - 1) / kP + 1;

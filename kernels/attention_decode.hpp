@@ -60,8 +60,10 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a);
 // k_cache, v_cache: device, one layer's cache each, fp16 bits
 // block_tables: device [n_slots, table_stride] int32, slot s's token p in block
 //   block_tables[s * table_stride + p / block_size]
-// context_lens: device [n_slots] int32. 0 marks an idle slot: its output is zeros. A length above
-//   max_context, or a block id outside [0, n_blocks), makes that slot's output NaN (a bug
+// context_lens: device [n_slots] int32. 0 marks an idle slot: its output is zeros. A negative
+//   length marks a row that is not this call's (another kernel writes it, e.g. the prefill
+//   attention's rows of a pass whose shape a CUDA graph fixes): nothing of it is written. A length
+//   above max_context, or a block id outside [0, n_blocks), makes that slot's output NaN (a bug
 //   upstream, never an out-of-bounds read).
 //   The kernels read block_tables, context_lens (and table_rows below) before they wait for the
 //   kernel launched before them in the stream (programmatic dependent launch, kernels/launch.cuh),

@@ -481,9 +481,10 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
 
   // Workspace: [tile index][part_o][part_m][part_l] (attention_prefill_tile.cuh has the shapes).
   auto* tile_start = static_cast<int32_t*>(workspace);
-  // Rows that no tile writes stay NaN (0xFFFFFFFF).
-  RZ_CUDA_CHECK(cudaMemsetAsync(
-      out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float), stream));
+  // Rows that no tile writes stay NaN (0xFFFFFFFF), unless the caller owns them.
+  if (a.fill_uncovered)
+    RZ_CUDA_CHECK(cudaMemsetAsync(
+        out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float), stream));
   launch_kernel(attn_prefill_tile_scan_kernel, 1, kScanThreads, 0, stream, cu_seqlens,
                 seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, g.tpt,
                 int(g.max_tiles));

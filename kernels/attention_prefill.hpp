@@ -44,6 +44,9 @@ struct AttentionPrefillArgs {
   bool tensor_cores = true;  // false: the fp32 CUDA-core kernel for every head_dim (comparison)
   int key_splits = 0;        // tensor-core kernel: 0 chooses the key splits, k in [1, 64] forces k
   int window = 0;  // sliding window: a query at position q attends to (q - window, q]; 0: [0, q]
+  // false: rows that no valid sequence covers are left as they are (not set to NaN), so that the
+  // sequences may cover a part of q / out whose other rows another kernel writes.
+  bool fill_uncovered = true;
 };
 
 // Bytes of device workspace attention_prefill needs; 0 when there is nothing to do. A per-sequence
@@ -68,7 +71,8 @@ int attention_prefill_key_splits(const AttentionPrefillArgs& a);
 // tokens or more than max_context, and bad block ids give NaN (never an out-of-bounds access);
 // a bad block id poisons the rows of every query tile whose keys reach it (a tile is up to 64
 // (token, head) rows of one sequence, so some earlier tokens of that sequence may be NaN too).
-// out is written in full (NaN first, then the valid rows).
+// out is written in full (NaN first, then the valid rows), or with fill_uncovered = false only
+// where valid sequences' tiles are.
 // Throws rz::Error for bad shapes; n_tokens == 0 launches nothing.
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                        const int32_t* block_tables, const int32_t* cu_seqlens,

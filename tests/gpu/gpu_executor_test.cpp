@@ -1114,6 +1114,61 @@ TEST(GpuExecutorSteps, PackedMixedStepsMatchSeparateSteps) {
   }
 }
 
+// (c'') A pass with packed chunks replays one graph for every split of its tokens between decode
+// rows and chunk tokens (the decode attention spans all rows and leaves the chunk's to the prefill
+// attention): steps of 2, 3, 4 and 5 decodes beside 38, 37, 36 and 35 tokens of a long prompt
+// (40 tokens, one packed sequence, the same context buckets: one graph key), with CUDA graphs and
+// without, give the same tokens and bit-identical logits; the last step's chunk samples.
+TEST(GpuExecutorSteps, PackedGraphServesEverySplit) {
+  RZ_REQUIRE_GPU();
+  auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
+  GpuExecutorOptions o{.slots = 6, .max_context = 512, .row_chunk = 0};
+  GpuExecutorOptions o_plain = o;
+  o_plain.cuda_graphs = false;
+  GpuExecutor graphs(mf, o), plain(mf, o_plain);
+  graphs.set_keep_logits(true);
+  plain.set_keep_logits(true);
+  Steps sg(graphs, 61), sp(plain, 61);
+  std::mt19937 rng(62);
+  const int V = mf->config().n_vocab;
+  std::vector<int32_t> tok(5, -1);
+  for (int s = 0; s < 5; ++s) {
+    const auto p = random_prompt(rng, 1 + 6 * s, V);
+    const auto a = sg.run({sg.begin(s, p, true)}), b = sp.run({sp.begin(s, p, true)});
+    ASSERT_EQ(a, b) << "prompt " << s;
+    tok[size_t(s)] = a[0];
+  }
+  const auto longp = random_prompt(rng, 400, V);
+  EXPECT_TRUE(sg.run({sg.begin(5, slice(longp, 0, 200), false)}).empty());
+  EXPECT_TRUE(sp.run({sp.begin(5, slice(longp, 0, 200), false)}).empty());
+  int at = 200;
+  for (int decodes = 2; decodes <= 5; ++decodes) {
+    SCOPED_TRACE(std::to_string(decodes) + " decodes");
+    const int chunk = 40 - decodes;
+    const bool last = decodes == 5;
+    std::vector<StepSeq> eg, ep;
+    for (int s = 0; s < decodes; ++s) {
+      eg.push_back(sg.next(s, {tok[size_t(s)]}, true));
+      ep.push_back(sp.next(s, {tok[size_t(s)]}, true));
+    }
+    eg.push_back(sg.next(5, slice(longp, at, at + chunk), last));
+    ep.push_back(sp.next(5, slice(longp, at, at + chunk), last));
+    at += chunk;
+    const auto a = sg.run(eg), b = sp.run(ep);
+    ASSERT_EQ(a, b);
+    ASSERT_EQ(a.size(), size_t(decodes) + (last ? 1 : 0));
+    std::vector<int> sampled;
+    for (int s = 0; s < decodes; ++s) sampled.push_back(s);
+    if (last) sampled.push_back(5);
+    for (int s : sampled) {
+      const auto la = graphs.last_logits(s), lb = plain.last_logits(s);
+      ASSERT_EQ(la.size(), lb.size());
+      for (size_t j = 0; j < la.size(); ++j) ASSERT_EQ(la[j], lb[j]) << "slot " << s << " " << j;
+    }
+    for (int s = 0; s < decodes; ++s) tok[size_t(s)] = a[size_t(s)];
+  }
+}
+
 // (d) Pure decode steps after mixed steps still replay their graphs right: with CUDA graphs on
 // and off, the same tokens and bit-identical logits at every step, as batch sizes come and go
 // (a graph captured before a mixed step is replayed after it, another captured after one). The
