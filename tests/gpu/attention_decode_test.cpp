@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <numeric>
 #include <random>
@@ -603,6 +604,107 @@ TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
       for (int i = 0; i < n_head * hd; ++i)
         ASSERT_TRUE(std::isnan(out[size_t(s) * n_head * hd + i]))
             << "slot " << s << " element " << i;
+  }
+}
+
+// Rows another kernel owns (a step replayed from one graph for every split between decode rows
+// and packed chunk tokens, gpu_forward.cpp): the decode attention leaves rows of length -1 as they
+// were, bit for bit, and computes the others; the prefill attention with fill_uncovered = false
+// leaves the rows no sequence covers (sequences counting from row 3 of 26) and computes the rest.
+// Grouped (8 query heads) and per-head (80) decode kernels, both prefill kernels.
+TEST(AttentionDecode, RowsOfOtherKernelsAreLeftAlone) {
+  RZ_REQUIRE_GPU();
+  std::mt19937_64 rng(17);
+  const int hd = 64, bs = 16, n_blocks = 24, table_stride = 24;
+  const KvCacheShape sh{n_blocks, 1, bs, hd};
+  std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
+  for (auto& x : kc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
+  for (auto& x : vc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));
+  HostCache hc(sh);
+  hc.k = kc;
+  hc.v = vc;
+  std::vector<int32_t> tables(size_t(4) * table_stride);
+  for (int s = 0; s < 4; ++s)
+    for (int b = 0; b < table_stride; ++b)
+      tables[size_t(s) * table_stride + b] = (b * 5 + s) % n_blocks;
+  auto d_k = to_device(kc), d_v = to_device(vc);
+  auto d_t = to_device(tables);
+  const auto untouched = [](const std::vector<float>& out, size_t from, size_t n) {
+    for (size_t i = from; i < from + n; ++i) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &out[i], sizeof bits);
+      if (bits != 0xFFFFFFFFu) return false;
+    }
+    return true;
+  };
+  for (int n_head : {8, 80}) {
+    SCOPED_TRACE("decode, n_head " + std::to_string(n_head));
+    const std::vector<int32_t> lens = {40, -1, 300, -1}, table_rows = {0, 1, 2, 3};
+    AttentionDecodeArgs a;
+    a.n_slots = 4;
+    a.n_head = n_head;
+    a.cache = sh;
+    a.max_context = 384;
+    a.table_stride = table_stride;
+    const auto q = randn(size_t(4) * n_head * hd, 1.0f, rng);
+    auto d_q = to_device(q);
+    auto d_l = to_device(lens);
+    auto d_r = to_device(table_rows);
+    auto d_out = poisoned<float>(q.size());
+    auto d_ws = poisoned<float>(attention_decode_workspace_floats(a));
+    attention_decode_rows(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_r.get(), d_l.get(),
+                          d_out.get(), d_ws.get(), a, nullptr);
+    const auto out = d_out.download();
+    const size_t row = size_t(n_head) * hd;
+    for (int s : {0, 2}) {
+      std::vector<double> ref(row);
+      attention_ref(hc, q.data() + s * row, n_head, tables.data() + size_t(s) * table_stride,
+                    lens[size_t(s)], ref.data());
+      EXPECT_TRUE(check_out(std::vector<float>(out.begin() + s * row, out.begin() + (s + 1) * row),
+                            ref, {lens[size_t(s)]}, int(row), "row " + std::to_string(s)));
+    }
+    EXPECT_TRUE(untouched(out, row, row)) << "row 1 was written";
+    EXPECT_TRUE(untouched(out, 3 * row, row)) << "row 3 was written";
+  }
+  // Prefill: one sequence of 120 cached tokens whose last 20 are query rows 3..22 of 26.
+  const int n_head = 4, n_tokens = 26, first = 3, chunk = 20, ctx = 120;
+  const auto q = randn(size_t(n_tokens) * n_head * hd, 3.0f, rng);
+  const std::vector<int32_t> cu = {first, first + chunk}, ctx_lens = {ctx};
+  std::vector<double> ref(q.size());
+  std::vector<int32_t> qlens;
+  for (int j = 0; j < chunk; ++j) {
+    const size_t t = size_t(first + j);
+    qlens.push_back(ctx - chunk + j + 1);
+    attention_ref(hc, q.data() + t * n_head * hd, n_head, tables.data(), qlens.back(),
+                  ref.data() + t * n_head * hd);
+  }
+  AttentionPrefillArgs a;
+  a.n_seqs = 1;
+  a.n_tokens = n_tokens;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = 384;
+  a.table_stride = table_stride;
+  a.fill_uncovered = false;
+  auto d_q = to_device(q);
+  auto d_cu = to_device(cu);
+  auto d_c = to_device(ctx_lens);
+  auto d_ws = poisoned<uint8_t>(attention_prefill_workspace_bytes(a));
+  for (bool tc : {false, true}) {
+    SCOPED_TRACE(tc ? "prefill, tensor cores" : "prefill, CUDA cores");
+    a.tensor_cores = tc;
+    auto d_out = poisoned<float>(q.size());
+    attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_c.get(),
+                      d_out.get(), d_ws.get(), a, nullptr);
+    const auto out = d_out.download();
+    const size_t row = size_t(n_head) * hd;
+    EXPECT_TRUE(check_out(
+        std::vector<float>(out.begin() + first * row, out.begin() + (first + chunk) * row),
+        std::vector<double>(ref.begin() + first * row, ref.begin() + (first + chunk) * row), qlens,
+        int(row), "covered rows", tc ? 4e-3 : kRelTol));
+    EXPECT_TRUE(untouched(out, 0, first * row)) << "rows 0..2 were written";
+    EXPECT_TRUE(untouched(out, (first + chunk) * row, (n_tokens - first - chunk) * row))
+        << "rows 23..25 were written";
   }
 }
 
