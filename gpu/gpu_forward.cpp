@@ -176,7 +176,7 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   const int S = P - R;
   int S_pad = 1;
   while (S_pad < S) S_pad *= 2;
-  S_pad = std::max(S, std::min({S_pad, opt.slots, int(slots.size()) + 1 - R}));
+  S_pad = std::max(S, std::min(S_pad, opt.slots));  // the workspace's and cu_seqlens' bound
   const int Nf = graph_tokens(D + T, false);
   const bool fixed = R < P && T <= kMaxPackedGraphTokens && Nf <= std::min(cap, kMaxAttnRows);
   // The previous pass may still be reading the pinned arguments.
@@ -435,20 +435,20 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
         attention_decode_rows(q.get(), kc, vc, d_tables, d_table_rows, d_ctx, att.get(), ws, a,
                               stream, att_forms);
     }
-    if (R < P) {  // rows D..N-1: the packed pieces, their tables from row R, lengths from D
+    if (R < P) {
+      // The packed pieces: rows D..N-1, their tables from row R, lengths after the D rows; or
+      // (fixed) sequences counting from row 0, tables from row 0, lengths after the N rows.
+      const int first = ps.fixed ? 0 : D;
       AttentionPrefillArgs a;
       a.n_seqs = P - R;
-      a.n_tokens = N - D;
+      a.n_tokens = N - first;
       a.n_head = cfg.n_head;
       a.cache = shape;
       a.max_context = ps.max_packed;
       a.table_stride = table_stride;
       a.window = window;
       a.scale = cfg.attn_scale;
-      // Fixed layout: the sequences count from row 0 (rows 0..D-1 are the decode attention's).
-      const int first = ps.fixed ? 0 : D;
-      a.n_tokens = N - first;
-      a.fill_uncovered = !ps.fixed;
+      a.fill_uncovered = !ps.fixed;  // fixed: the decode attention owns the other rows
       attention_prefill(q.get() + size_t(first) * size_t(q_dim), kc, vc,
                         d_tables + size_t(ps.fixed ? 0 : R) * size_t(table_stride), d_cu,
                         d_ctx + (ps.fixed ? N : D), att.get() + size_t(first) * size_t(q_dim),
