@@ -91,6 +91,10 @@ int serve(int argc, char** argv) {
       .opt("weights", "stored|fp8", kWeightsHelp, "stored")
       .sw("no-fp16-copies", kNoFp16CopiesHelp)
       .sw("no-gemm-tune", kNoGemmTuneHelp)
+      .sw("inline-graphs",
+          "cuda: build each new CUDA graph inside the step that first needs it (the step then "
+          "waits 5-10 ms) instead of running that step's kernels one by one and building the "
+          "graph on a helper thread meanwhile")
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)",
            "min(training context, 4096)")
@@ -273,7 +277,8 @@ int serve(int argc, char** argv) {
                                        .int8_activations = f.has("int8-activations"),
                                        .fp8_weights = fp8_weights_flag(f.str("weights")),
                                        .fp16_copies = !f.has("no-fp16-copies"),
-                                       .tune_gemm = !f.has("no-gemm-tune")});
+                                       .tune_gemm = !f.has("no-gemm-tune"),
+                                       .graphs_in_background = !f.has("inline-graphs")});
   if (f.has("int8-activations") && device != "cuda")
     std::fprintf(stderr,
                  "rz serve: warning: --int8-activations applies to the CUDA executor only\n");

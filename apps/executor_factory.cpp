@@ -76,6 +76,7 @@ BuiltExecutor make_executor(const std::string& device, std::shared_ptr<const Mod
     o.fp16_copies = opt.fp16_copies;
     o.fused_input_forms = opt.fused_input_forms;
     o.tune_gemm = opt.tune_gemm;
+    o.graphs_in_background = opt.graphs_in_background;
     auto ex = std::make_unique<gpu::GpuExecutor>(std::move(model), o);
     b.description = "cuda: " + ex->memory_plan().device_name;
     b.memory_plan = ex->memory_plan().summary();

@@ -32,13 +32,14 @@ struct ExecutorOptions {
   double kv_fraction = 0;  // cuda: share of the free memory the KV cache may take; 0: 0.9
   int64_t kv_blocks = 0;   // > 0: exactly this many KV blocks (cuda: ignoring kv_fraction);
                            // cpu, 0: one full context per slot
-  bool int8_activations = false;  // cuda: GpuExecutorOptions::int8_activations (cpu: unused)
-  bool fp8_weights = false;       // cuda: GpuExecutorOptions::fp8_weights (cpu: refused)
-  bool cuda_graphs = true;        // cuda: GpuExecutorOptions::cuda_graphs (cpu: unused)
-  bool qmm = true;                // cuda: GpuExecutorOptions::qmm (cpu: unused)
-  bool fp16_copies = true;        // cuda: GpuExecutorOptions::fp16_copies (cpu: unused)
-  bool fused_input_forms = true;  // cuda: GpuExecutorOptions::fused_input_forms (cpu: unused)
-  bool tune_gemm = true;          // cuda: GpuExecutorOptions::tune_gemm (cpu: unused)
+  bool int8_activations = false;      // cuda: GpuExecutorOptions::int8_activations (cpu: unused)
+  bool fp8_weights = false;           // cuda: GpuExecutorOptions::fp8_weights (cpu: refused)
+  bool cuda_graphs = true;            // cuda: GpuExecutorOptions::cuda_graphs (cpu: unused)
+  bool qmm = true;                    // cuda: GpuExecutorOptions::qmm (cpu: unused)
+  bool fp16_copies = true;            // cuda: GpuExecutorOptions::fp16_copies (cpu: unused)
+  bool fused_input_forms = true;      // cuda: GpuExecutorOptions::fused_input_forms (cpu: unused)
+  bool tune_gemm = true;              // cuda: GpuExecutorOptions::tune_gemm (cpu: unused)
+  bool graphs_in_background = false;  // cuda: GpuExecutorOptions::graphs_in_background
 };
 
 // The value of a command's `--weights` option: "stored" (false) or "fp8" (true); anything else

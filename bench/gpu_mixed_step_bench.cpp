@@ -214,6 +214,8 @@ int main(int argc, char** argv) {
       const double a = median(alone), x = median(mixed);
       std::printf("| %d | %.2f | %.2f | %+.2f |\n", c, a, x, x - median(dec) - a);
     }
+    if (auto* gx = dynamic_cast<rz::gpu::GpuExecutor*>(ex.get()))
+      std::printf("\n%s\n", gx->graph_stats().summary().c_str());
     if (o.profile > 0 && !o.cpu) {
       // One decode + C step between cudaProfilerStart/Stop, for
       // `ncu --profile-from-start off` (per-kernel times of exactly that step).

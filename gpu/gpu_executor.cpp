@@ -46,6 +46,22 @@ std::string GpuMemoryPlan::summary() const {
               : "");
 }
 
+std::string GpuGraphStats::summary() const {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "CUDA graphs: %d captured (%.2f ms each), instantiated in %.2f ms each (at most "
+                "%.2f); %lld passes replayed (%lld from a larger graph while their own was "
+                "built), %lld run kernel by kernel; %d evicted",
+                captured, captured > 0 ? capture_ms / captured : 0.0,
+                captured > building ? instantiate_ms / (captured - building) : 0.0,
+                max_instantiate_ms, static_cast<long long>(replays),
+                static_cast<long long>(covered), static_cast<long long>(plain), evicted);
+  std::string out = buf;
+  if (failed > 0)
+    out += "; " + std::to_string(failed) + " failed to instantiate (" + last_error + ")";
+  return out;
+}
+
 GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOptions& o)
     : file(std::move(f)), cfg(file->config()), opt(o) {
   if (opt.slots < 1) throw Error("cuda executor: slots must be at least 1");
@@ -114,9 +130,14 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
   slots.resize(opt.slots);
   plan.slots = opt.slots;
   plan.max_context = max_ctx;
+  if (opt.cuda_graphs && opt.graphs_in_background) {
+    builder = std::make_unique<GraphBuilder>(opt.device);
+    warm_graphs();
+  }
 }
 
 GpuExecutor::Impl::~Impl() {
+  builder.reset();  // its thread joined, the graphs not taken back destroyed
   for (auto& [key, g] : graphs) cudaGraphExecDestroy(g.exec);
   if (stream) {
     cudaStreamSynchronize(stream);
@@ -389,5 +410,17 @@ std::span<const float> GpuExecutor::last_logits(int slot) const {
   return impl_->slots[slot].logits;
 }
 const GpuMemoryPlan& GpuExecutor::memory_plan() const { return impl_->plan; }
+
+GpuGraphStats GpuExecutor::graph_stats() const {
+  GpuGraphStats s = impl_->graph_stats;
+  s.building = static_cast<int>(impl_->building.size());
+  return s;
+}
+
+void GpuExecutor::finish_graphs() {
+  if (!impl_->builder) return;
+  impl_->builder->wait_idle();
+  impl_->take_built();
+}
 
 }  // namespace rz::gpu

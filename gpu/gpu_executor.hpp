@@ -53,6 +53,13 @@ struct GpuExecutorOptions {
   int64_t kv_blocks = 0;       // > 0: exactly this many blocks (tests), ignoring the fraction
   int max_step_tokens = 4096;  // tokens of one forward pass (sizes the scratch buffers)
   bool cuda_graphs = true;     // decode steps replay a CUDA graph captured per batch size
+  // With cuda_graphs: a pass whose graph does not exist yet runs its kernels one by one, is
+  // captured, and its graph is instantiated on a helper thread (gpu/graph_builder.hpp), to be
+  // replayed by the passes of its shape that come once it is ready. false: captured,
+  // instantiated and launched at once, the step waiting 5-10 ms for it (H200; deterministic:
+  // every pass after the first of its shape replays the graph, which tests of the graphs rely on).
+  // `rz serve` turns it on: a new shape mid-serving then costs no step more than its plain launch.
+  bool graphs_in_background = false;
   int64_t gemm_scratch_elems = int64_t{64}
                                << 20;  // dequantized weights per GEMM slice (tests: small)
   // Quantized matrices times up to 128 tokens on tensor cores without dequantizing them first
@@ -118,6 +125,22 @@ struct GpuExecutorOptions {
 // The most tokens tune_gemm measures; larger calls keep cublasGemmEx's choice.
 inline constexpr int kGemmTuneMaxTokens = 1024;
 
+// What the CUDA graphs cost so far (GpuExecutor::graph_stats).
+struct GpuGraphStats {
+  int captured = 0;     // graphs captured (each shape once, again after an eviction)
+  int evicted = 0;      // destroyed to keep at most the cap of live graphs
+  int64_t replays = 0;  // passes launched from a graph
+  int64_t covered = 0;  // ... of them from a larger graph while their own was being built
+  int64_t plain = 0;    // passes run kernel by kernel while no graph held them
+  int building = 0;     // graphs_in_background: submitted, not yet taken back
+  int failed = 0;       // ... that failed to instantiate (their passes run kernel by kernel)
+  std::string last_error;
+  double capture_ms = 0;      // summed: recording the passes (the step thread)
+  double instantiate_ms = 0;  // summed: instantiating (the builder's thread, in the background)
+  double max_instantiate_ms = 0;
+  std::string summary() const;  // one line: "12 graphs captured (1.1 ms each), ..."
+};
+
 // What went where, for `rz serve` to log and tests to check.
 struct GpuMemoryPlan {
   std::string device_name;
@@ -159,6 +182,10 @@ class GpuExecutor final : public Executor {
   std::span<const TokenLogprobs> step_logprobs() const override;
 
   const GpuMemoryPlan& memory_plan() const;
+  GpuGraphStats graph_stats() const;
+  // graphs_in_background: blocks until the graphs submitted so far are built, and takes them in
+  // (the next pass of their shapes replays them). Tests and benchmarks; a no-op otherwise.
+  void finish_graphs();
 
  private:
   struct Impl;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "gpu/gemm.hpp"
 #include "gpu/gpu_executor.hpp"
 #include "gpu/gpu_weights.hpp"
+#include "gpu/graph_builder.hpp"
 #include "gpu/matmul_path.hpp"
 #include "kernels/act_forms.hpp"
 #include "kernels/attention_decode.hpp"
@@ -214,8 +216,9 @@ struct GpuExecutor::Impl {
   // token count, padded to graph_tokens(), and the attention's context bound, graph_context():
   // the longest context rounded up to a power of two (at least 256), so a short context does not
   // pay for attention over max_ctx. At most kMaxGraphs live; past that the least recently
-  // launched one is destroyed. A capture costs ~15 ms (instantiating ~300 nodes): the padding
-  // keeps the keys few, so a server captures each once.
+  // launched one is destroyed. Instantiating a captured pass costs 5-10 ms (a few hundred
+  // nodes); the padding keeps the keys few, so a server captures each once, and with
+  // opt.graphs_in_background that happens on `builder`'s thread while the step goes on.
   struct GraphKey {
     enum class Kind { decode, rows, packed } kind = Kind::decode;
     int n_tokens = 0, context = 0;
@@ -225,9 +228,43 @@ struct GpuExecutor::Impl {
   struct CapturedGraph {
     cudaGraphExec_t exec = nullptr;
     uint64_t last_use = 0;
+    bool pinned = false;  // warm_graphs' largest shapes: never evicted
   };
   std::map<GraphKey, CapturedGraph> graphs;
+  size_t pinned_graphs = 0;  // of them (not counted against kMaxGraphs)
   uint64_t graph_launches = 0;
+  GpuGraphStats graph_stats;
+  // opt.graphs_in_background: the graphs submitted and not yet taken back, by ticket.
+  std::unique_ptr<GraphBuilder> builder;
+  struct Building {
+    GraphKey key;
+    bool pin = false;
+  };
+  std::map<uint64_t, Building> building;
+  std::set<GraphKey> unbuildable;  // instantiating failed: never submitted again
+  uint64_t next_ticket = 0;
+  // Takes the builder's finished graphs into `graphs`.
+  void take_built();
+  // Adds a graph, the least recently launched unpinned one destroyed past kMaxGraphs.
+  std::map<GraphKey, CapturedGraph>::iterator keep_graph(const GraphKey& key, cudaGraphExec_t g,
+                                                         bool pin);
+  // The pass shape a graph key stands for, and its kernels enqueued (decode: the logits of
+  // every row too; the other kinds: the layers only).
+  PassShape graph_shape(const GraphKey& k) const;
+  void enqueue_graph(const GraphKey& k);
+  // The graph a pass of shape `want` runs as: its own when built; with opt.graphs_in_background,
+  // until then the smallest built graph of its kind that holds it (pad rows, empty sequences,
+  // a longer context bound), or `want` itself when none does.
+  GraphKey graph_for(const GraphKey& want);
+  // Launches `key`'s graph (graph_for's choice for `want`), capturing it first when inline;
+  // in the background, a pass without a graph runs kernel by kernel, and `want`'s own graph is
+  // recorded after the launch and handed to the builder.
+  void replay(const GraphKey& key, const GraphKey& want);
+  cudaGraph_t record(const GraphKey& key);  // captures enqueue_graph(key), launching nothing
+  // Records `key` and hands it to the builder, unless built or being built.
+  void build_later(const GraphKey& key, bool pin = false);
+  // With the builder: a ladder of decode, rows and packed shapes, pinned (graph_for's covers).
+  void warm_graphs();
   static constexpr size_t kMaxGraphs = 160;
   int graph_context(int longest) const;
   // Tokens a pass of n decode-attention rows runs as: n up to 8, then rounded up to a multiple
@@ -236,10 +273,6 @@ struct GpuExecutor::Impl {
   int graph_tokens(int n, bool decode) const;
   // The KV block pad rows write to and read: one past the blocks the scheduler hands out.
   int pad_block = 0;
-  // The graph for key (captured first from what `enqueue()` puts on the stream), launched.
-  // Defined in gpu_forward.cpp, its only caller (a template: no std::function on the step path).
-  template <typename Enqueue>
-  void replay(const GraphKey& key, Enqueue&& enqueue);
 };
 
 }  // namespace rz::gpu

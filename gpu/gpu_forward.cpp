@@ -1,6 +1,7 @@
 // The CUDA executor's step (see gpu_executor.hpp): passes of at most `cap` tokens through the
 // layers, then the output matrix and sampling for the sequences whose last token was in the pass.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -112,36 +113,146 @@ std::vector<int32_t> GpuExecutor::Impl::run_passes(std::span<const StepSeq> seqs
   return result;
 }
 
-template <typename Enqueue>
-void GpuExecutor::Impl::replay(const GraphKey& key, Enqueue&& enqueue) {
+GpuExecutor::Impl::GraphKey GpuExecutor::Impl::graph_for(const GraphKey& want) {
+  if (!builder) return want;
+  take_built();
+  if (graphs.contains(want)) return want;
+  // The smallest graph of its kind that holds the pass: at least its tokens (pad rows fill the
+  // rest), context bound and packed sequences (empty ones).
+  const GraphKey* best = nullptr;
+  for (const auto& [k, g] : graphs) {
+    if (k.kind != want.kind || k.n_tokens < want.n_tokens || k.context < want.context ||
+        k.seqs < want.seqs)
+      continue;
+    if (!best || std::tie(k.n_tokens, k.context, k.seqs) <
+                     std::tie(best->n_tokens, best->context, best->seqs))
+      best = &k;
+  }
+  return best ? *best : want;
+}
+
+void GpuExecutor::Impl::replay(const GraphKey& key, const GraphKey& want) {
   auto it = graphs.find(key);
-  if (it == graphs.end()) {
-    if (graphs.size() >= kMaxGraphs) {  // the least recently launched one goes
-      auto lru = std::min_element(graphs.begin(), graphs.end(), [](const auto& a, const auto& b) {
-        return a.second.last_use < b.second.last_use;
-      });
-      RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
-      cudaGraphExecDestroy(lru->second.exec);
-      graphs.erase(lru);
-    }
-    cudaGraph_t graph = nullptr;
-    RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue();
-    } catch (...) {
-      cudaStreamEndCapture(stream, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    RZ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  if (it == graphs.end() && builder) {  // no graph holds it yet: kernel by kernel this time
+    enqueue_graph(key);
+    ++graph_stats.plain;
+    build_later(want);
+    return;
+  }
+  if (it == graphs.end()) {  // built here and now
+    cudaGraph_t graph = record(key);
+    const auto t0 = std::chrono::steady_clock::now();
     cudaGraphExec_t g = nullptr;
     const cudaError_t e = cudaGraphInstantiate(&g, graph, 0);
     cudaGraphDestroy(graph);
     RZ_CUDA_CHECK(e);
-    it = graphs.emplace(key, CapturedGraph{g, 0}).first;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    graph_stats.instantiate_ms += ms;
+    graph_stats.max_instantiate_ms = std::max(graph_stats.max_instantiate_ms, ms);
+    it = keep_graph(key, g, false);
   }
   it->second.last_use = ++graph_launches;
+  ++graph_stats.replays;
   RZ_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream));
+  if (key != want) {  // a larger graph ran it: record its own while the GPU works
+    ++graph_stats.covered;
+    build_later(want);
+  }
+}
+
+cudaGraph_t GpuExecutor::Impl::record(const GraphKey& key) {
+  const auto t0 = std::chrono::steady_clock::now();
+  cudaGraph_t graph = nullptr;
+  RZ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue_graph(key);
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  RZ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  graph_stats.capture_ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ++graph_stats.captured;
+  return graph;
+}
+
+void GpuExecutor::Impl::build_later(const GraphKey& key, bool pin) {
+  if (graphs.contains(key) || unbuildable.contains(key)) return;
+  for (const auto& [ticket, b] : building)
+    if (b.key == key) return;
+  cudaGraph_t graph = record(key);
+  building.emplace(next_ticket, Building{key, pin});
+  builder->submit(next_ticket++, graph);
+}
+
+void GpuExecutor::Impl::warm_graphs() {
+  // Covers for every pass a graph serves, kept for good: per context bucket, the decode step of
+  // every slot, and rows and packed passes of 64, 128, 256 and 512 tokens (packed: one sequence,
+  // and every slot a sequence; also without decode rows). A pass whose own graph is not built
+  // yet then runs at most twice its tokens at its own context bound (graph_for), never kernel
+  // by kernel. The one-sequence packed covers matter: the packed attention chooses its key
+  // splits for the grid's bound on query tiles, which every padded sequence raises, so a long
+  // prompt's chunk run as the every-slot cover walks its keys with few splits (H100, 32 decodes
+  // beside 32 tokens at 2,700: 5.5 ms, 3.0 with its own graph).
+  const int rows_max = graph_tokens(std::min(cap, kMaxAttnRows), false);
+  std::vector<int> ladder;
+  for (int n = 64; n < rows_max; n *= 2) ladder.push_back(n);
+  ladder.push_back(rows_max);
+  for (int c = graph_context(1);; c *= 2) {
+    c = std::min(c, graph_context(max_ctx));
+    build_later({GraphKey::Kind::decode, graph_tokens(opt.slots, true), c}, true);
+    for (int n : ladder) {
+      build_later({GraphKey::Kind::rows, n, c}, true);
+      if (n <= kMaxPackedGraphTokens)
+        for (const int seqs : {1, opt.slots}) {
+          build_later({GraphKey::Kind::packed, n, c, seqs}, true);
+          if (c == graph_context(1)) build_later({GraphKey::Kind::packed, n, 0, seqs}, true);
+        }
+    }
+    if (c >= graph_context(max_ctx)) break;
+  }
+}
+
+std::map<GpuExecutor::Impl::GraphKey, GpuExecutor::Impl::CapturedGraph>::iterator
+GpuExecutor::Impl::keep_graph(const GraphKey& key, cudaGraphExec_t g, bool pin) {
+  if (!pin && graphs.size() - pinned_graphs >= kMaxGraphs) {  // the least recently launched
+    auto lru = graphs.end();                                  // unpinned one goes
+    for (auto i = graphs.begin(); i != graphs.end(); ++i)
+      if (!i->second.pinned && (lru == graphs.end() || i->second.last_use < lru->second.last_use))
+        lru = i;
+    if (lru != graphs.end()) {
+      RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaGraphExecDestroy(lru->second.exec);
+      graphs.erase(lru);
+      ++graph_stats.evicted;
+    }
+  }
+  pinned_graphs += pin ? 1 : 0;
+  return graphs.emplace(key, CapturedGraph{g, 0, pin}).first;
+}
+
+void GpuExecutor::Impl::take_built() {
+  for (GraphBuilder::Built& b : builder->take_ready()) {
+    auto k = building.find(b.ticket);
+    const Building what = k->second;
+    building.erase(k);
+    graph_stats.instantiate_ms += b.instantiate_ms;
+    graph_stats.max_instantiate_ms = std::max(graph_stats.max_instantiate_ms, b.instantiate_ms);
+    if (!b.exec) {  // its passes go on kernel by kernel (or as a cover); nothing else fails
+      unbuildable.insert(what.key);
+      ++graph_stats.failed;
+      graph_stats.last_error = b.error;
+      continue;
+    }
+    if (graphs.contains(what.key)) {
+      cudaGraphExecDestroy(b.exec);
+      continue;
+    }
+    keep_graph(what.key, b.exec, what.pin);
+  }
 }
 
 void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
@@ -179,6 +290,22 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   S_pad = std::max(S, std::min(S_pad, opt.slots));  // the workspace's and cu_seqlens' bound
   const int Nf = graph_tokens(D + T, false);
   const bool fixed = R < P && T <= kMaxPackedGraphTokens && Nf <= std::min(cap, kMaxAttnRows);
+  const int N = D + T;
+  int max_rows = 0;  // the decode-attention rows' longest context
+  for (int p = 0; p < R; ++p)
+    max_rows = std::max(max_rows, order[size_t(p)].start + order[size_t(p)].n);
+  // The graph shape this pass has (whether or not graphs are on: the layout is the same), and
+  // the one it runs as: a larger one while its own is built in the background (graph_for).
+  const bool use_decode = decode && N == P;
+  const bool graphed = R == P || fixed;
+  GraphKey want;
+  if (use_decode)
+    want = {GraphKey::Kind::decode, graph_tokens(N, true), graph_context(max_rows)};
+  else if (R == P)
+    want = {GraphKey::Kind::rows, graph_tokens(N, false), graph_context(max_rows)};
+  else if (fixed)
+    want = {GraphKey::Kind::packed, Nf, D > 0 ? graph_context(max_rows) : 0, S_pad};
+  const GraphKey key = graphed && opt.cuda_graphs ? graph_for(want) : want;
   // The previous pass may still be reading the pinned arguments.
   RZ_CUDA_CHECK(cudaStreamSynchronize(stream));
   uint8_t* h = args_host.get();
@@ -189,9 +316,10 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
   auto* ctx_lens = at<int32_t>(h, args_layout.ctx_lens);  // D rows, then P - R packed pieces
   auto* table_rows = at<int32_t>(h, args_layout.table_rows);
   auto* cu = at<int32_t>(h, args_layout.cu_seqlens);
-  int n = 0, max_rows = 0, max_packed = 0;
+  int n = 0, max_packed = 0;
+  const int n_fixed = fixed ? key.n_tokens : 0;  // fixed: the rows the pass runs
   cu[0] = fixed ? D : 0;  // the packed pieces' token offsets, from row D (fixed: from row 0)
-  const int len_base = fixed ? Nf : D;  // where the packed pieces' lengths go in ctx_lens
+  const int len_base = fixed ? n_fixed : D;  // where the packed pieces' lengths go in ctx_lens
   for (int p = 0; p < P; ++p) {
     const Piece& pc = order[size_t(p)];
     const StepSeq& e = seqs[size_t(pc.entry)];
@@ -209,7 +337,6 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
       if (p < R) {  // a decode-attention row: its own position, its piece's table
         ctx_lens[n] = tp + 1;
         table_rows[n] = trow;
-        max_rows = std::max(max_rows, tp + 1);
       } else if (fixed) {  // not a decode-attention row
         ctx_lens[n] = -1;
         table_rows[n] = 0;
@@ -226,11 +353,11 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     }
   }
   if (fixed) {
-    for (int i = S; i < S_pad; ++i) {  // empty sequences: no tiles
+    for (int i = S; i < key.seqs; ++i) {  // empty sequences: no tiles
       cu[i + 1] = cu[i];
       ctx_lens[len_base + i] = 0;
     }
-    for (int r = n; r < Nf; ++r) {  // pad rows: neither attention's
+    for (int r = n; r < n_fixed; ++r) {  // pad rows: neither attention's
       ids[r] = 0;
       pos[r] = 0;
       rows[r] = int64_t(pad_block) * bs;
@@ -238,14 +365,12 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
       table_rows[r] = 0;
     }
   }
-  const int N = n;
-  // A pass whose every piece attends as decode rows runs padded to graph_tokens(N) tokens, so
-  // that few token counts (and so few CUDA graphs) recur: pad token i (ids 0, position 0) writes
-  // its K/V into the spare block pad_block and attends to that one row. Its outputs are never
-  // read. The decode layout reads table row r for row r (pad rows: rows N..Np-1 of the tables),
-  // the other row layout table_rows (pad rows: table row P).
-  const bool use_decode = decode && N == P;
-  const int Np = R == P ? graph_tokens(N, use_decode) : N;
+  // A pass whose every piece attends as decode rows runs padded to graph_tokens(N) tokens (or
+  // the larger graph's), so that few token counts (and so few CUDA graphs) recur: pad token i
+  // (ids 0, position 0) writes its K/V into the spare block pad_block and attends to that one
+  // row. Its outputs are never read. The decode layout reads table row r for row r (pad rows:
+  // rows N..Np-1 of the tables), the other row layout table_rows (pad rows: table row P).
+  const int Np = R == P ? key.n_tokens : N;
   if (Np > N) {
     for (int r = N; r < Np; ++r) {
       ids[r] = 0;
@@ -273,41 +398,43 @@ void GpuExecutor::Impl::forward_pass(std::span<const StepSeq> seqs,
     out_rows.push_back(row + pc.n - 1);
     out_entries.push_back(pc.entry);
   }
-  if (use_decode) {
-    // Decode: every token is its sequence's last, rows 0..Np-1 in order, the pad rows' logits
-    // too (lengths stay out of the graph: attention spans graph_context() positions).
-    const int c = graph_context(max_rows);
-    for (int r = N; r < Np; ++r) out_rows.push_back(r);
-    const PassShape ps{Np, Np, Np, Np, c, 0, true};
-    if (opt.cuda_graphs)
-      replay({GraphKey::Kind::decode, Np, c}, [&] { enqueue_forward(ps, out_rows); });
-    else
-      enqueue_forward(ps, out_rows);
-  } else if (R == P) {
-    // Every piece attends as decode rows: the layers depend on the token count and the context
-    // bound only (rows find their tables through table_rows), the output rows go after them.
-    const int c = graph_context(max_rows);
-    const PassShape ps{Np, P, P, Np, c, 0, false};
-    if (opt.cuda_graphs)
-      replay({GraphKey::Kind::rows, Np, c}, [&] { enqueue_layers(ps); });
-    else
-      enqueue_layers(ps);
-    enqueue_logits(out_rows);
-  } else if (fixed) {
-    // The packed attention's context bound is the slots' (its key splits are chosen for the
-    // grid's blocks, and each tile uses the splits its own keys fill), so that a long prompt's
-    // chunks replay one graph from its start to its end; the decode rows' stays a bucket (their
-    // grid has a block per partition of it).
-    const int c = D > 0 ? graph_context(max_rows) : 0;
-    const PassShape ps{Nf, R + S_pad, R, D > 0 ? Nf : 0, c, max_ctx, false, true};
-    if (opt.cuda_graphs)
-      replay({GraphKey::Kind::packed, Nf, c, S_pad}, [&] { enqueue_layers(ps); });
-    else
-      enqueue_layers(ps);
-    enqueue_logits(out_rows);
-  } else {
+  if (!graphed) {
     enqueue_forward(PassShape{N, P, R, D, max_rows, max_packed, false}, out_rows);
+    return;
   }
+  // Decode: every token is its sequence's last, rows 0..Np-1 in order, the pad rows' logits too
+  // (lengths stay out of the graph: attention spans the key's context bound). The other shapes:
+  // the layers from the graph, the output rows after it (rows find their tables through
+  // table_rows; fixed: see above).
+  if (opt.cuda_graphs)
+    replay(key, want);
+  else
+    enqueue_graph(key);
+  if (!use_decode) enqueue_logits(out_rows);
+}
+
+GpuExecutor::Impl::PassShape GpuExecutor::Impl::graph_shape(const GraphKey& k) const {
+  switch (k.kind) {
+    case GraphKey::Kind::decode:
+      return PassShape{k.n_tokens, k.n_tokens, k.n_tokens, k.n_tokens, k.context, 0, true};
+    case GraphKey::Kind::rows: return PassShape{k.n_tokens, 1, 1, k.n_tokens, k.context, 0, false};
+    case GraphKey::Kind::packed:
+      // The packed attention's context bound is the slots' (its key splits are chosen for the
+      // grid's blocks, and each tile uses the splits its own keys fill), so that a long prompt's
+      // chunks replay one graph from its start to its end; the decode rows' stays a bucket
+      // (their grid has a block per partition of it), 0 without decode rows.
+      return PassShape{k.n_tokens, k.seqs,  0,     k.context > 0 ? k.n_tokens : 0,
+                       k.context,  max_ctx, false, true};
+  }
+  return {};
+}
+
+void GpuExecutor::Impl::enqueue_graph(const GraphKey& k) {
+  const PassShape ps = graph_shape(k);
+  if (k.kind != GraphKey::Kind::decode) return enqueue_layers(ps);
+  std::vector<int> out_rows(size_t(k.n_tokens));
+  std::iota(out_rows.begin(), out_rows.end(), 0);
+  enqueue_forward(ps, out_rows);
 }
 
 int GpuExecutor::Impl::graph_tokens(int n, bool decode) const {

@@ -1126,6 +1126,7 @@ TEST(GpuExecutorSteps, PackedMixedStepsMatchSeparateSteps) {
 // attention): steps of 2, 3, 4 and 5 decodes beside 38, 37, 36 and 35 tokens of a long prompt
 // (40 tokens, one packed sequence, the same context buckets: one graph key), with CUDA graphs and
 // without, give the same tokens and bit-identical logits; the last step's chunk samples.
+// The graph is captured at the first of these steps and replayed at the others.
 TEST(GpuExecutorSteps, PackedGraphServesEverySplit) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
@@ -1161,7 +1162,11 @@ TEST(GpuExecutorSteps, PackedGraphServesEverySplit) {
     eg.push_back(sg.next(5, slice(longp, at, at + chunk), last));
     ep.push_back(sp.next(5, slice(longp, at, at + chunk), last));
     at += chunk;
+    const GpuGraphStats before = graphs.graph_stats();
     const auto a = sg.run(eg), b = sp.run(ep);
+    const GpuGraphStats after = graphs.graph_stats();
+    EXPECT_EQ(after.captured - before.captured, decodes == 2 ? 1 : 0);
+    EXPECT_EQ(after.replays - before.replays, 1);
     ASSERT_EQ(a, b);
     ASSERT_EQ(a.size(), size_t(decodes) + (last ? 1 : 0));
     std::vector<int> sampled;
@@ -1170,6 +1175,7 @@ TEST(GpuExecutorSteps, PackedGraphServesEverySplit) {
     ASSERT_TRUE(same_logits(graphs, plain, sampled));
     for (int s = 0; s < decodes; ++s) tok[size_t(s)] = a[size_t(s)];
   }
+  EXPECT_EQ(plain.graph_stats().captured, 0);
 }
 
 // (d) Pure decode steps after mixed steps still replay their graphs right: with CUDA graphs on
@@ -1245,6 +1251,104 @@ TEST(GpuExecutorSteps, GraphReplayAfterMixedStepsIsBitIdentical) {
   decode({2, 0});                                 // batch 2 with other slots, in another order
   decode({0, 1, 2});
   EXPECT_EQ(step, 12);
+}
+
+// (e) GpuExecutorOptions::graphs_in_background: a ladder of decode, rows and packed graphs is
+// built at load; a pass whose own graph does not exist yet runs as the smallest larger one (pad
+// rows, empty sequences, a longer context bound) while its own is recorded and built on the
+// helper thread, and replays its own once that is built. Against an executor without graphs, at
+// every step: the same greedy picks (or a near-tie, excused) and logits within the GPU's
+// tolerance; the graph counts show which path each step took.
+TEST(GpuExecutorSteps, GraphsBuiltInTheBackground) {
+  RZ_REQUIRE_GPU();
+  const SynthFormat f = SynthFormat::Q4_K_M;
+  auto mf = ModelFile::open(tiny_model(f));
+  GpuExecutorOptions o{.slots = 4, .max_context = 512};
+  o.graphs_in_background = true;
+  GpuExecutor bg(mf, o);
+  GpuExecutor plain(mf, GpuExecutorOptions{.slots = 4, .max_context = 512, .cuda_graphs = false});
+  bg.finish_graphs();
+  GpuGraphStats st = bg.graph_stats();
+  // The covers: per context bucket (256, 512) the 4-slot decode step and rows and packed passes
+  // of 64, 128, 256 and 512 tokens (packed: of 1 and 4 sequences), and the packed ones without
+  // decode rows.
+  EXPECT_EQ(st.captured, 2 * (1 + 4 + 8) + 8) << st.summary();
+  EXPECT_EQ(st.building, 0);
+  bg.set_keep_logits(true);
+  plain.set_keep_logits(true);
+  Steps sb(bg, 71), sp(plain, 71);
+  std::mt19937 rng(72);
+  const int V = mf->config().n_vocab;
+  const double tol = tol_for(f);
+  std::vector<int32_t> tok(4, -1);  // each slot's next input: the plain executor's pick
+  int step = 0;
+  // One step on both; `covered`: whether bg ran it from a larger graph (then it records the
+  // step's own, and we wait for it to be built), else from the step's own graph.
+  auto both = [&](const std::function<std::vector<StepSeq>(Steps&)>& make,
+                  const std::vector<int>& sampling, bool covered) {
+    SCOPED_TRACE("step " + std::to_string(step++));
+    const GpuGraphStats before = bg.graph_stats();
+    const auto a = sb.run(make(sb));
+    const auto b = sp.run(make(sp));
+    const GpuGraphStats after = bg.graph_stats();
+    EXPECT_EQ(after.replays - before.replays, 1);
+    EXPECT_EQ(after.covered - before.covered, covered ? 1 : 0);
+    EXPECT_EQ(after.captured - before.captured, covered ? 1 : 0);
+    EXPECT_EQ(after.plain, 0);
+    if (covered) {
+      EXPECT_EQ(after.building, 1);
+      bg.finish_graphs();
+      EXPECT_EQ(bg.graph_stats().building, 0);
+    }
+    ASSERT_EQ(a.size(), sampling.size());
+    ASSERT_EQ(b.size(), sampling.size());
+    for (size_t i = 0; i < sampling.size(); ++i) {
+      const int s = sampling[i];
+      expect_close(bg.last_logits(s), a[i], plain.last_logits(s), b[i], tol,
+                   "slot " + std::to_string(s));
+      tok[size_t(s)] = b[i];
+    }
+  };
+  auto decode = [&](const std::vector<int>& slots, bool covered) {
+    both(
+        [&](Steps& st) {
+          std::vector<StepSeq> e;
+          for (int s : slots) e.push_back(st.next(s, {tok[size_t(s)]}, true));
+          return e;
+        },
+        slots, covered);
+  };
+  const auto p0 = random_prompt(rng, 9, V), p1 = random_prompt(rng, 30, V);
+  const auto p2 = random_prompt(rng, 100, V), p3 = random_prompt(rng, 40, V);
+  // Two short prompts as decode rows beside a 100-token one, packed: the packed graph's shape.
+  both(
+      [&](Steps& st) {
+        return std::vector<StepSeq>{st.begin(0, p0, true), st.begin(1, p1, true),
+                                    st.begin(2, p2, true)};
+      },
+      {0, 1, 2}, true);
+  decode({0, 1, 2}, true);   // 3 decodes: the 4-slot decode graph holds them
+  decode({0, 1, 2}, false);  // their own graph now
+  // Two decodes beside a prompt's first 20 tokens, as decode rows: the rows graph's shape.
+  both(
+      [&](Steps& st) {
+        return std::vector<StepSeq>{st.next(0, {tok[0]}, true), st.next(1, {tok[1]}, true),
+                                    st.begin(3, slice(p3, 0, 20), false)};
+      },
+      {0, 1}, true);
+  both(
+      [&](Steps& st) {
+        return std::vector<StepSeq>{st.next(0, {tok[0]}, true), st.next(1, {tok[1]}, true),
+                                    st.next(3, slice(p3, 20, 40), true)};
+      },
+      {0, 1, 3}, false);
+  decode({0, 1, 2, 3}, false);  // 4 decodes: a warm graph is their own
+  decode({3, 0}, true);         // 2 decodes: the 3-decode graph holds them
+  decode({0, 3}, false);
+  st = bg.graph_stats();
+  EXPECT_EQ(st.evicted, 0);
+  EXPECT_EQ(st.failed, 0) << st.last_error;
+  std::printf("%s\n", st.summary().c_str());
 }
 
 // fp16 copies of the quantized matrices (GpuExecutorOptions::fp16_copies) are what the GEMM path
