@@ -576,6 +576,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.window = window;
       a.scale = cfg.attn_scale;
       a.fill_uncovered = !ps.fixed;  // fixed: the decode attention owns the other rows
+      a.tile_index_ready = l > 0;     // the same sequences every layer: layer 0 built the index
       attention_prefill(q.get() + size_t(first) * size_t(q_dim), kc, vc,
                         d_tables + size_t(ps.fixed ? 0 : R) * size_t(table_stride), d_cu,
                         d_ctx + (ps.fixed ? N : D), att.get() + size_t(first) * size_t(q_dim),

@@ -485,10 +485,12 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
   if (a.fill_uncovered)
     RZ_CUDA_CHECK(cudaMemsetAsync(
         out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float), stream));
-  launch_kernel(attn_prefill_tile_scan_kernel, 1, kScanThreads, 0, stream, cu_seqlens,
-                seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, g.tpt,
-                int(g.max_tiles));
-  RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_scan_kernel");
+  if (!a.tile_index_ready) {
+    launch_kernel(attn_prefill_tile_scan_kernel, 1, kScanThreads, 0, stream, cu_seqlens,
+                  seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, g.tpt,
+                  int(g.max_tiles));
+    RZ_CUDA_CHECK_LAUNCH("attn_prefill_tile_scan_kernel");
+  }
   const dim3 grid(unsigned(g.max_tiles), unsigned(g.gy), unsigned(splits));
   PrefillTileParams p{q,
                       reinterpret_cast<const __half*>(k_cache),

@@ -47,6 +47,11 @@ struct AttentionPrefillArgs {
   // false: rows that no valid sequence covers are left as they are (not set to NaN), so that the
   // sequences may cover a part of q / out whose other rows another kernel writes.
   bool fill_uncovered = true;
+  // true: the workspace already holds the query-tile index of a call with the same n_seqs,
+  // n_tokens, max_context, heads, cu_seqlens and seq_context_lens, written by an earlier call on
+  // the same stream (the previous layer of a forward pass): the kernel that builds it (one per
+  // call otherwise) is skipped. The index does not depend on q, the caches or window.
+  bool tile_index_ready = false;
 };
 
 // Bytes of device workspace attention_prefill needs; 0 when there is nothing to do. A per-sequence

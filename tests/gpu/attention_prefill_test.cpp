@@ -61,6 +61,9 @@ struct Config {
   float scale = 0.0f;        // 0: 1 / sqrt(head_dim)
   bool tensor_cores = true;  // AttentionPrefillArgs::tensor_cores
   int key_splits = 0;        // AttentionPrefillArgs::key_splits (0: automatic)
+  // A second call with AttentionPrefillArgs::tile_index_ready on the first one's workspace (as
+  // a forward pass's later layers make): the same bits.
+  bool reuse_index = false;
 };
 
 // Whether attention_prefill runs the tensor-core kernel for cf (attention_prefill.hpp).
@@ -218,6 +221,16 @@ void run_prefill(const Config& cf, const std::vector<Seq>& seqs, std::mt19937_64
                     d_out.get(), d_ws.get(), a, nullptr);
   const auto out = d_out.download();
   if (got) *got = out;
+  if (cf.reuse_index) {
+    AttentionPrefillArgs again = a;
+    again.tile_index_ready = true;
+    auto d_out2 = poisoned<float>(q.size());
+    attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
+                      d_out2.get(), d_ws.get(), again, nullptr);
+    const auto out2 = d_out2.download();
+    for (size_t e = 0; e < out.size(); ++e)
+      ASSERT_EQ(bits_of(out[e]), bits_of(out2[e])) << "the reused tile index: element " << e;
+  }
 
   const size_t rw = size_t(n_head) * hd;
   for (int t = 0; t < n_tokens; ++t) {
@@ -411,6 +424,30 @@ TEST(AttentionPrefillTiled, KeySplitsInvalidInputsGiveNaN) {
     run_prefill({64, 1, 4, 32, 0.0f, true, splits}, seqs, rng, "context above max_context", log,
                 above);
   }
+}
+
+// AttentionPrefillArgs::tile_index_ready: a call that reuses the tile index an earlier call with
+// the same sequences left in the workspace gives the same bits, unsplit, with key splits and with
+// faults (bad lengths and blocks).
+TEST(AttentionPrefillTiled, ReusedTileIndexGivesTheSameBits) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<Seq> qwen = {{1300, 224}, {0, 1}, {60, 3}};
+  const std::vector<Seq> mixed = {{0, 300}, {900, 65}, {0, 17}, {1, 64}, {7, 0}};
+  Faults faults;
+  faults.ctx_delta = {0, 0, -1, 0, 0};  // sequence 2 (17 new tokens): fewer cached than new
+  faults.extra_tokens = 3;
+  faults.bad_seq = 0;
+  faults.bad_block = 4;
+  ErrorLog log;
+  for (int splits : {1, 3, 0}) {
+    run_prefill({128, 2, 6, 16, 0.0f, true, splits, true}, qwen, rng, "qwen chunk", log);
+    run_prefill({64, 2, 4, 16, 0.0f, true, splits, true}, mixed, rng, "mixed", log);
+    run_prefill({128, 2, 2, 32, 0.0f, true, splits, true}, mixed, rng, "faults", log, faults);
+  }
+  run_prefill({96, 2, 3, 16, 0.0f, false, 0, true}, mixed, rng, "CUDA cores", log);
 }
 
 // Where the automatic choice is 1 (whatever the GPU: max_context 190 has fewer than 2 * 2 key
