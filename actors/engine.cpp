@@ -109,7 +109,7 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
       std::make_shared<MetricsRegistry>(config.max_slots, bc.kv_block_count(), bc.kv_block_size);
 
   auto impl = std::make_unique<Impl>(sys);
-  impl->gpu = spawn_gpu_actor(sys, std::move(executor));
+  impl->gpu = spawn_gpu_actor(sys, std::move(executor), ctx->metrics);
   // Opened here, so that a path that cannot be written fails start, not the actor.
   auto step_log = config.step_log.empty() ? nullptr : std::make_shared<StepLog>(config.step_log);
   ctx->batcher = spawn_batcher(sys, std::move(bc), impl->gpu, ctx->metrics, std::move(step_log),

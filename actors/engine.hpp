@@ -84,8 +84,9 @@ struct EngineMetrics {
   uint64_t prefix_cache_hit_tokens = 0;  // prompt tokens reused from it
   uint64_t prefix_cache_evictions = 0;   // cached blocks reused for other tokens
   int sessions = 0;                      // open sessions
-  Histogram step_seconds;                // executor step duration (prefill and decode)
-  Histogram ttft_seconds;                // request arrival to first token
+  std::vector<ExecutorCounter> executor_counters;  // Executor::counters() after the last step
+  Histogram step_seconds;                          // executor step duration (prefill and decode)
+  Histogram ttft_seconds;                          // request arrival to first token
 };
 
 class Engine;

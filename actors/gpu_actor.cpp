@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/metrics.hpp"
 #include "sched/step.hpp"
 
 namespace rz::engine {
@@ -15,16 +16,21 @@ namespace {
 
 struct GpuState {
   std::shared_ptr<Executor> ex;
-  std::unique_ptr<StepRunner> runner;  // fills in the tokens of steps planned ahead
+  std::unique_ptr<StepRunner> runner;        // fills in the tokens of steps planned ahead
+  std::shared_ptr<MetricsRegistry> metrics;  // or null
   static inline const char* name = "rz.gpu";
 };
 
-caf::behavior gpu_actor(caf::stateful_actor<GpuState>* self, std::shared_ptr<Executor> ex) {
+caf::behavior gpu_actor(caf::stateful_actor<GpuState>* self, std::shared_ptr<Executor> ex,
+                        std::shared_ptr<MetricsRegistry> metrics) {
   self->state.ex = std::move(ex);
   self->state.runner = std::make_unique<StepRunner>(self->state.ex->max_slots());
+  self->state.metrics = std::move(metrics);
   return {
       [self](step_atom, ExecutorStep& s) -> StepResult {
-        return self->state.runner->run(*self->state.ex, std::move(s));
+        StepResult r = self->state.runner->run(*self->state.ex, std::move(s));
+        if (self->state.metrics) self->state.metrics->executor_counters(self->state.ex->counters());
+        return r;
       },
       [self](release_atom, const std::vector<int>& slots) {
         release_slots(*self->state.ex, slots);
@@ -38,9 +44,10 @@ caf::behavior gpu_actor(caf::stateful_actor<GpuState>* self, std::shared_ptr<Exe
 
 }  // namespace
 
-caf::actor spawn_gpu_actor(caf::actor_system& sys, std::unique_ptr<Executor> ex) {
+caf::actor spawn_gpu_actor(caf::actor_system& sys, std::unique_ptr<Executor> ex,
+                           std::shared_ptr<MetricsRegistry> metrics) {
   std::shared_ptr<Executor> shared(std::move(ex));
-  return sys.spawn<caf::detached>(gpu_actor, std::move(shared));
+  return sys.spawn<caf::detached>(gpu_actor, std::move(shared), std::move(metrics));
 }
 
 }  // namespace rz::engine

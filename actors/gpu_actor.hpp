@@ -14,9 +14,13 @@
 
 namespace rz::engine {
 
+class MetricsRegistry;
+
 // Spawns the detached gpu actor, which takes ownership of the executor. It answers
 // (step_atom, ExecutorStep) with a StepResult, handles (release_atom, std::vector<int>) and quits
-// on (stop_atom); the executor is destroyed with the actor.
-caf::actor spawn_gpu_actor(caf::actor_system& sys, std::unique_ptr<Executor> ex);
+// on (stop_atom); the executor is destroyed with the actor. With `metrics`, the executor's own
+// counters (Executor::counters) go there after each step.
+caf::actor spawn_gpu_actor(caf::actor_system& sys, std::unique_ptr<Executor> ex,
+                           std::shared_ptr<MetricsRegistry> metrics = nullptr);
 
 }  // namespace rz::engine

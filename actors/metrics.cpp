@@ -103,6 +103,11 @@ void MetricsRegistry::prefix_cache(uint64_t lookups, uint64_t hit_tokens, uint64
   m_.prefix_cache_evictions = evictions;
 }
 
+void MetricsRegistry::executor_counters(std::vector<ExecutorCounter> counters) {
+  std::lock_guard lock(mu_);
+  m_.executor_counters = std::move(counters);
+}
+
 void MetricsRegistry::scheduler(int queue_depth, int active_slots, int64_t kv_blocks_used) {
   std::lock_guard<std::mutex> lock(mu_);
   m_.queue_depth = queue_depth;

@@ -44,6 +44,9 @@ class MetricsRegistry {
   // cache, prompt tokens they reused, cached blocks evicted for new ones.
   void prefix_cache(uint64_t lookups, uint64_t hit_tokens, uint64_t evictions);
 
+  // Gpu actor side: the executor's own counters (Executor::counters), after each step.
+  void executor_counters(std::vector<ExecutorCounter> counters);
+
  private:
   mutable std::mutex mu_;
   EngineMetrics m_;

@@ -417,6 +417,28 @@ GpuGraphStats GpuExecutor::graph_stats() const {
   return s;
 }
 
+std::vector<ExecutorCounter> GpuExecutor::counters() const {
+  const GpuGraphStats& s = impl_->graph_stats;
+  return {
+      {"rz_cuda_graphs_built_total",
+       "CUDA graphs captured (each step shape once; again after an "
+       "eviction).",
+       uint64_t(s.captured)},
+      {"rz_cuda_graph_replays_total", "Forward passes launched from a CUDA graph.",
+       uint64_t(s.replays)},
+      {"rz_cuda_graph_cover_replays_total",
+       "Forward passes launched from a larger CUDA graph while their own was being built.",
+       uint64_t(s.covered)},
+      {"rz_cuda_plain_passes_total",
+       "Forward passes launched kernel by kernel while no CUDA graph held them.",
+       uint64_t(s.plain)},
+      {"rz_cuda_graph_evictions_total", "CUDA graphs destroyed to stay within the cap.",
+       uint64_t(s.evicted)},
+      {"rz_cuda_graph_build_failures_total",
+       "CUDA graphs that failed to instantiate (their passes run without).", uint64_t(s.failed)},
+  };
+}
+
 void GpuExecutor::finish_graphs() {
   if (!impl_->builder) return;
   impl_->builder->wait_idle();

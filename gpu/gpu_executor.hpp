@@ -181,6 +181,11 @@ class GpuExecutor final : public Executor {
   std::span<const float> last_logits(int slot) const override;
   std::span<const TokenLogprobs> step_logprobs() const override;
 
+  // graph_stats() as /metrics counters: rz_cuda_graphs_built_total, rz_cuda_graph_replays_total,
+  // rz_cuda_graph_cover_replays_total, rz_cuda_plain_passes_total, rz_cuda_graph_evictions_total,
+  // rz_cuda_graph_build_failures_total.
+  std::vector<ExecutorCounter> counters() const override;
+
   const GpuMemoryPlan& memory_plan() const;
   GpuGraphStats graph_stats() const;
   // graphs_in_background: blocks until the graphs submitted so far are built, and takes them in

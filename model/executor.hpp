@@ -61,6 +61,14 @@ struct StepSeq {
   int end() const { return start + static_cast<int>(tokens.size()); }
 };
 
+// A count an executor keeps about its own work, exported on /metrics as a Prometheus counter
+// (never decreasing while the executor lives). name and help are static strings.
+struct ExecutorCounter {
+  const char* name = "";  // e.g. "rz_cuda_graphs_built_total"
+  const char* help = "";
+  uint64_t value = 0;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -94,6 +102,10 @@ class Executor {
   // slot's next sampling step (tests and tools; costs a copy of n_vocab floats per slot and step).
   virtual void set_keep_logits(bool keep) = 0;
   virtual std::span<const float> last_logits(int slot) const = 0;
+
+  // The executor's own counters (the CUDA executor's graph builds and replays), read by its
+  // owner after each step for /metrics; none by default.
+  virtual std::vector<ExecutorCounter> counters() const { return {}; }
 };
 
 }  // namespace rz

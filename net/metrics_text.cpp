@@ -89,6 +89,8 @@ std::string metrics_text(const engine::EngineMetrics& m, const NetStats& n) {
   scalar(out, "rz_prefix_cache_evictions_total", "counter",
          "Cached KV blocks evicted to make room for new ones.", m.prefix_cache_evictions);
   scalar(out, "rz_sessions", "gauge", "Open engine sessions.", m.sessions);
+  for (const ExecutorCounter& c : m.executor_counters)
+    scalar(out, c.name, "counter", c.help, static_cast<double>(c.value));
   histogram(out, "rz_step_seconds", "Executor step duration (decode tokens and prompt chunks).",
             m.step_seconds);
   histogram(out, "rz_ttft_seconds", "Time from a request's arrival to its first token.",

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/metrics.hpp"
 #include "tests/sched/fake_executor.hpp"
 
 using rz::ExecutorStep;
@@ -61,6 +62,26 @@ TEST(GpuActor, AnswersStepsAndStops) {
   bool down = false;
   self->receive([&](caf::down_msg&) { down = true; });
   EXPECT_TRUE(down);
+}
+
+// With a metrics registry, the executor's own counters (Executor::counters) land there after each
+// step, whether or not the step succeeded.
+TEST(GpuActor, PublishesTheExecutorsCounters) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto metrics = std::make_shared<rz::engine::MetricsRegistry>(1);
+  EXPECT_TRUE(metrics->snapshot().executor_counters.empty());
+  auto gpu = rz::engine::spawn_gpu_actor(sys, std::make_unique<FakeExecutor>(1, 16, 100), metrics);
+  caf::scoped_actor self{sys};
+  for (uint64_t n = 1; n <= 2; ++n) {
+    self->request(gpu, caf::infinite, rz::engine::step_atom::value, prefill_step(n, 0, {5}))
+        .receive([&](StepResult&) {}, [&](caf::error& e) { FAIL() << sys.render(e); });
+    const auto c = metrics->snapshot().executor_counters;
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_STREQ(c[0].name, "rz_fake_steps_total");
+    EXPECT_EQ(c[0].value, n);  // the second step fails (slot 0 is busy) and counts all the same
+  }
+  self->send(gpu, rz::engine::stop_atom::value);
 }
 
 TEST(GpuActor, ReleaseMessageFreesSlots) {

@@ -68,4 +68,12 @@ TEST(MetricsRegistry, SnapshotReflectsUpdates) {
   EXPECT_EQ(s.kv_blocks_used, 42);
   EXPECT_EQ(s.kv_blocks_total, 100);
   EXPECT_EQ(s.kv_block_size, 16);
+  EXPECT_TRUE(s.executor_counters.empty());
+  m.executor_counters({{"rz_a_total", "A.", 1}, {"rz_b_total", "B.", 2}});
+  m.executor_counters({{"rz_a_total", "A.", 5}, {"rz_b_total", "B.", 7}});  // the latest counts
+  const EngineMetrics t = m.snapshot();
+  ASSERT_EQ(t.executor_counters.size(), 2u);
+  EXPECT_STREQ(t.executor_counters[1].name, "rz_b_total");
+  EXPECT_EQ(t.executor_counters[0].value, 5u);
+  EXPECT_EQ(t.executor_counters[1].value, 7u);
 }

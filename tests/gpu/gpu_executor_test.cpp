@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <random>
 #include <span>
@@ -1348,6 +1349,14 @@ TEST(GpuExecutorSteps, GraphsBuiltInTheBackground) {
   st = bg.graph_stats();
   EXPECT_EQ(st.evicted, 0);
   EXPECT_EQ(st.failed, 0) << st.last_error;
+  // The same counts as /metrics counters (Executor::counters).
+  std::map<std::string, uint64_t> c;
+  for (const ExecutorCounter& x : bg.counters()) c[x.name] = x.value;
+  EXPECT_EQ(c.size(), 6u);
+  EXPECT_EQ(c["rz_cuda_graphs_built_total"], uint64_t(st.captured));
+  EXPECT_EQ(c["rz_cuda_graph_replays_total"], uint64_t(st.replays));
+  EXPECT_EQ(c["rz_cuda_graph_cover_replays_total"], uint64_t(st.covered));
+  EXPECT_EQ(c["rz_cuda_plain_passes_total"], 0u);
   std::printf("%s\n", st.summary().c_str());
 }
 

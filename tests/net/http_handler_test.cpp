@@ -23,6 +23,8 @@ ServerSnapshot sample_snapshot() {
   s.engine.requests_failed = 1;
   s.engine.requests_rejected = 2;
   s.engine.generated_tokens = 321;
+  s.engine.executor_counters = {{"rz_cuda_graphs_built_total", "Graphs.", 12},
+                                {"rz_cuda_graph_replays_total", "Replays.", 3456}};
   s.engine.prompt_tokens = 55;
   s.engine.queue_depth = 3;
   s.engine.active_slots = 2;
@@ -172,6 +174,8 @@ TEST(Metrics, PrometheusTextFormat) {
   EXPECT_EQ(value_of(s, "rz_kv_blocks_total"), 256);
   EXPECT_EQ(value_of(s, "rz_kv_block_tokens"), 16);
   EXPECT_EQ(value_of(s, "rz_ws_frames_coalesced_total"), 9);
+  EXPECT_EQ(value_of(s, "rz_cuda_graphs_built_total"), 12);  // the executor's own counters
+  EXPECT_EQ(value_of(s, "rz_cuda_graph_replays_total"), 3456);
   // Buckets are cumulative: 5, 15, 16, then +Inf = count.
   EXPECT_EQ(value_of(s, "rz_step_seconds_bucket", "le=\"0.001\""), 5);
   EXPECT_EQ(value_of(s, "rz_step_seconds_bucket", "le=\"0.01\""), 15);

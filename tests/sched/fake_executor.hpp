@@ -102,6 +102,11 @@ class FakeExecutor : public rz::Executor {
   int64_t rows_written = 0;            // KV rows written (tokens computed), all steps
   std::vector<std::string> kv_errors;  // the first few of both, for messages
 
+  // One counter of its own, as the CUDA executor reports its graphs (Executor::counters).
+  std::vector<rz::ExecutorCounter> counters() const override {
+    return {{"rz_fake_steps_total", "step() calls of the test executor.", uint64_t(steps)}};
+  }
+
   const rz::ModelConfig& config() const override { return cfg_; }
   int max_slots() const override { return max_slots_; }
   int max_context() const override { return max_context_; }
