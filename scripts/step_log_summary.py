@@ -6,8 +6,9 @@
 Prints, per kind of step (decodes only, planned ahead or not (the `ahead` column of logs that
 have it); decodes with prompt chunks, by chunk-token range), the
 count and the executor time, round trip and host gap before the step at p50/p90/p99, then the
-N slowest steps (round trip) with their shape. Where the time between two tokens of a stream goes
-is round trip + gap.
+steps that carry 8+ decodes and took more than 1.5x the executor p50 (what moves the streams'
+inter-token p99 against issue 9's bar), by what they carried, then the N slowest steps (round
+trip) with their shape. Where the time between two tokens of a stream goes is round trip + gap.
 """
 import argparse
 import csv
@@ -69,6 +70,16 @@ def main():
             cells.append(" / ".join(f"{pct(v, p):.2f}" for p in (50, 90, 99)))
         dec = sum(r["decodes"] for r in g) / len(g)
         print(f"| {k} | {len(g)} | {dec:.1f} | " + " | ".join(cells) + " |")
+    p50 = pct([r["exec_ms"] for r in rows], 50)
+    slow = [r for r in rows if r["decodes"] >= 8 and r["exec_ms"] > 1.5 * p50]
+    deep = [r for r in slow if r["chunks"] > 0 and r["max_context"] > 2048]
+    chunk = [r for r in slow if r["chunks"] > 0 and r["max_context"] <= 2048]
+    print()
+    print(f"steps with 8+ decodes over 1.5 x the exec p50 ({1.5 * p50:.2f} ms): {len(slow)} of "
+          f"{len(rows)}: {len(deep)} with prompt chunks past context 2,048, {len(chunk)} with "
+          f"other prompt chunks, {len(slow) - len(deep) - len(chunk)} decode only"
+          + (f"; median {pct([r['exec_ms'] for r in slow], 50):.2f} ms, slowest "
+             f"{max(r['exec_ms'] for r in slow):.2f}" if slow else ""))
     print()
     print(f"slowest {a.top} steps (round trip):")
     print("step,start_ms,exec_ms,round_ms,gap_ms,decodes,chunks,chunk_tokens,max_context")
