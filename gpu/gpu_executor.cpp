@@ -57,8 +57,7 @@ std::string GpuGraphStats::summary() const {
                 max_instantiate_ms, static_cast<long long>(replays),
                 static_cast<long long>(covered), static_cast<long long>(plain), evicted);
   std::string out = buf;
-  if (failed > 0)
-    out += "; " + std::to_string(failed) + " failed to instantiate (" + last_error + ")";
+  if (failed > 0) out += "; " + std::to_string(failed) + " failed to build (" + last_error + ")";
   return out;
 }
 
@@ -435,7 +434,8 @@ std::vector<ExecutorCounter> GpuExecutor::counters() const {
       {"rz_cuda_graph_evictions_total", "CUDA graphs destroyed to stay within the cap.",
        uint64_t(s.evicted)},
       {"rz_cuda_graph_build_failures_total",
-       "CUDA graphs that failed to instantiate (their passes run without).", uint64_t(s.failed)},
+       "CUDA graphs that failed to record or instantiate (their passes run without).",
+       uint64_t(s.failed)},
   };
 }
 

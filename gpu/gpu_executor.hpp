@@ -133,7 +133,7 @@ struct GpuGraphStats {
   int64_t covered = 0;  // ... of them from a larger graph while their own was being built
   int64_t plain = 0;    // passes run kernel by kernel while no graph held them
   int building = 0;     // graphs_in_background: submitted, not yet taken back
-  int failed = 0;       // ... that failed to instantiate (their passes run kernel by kernel)
+  int failed = 0;       // failed to record or instantiate (their passes run without)
   std::string last_error;
   double capture_ms = 0;      // summed: recording the passes (the step thread)
   double instantiate_ms = 0;  // summed: instantiating (the builder's thread, in the background)

@@ -261,7 +261,9 @@ struct GpuExecutor::Impl {
   // recorded after the launch and handed to the builder.
   void replay(const GraphKey& key, const GraphKey& want);
   cudaGraph_t record(const GraphKey& key);  // captures enqueue_graph(key), launching nothing
-  // Records `key` and hands it to the builder, unless built or being built.
+  // Records `key` and hands it to the builder, unless built, being built or unbuildable. A
+  // recording that fails marks the key unbuildable (counted in graph_stats) and throws nothing:
+  // the pass that wanted it has run already.
   void build_later(const GraphKey& key, bool pin = false);
   // With the builder: a ladder of decode, rows and packed shapes, pinned (graph_for's covers).
   void warm_graphs();

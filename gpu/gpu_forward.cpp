@@ -183,7 +183,15 @@ void GpuExecutor::Impl::build_later(const GraphKey& key, bool pin) {
   if (graphs.contains(key) || unbuildable.contains(key)) return;
   for (const auto& [ticket, b] : building)
     if (b.key == key) return;
-  cudaGraph_t graph = record(key);
+  cudaGraph_t graph = nullptr;
+  try {
+    graph = record(key);
+  } catch (const Error& e) {  // a graph for later: the step that wanted it has launched its work
+    unbuildable.insert(key);
+    ++graph_stats.failed;
+    graph_stats.last_error = e.what();
+    return;
+  }
   building.emplace(next_ticket, Building{key, pin});
   builder->submit(next_ticket++, graph);
 }
@@ -576,7 +584,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.window = window;
       a.scale = cfg.attn_scale;
       a.fill_uncovered = !ps.fixed;  // fixed: the decode attention owns the other rows
-      a.tile_index_ready = l > 0;     // the same sequences every layer: layer 0 built the index
+      a.tile_index_ready = l > 0;    // the same sequences every layer: layer 0 built the index
       attention_prefill(q.get() + size_t(first) * size_t(q_dim), kc, vc,
                         d_tables + size_t(ps.fixed ? 0 : R) * size_t(table_stride), d_cu,
                         d_ctx + (ps.fixed ? N : D), att.get() + size_t(first) * size_t(q_dim),
