@@ -210,9 +210,10 @@ struct GpuExecutor::Impl {
   std::unique_ptr<LogprobsRow, CudaHostFree> lp_host;
   DeviceBuffer<float> penalty_raw;           // [max_penalty] raw values of penalised logits
   std::vector<TokenLogprobs> step_logprobs;  // of the last step (Executor::step_logprobs)
-  // Captured passes. Two kinds: the whole decode step (every token its sequence's last, rows in
-  // piece order), and the layers of a pass whose every piece attends as decode rows (decodes
-  // beside short prompt chunks; the output rows vary and go after it). Both depend only on the
+  // Captured passes. Three kinds: the whole decode step (every token its sequence's last, rows in
+  // piece order); the layers of a pass whose every piece attends as decode rows (decodes beside
+  // short prompt chunks; the output rows vary and go after it); the layers of a pass with packed
+  // prompt chunks (PassShape::fixed, keyed also by its padded sequence count). They depend on the
   // token count, padded to graph_tokens(), and the attention's context bound, graph_context():
   // the longest context rounded up to a power of two (at least 256), so a short context does not
   // pay for attention over max_ctx. At most kMaxGraphs live; past that the least recently
@@ -228,7 +229,7 @@ struct GpuExecutor::Impl {
   struct CapturedGraph {
     cudaGraphExec_t exec = nullptr;
     uint64_t last_use = 0;
-    bool pinned = false;  // warm_graphs' largest shapes: never evicted
+    bool pinned = false;  // warm_graphs' covers: never evicted
   };
   std::map<GraphKey, CapturedGraph> graphs;
   size_t pinned_graphs = 0;  // of them (not counted against kMaxGraphs)
@@ -241,7 +242,7 @@ struct GpuExecutor::Impl {
     bool pin = false;
   };
   std::map<uint64_t, Building> building;
-  std::set<GraphKey> unbuildable;  // instantiating failed: never submitted again
+  std::set<GraphKey> unbuildable;  // recording or instantiating failed: never tried again
   uint64_t next_ticket = 0;
   // Takes the builder's finished graphs into `graphs`.
   void take_built();

@@ -116,19 +116,12 @@ std::vector<int32_t> GpuExecutor::Impl::run_passes(std::span<const StepSeq> seqs
 GpuExecutor::Impl::GraphKey GpuExecutor::Impl::graph_for(const GraphKey& want) {
   if (!builder) return want;
   take_built();
-  if (graphs.contains(want)) return want;
-  // The smallest graph of its kind that holds the pass: at least its tokens (pad rows fill the
-  // rest), context bound and packed sequences (empty ones).
-  const GraphKey* best = nullptr;
-  for (const auto& [k, g] : graphs) {
-    if (k.kind != want.kind || k.n_tokens < want.n_tokens || k.context < want.context ||
-        k.seqs < want.seqs)
-      continue;
-    if (!best || std::tie(k.n_tokens, k.context, k.seqs) <
-                     std::tie(best->n_tokens, best->context, best->seqs))
-      best = &k;
-  }
-  return best ? *best : want;
+  // Its own graph, else the smallest of its kind that holds the pass: at least its tokens (pad
+  // rows fill the rest), context bound and packed sequences (empty ones). The map orders keys by
+  // (kind, tokens, context, sequences), so the first that holds it from `want` on is that one.
+  for (auto it = graphs.lower_bound(want); it != graphs.end() && it->first.kind == want.kind; ++it)
+    if (it->first.context >= want.context && it->first.seqs >= want.seqs) return it->first;
+  return want;
 }
 
 void GpuExecutor::Impl::replay(const GraphKey& key, const GraphKey& want) {
