@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cmath>
 
 #include "kernels/attention_prefill_tile.cuh"
@@ -40,7 +41,7 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kKeys = kPrefillKeyTile;  // key positions per K/V tile
 constexpr int kCombineThreads = 256;
-constexpr int kCombineParts = 8;  // blocks per tile in the combine: one item a thread at D = 128
+constexpr int kCombineParts = 8;  // blocks per tile in the combine: one row a warp
 static_assert(kPrefillRows == 16 * kWarps, "one 16-row mma tile per warp");
 
 // The key tiles [begin, end) that split z of a tile with keys kv_begin .. kv_end - 1 takes, and
@@ -62,6 +63,14 @@ __device__ __forceinline__ KeyRange key_range(const PrefillTileParams& p, const 
 // kernels share the x, y grid.
 __device__ __forceinline__ int64_t part_row(int z, int r) {
   return ((int64_t(z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * kPrefillRows + r;
+}
+
+// 2^x on the special function unit, subnormal results flushed to zero (exp2f adds a range fix-up
+// around the same instruction); 2^-inf = 0.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // Row stride in halves: 16 bytes of padding put the 8 rows of an ldmatrix on distinct banks.
@@ -89,6 +98,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   __half* k_s = q_s + kPrefillRows * S;               // [2][kKeys][S]
   __half* v_s = k_s + 2 * kKeys * S;                  // [2][kKeys][S]
   __shared__ int bad_s;
+  __shared__ int row_head_s[kPrefillRows];  // tl.row_head(r), -1 for inactive rows
+  __shared__ int row_tok_s[kPrefillRows];   // r / hb: the row's token within the tile
 
   const PrefillTile tl = locate_prefill_tile(p);
   if (tl.seq < 0) return;  // uniform per block
@@ -96,31 +107,49 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   if (kr.begin >= kr.end) return;  // a split this tile does not use (uniform)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   if (tid == 0) bad_s = 0;
+  if (tid < kPrefillRows) {  // the divisions by hb once per block, not per element
+    row_head_s[tid] = tl.row_head(tid, p);
+    row_tok_s[tid] = tid / p.hb;
+  }
   __syncthreads();
 
   // K and V positions kbase .. kbase + kKeys - 1 into stage buf (zeros past kv_end, in the
-  // padding dims and for bad block ids).
+  // padding dims and for bad block ids). Thread tid copies dims d .. d + 7 of positions
+  // kbase + kk0 + kRowStep i; the block-table walk steps through them without dividing.
+  constexpr int kRowStep = kThreads / PIECES;
+  static_assert(kThreads % PIECES == 0 && kKeys % kRowStep == 0, "whole rows per pass");
+  const int d_own = 8 * (tid % PIECES), kk0 = tid / PIECES;
+  const bool d_ok = d_own < p.head_dim;
+  const int64_t blk_stride = int64_t(p.n_head_kv) * p.block_size * p.head_dim;
+  const int64_t head_off = int64_t(tl.kvh) * p.block_size * p.head_dim + d_own;
   auto load_kv = [&](int kbase, int buf) {
-    __half* kd = k_s + buf * kKeys * S;
-    __half* vd = v_s + buf * kKeys * S;
-    for (int idx = tid; idx < kKeys * PIECES; idx += kThreads) {
-      const int kk = idx / PIECES, d = 8 * (idx % PIECES);
-      const int pos = kbase + kk;
+    __half* kd = k_s + buf * kKeys * S + d_own;
+    __half* vd = v_s + buf * kKeys * S + d_own;
+    int pos = kbase + kk0;
+    int bi = pos / p.block_size;       // block-table index of pos
+    int bo = pos - bi * p.block_size;  // offset in the block
+#pragma unroll
+    for (int i = 0; i < kKeys / kRowStep; ++i) {
+      const int kk = kk0 + kRowStep * i;
       int64_t off = 0;
       int bytes = 0;
-      if (pos < tl.kv_end && d < p.head_dim) {
-        const int32_t blk = tl.table[pos / p.block_size];
+      if (pos < tl.kv_end && d_ok) {
+        const int32_t blk = tl.table[bi];
         if (blk < 0 || blk >= p.n_blocks) {
           bad_s = 1;
         } else {
-          off = ((int64_t(blk) * p.n_head_kv + tl.kvh) * p.block_size + pos % p.block_size) *
-                    p.head_dim +
-                d;
+          off = blk * blk_stride + head_off + int64_t(bo) * p.head_dim;
           bytes = 16;
         }
       }
-      cp_async16_zfill(kd + kk * S + d, p.k_cache + off, bytes);
-      cp_async16_zfill(vd + kk * S + d, p.v_cache + off, bytes);
+      cp_async16_zfill(kd + kk * S, p.k_cache + off, bytes);
+      cp_async16_zfill(vd + kk * S, p.v_cache + off, bytes);
+      pos += kRowStep;
+      bo += kRowStep;
+      while (bo >= p.block_size) {  // once per step for blocks of kRowStep keys or more
+        bo -= p.block_size;
+        ++bi;
+      }
     }
   };
 
@@ -128,16 +157,25 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   cp_async_commit();
 
   // Q tile to shared as fp16, times scale * log2(e); zeros for inactive rows and padding dims.
-  for (int idx = tid; idx < kPrefillRows * (D / 4); idx += kThreads) {
-    const int r = idx / (D / 4), d = 4 * (idx % (D / 4));
-    const int h = tl.row_head(r, p);
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Every load is issued before the first conversion waits on one (one round trip, not four).
+  constexpr int kQIters = kPrefillRows * (D / 4) / kThreads;
+  static_assert(kPrefillRows * (D / 4) % kThreads == 0, "whole Q passes");
+  float4 qv[kQIters];
+#pragma unroll
+  for (int i = 0; i < kQIters; ++i) {
+    const int idx = tid + i * kThreads, r = idx / (D / 4), d = 4 * (idx % (D / 4));
+    const int h = row_head_s[r];
+    qv[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (h >= 0 && d < p.head_dim)
-      v = *reinterpret_cast<const float4*>(
-          p.q + (int64_t(tl.t0 + r / p.hb) * p.n_head + h) * p.head_dim + d);
+      qv[i] = __ldg(reinterpret_cast<const float4*>(
+          p.q + (int64_t(tl.t0 + row_tok_s[r]) * p.n_head + h) * p.head_dim + d));
+  }
+#pragma unroll
+  for (int i = 0; i < kQIters; ++i) {
+    const int idx = tid + i * kThreads, r = idx / (D / 4), d = 4 * (idx % (D / 4));
     uint2 packed;
-    packed.x = pack_half2(v.x * p.scale_log2, v.y * p.scale_log2);
-    packed.y = pack_half2(v.z * p.scale_log2, v.w * p.scale_log2);
+    packed.x = pack_half2(qv[i].x * p.scale_log2, qv[i].y * p.scale_log2);
+    packed.y = pack_half2(qv[i].z * p.scale_log2, qv[i].w * p.scale_log2);
     *reinterpret_cast<uint2*>(q_s + r * S + d) = packed;
   }
   __syncthreads();
@@ -147,8 +185,16 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
     ldmatrix_x4(qf[kd], q_s + (16 * warp + lane % 16) * S + 16 * kd + (lane / 16) * 8);
 
   const int r0 = 16 * warp + g, r1 = r0 + 8;  // this thread's two rows
-  const int qpos0 = tl.row_pos(r0, p), qpos1 = tl.row_pos(r1, p);
+  const int h0 = row_head_s[r0], h1 = row_head_s[r1];
+  const int qpos0 = h0 >= 0 ? tl.pos0 + row_tok_s[r0] : -1;  // tl.row_pos
+  const int qpos1 = h1 >= 0 ? tl.pos0 + row_tok_s[r1] : -1;
   const int lo0 = PrefillTile::window_floor(qpos0, p), lo1 = PrefillTile::window_floor(qpos1, p);
+  // A key tile needs the mask only where it reaches past the warp's first active position (the
+  // causal edge; keys past kv_end are there too) or down into a row's window floor. Inactive
+  // rows have Q = 0 (scores 0, finite) and are never written, so they need no mask of their own.
+  const int warp_qmin =
+      __reduce_min_sync(0xffffffffu, min(h0 >= 0 ? qpos0 : INT_MAX, h1 >= 0 ? qpos1 : INT_MAX));
+  const int warp_lomax = __reduce_max_sync(0xffffffffu, max(lo0, lo1));
   float o[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -182,33 +228,38 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
       }
 
     const int kbase = it * kKeys;
+    if (kbase + kKeys - 1 > warp_qmin || kbase <= warp_lomax) {  // uniform per warp
+#pragma unroll
+      for (int j = 0; j < NK; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = kbase + 8 * j + 2 * c + e;
+          // causal, and inactive rows (qpos -1); keys below a sliding window
+          if (key > qpos0 || key <= lo0) s[j][e] = -INFINITY;
+          if (key > qpos1 || key <= lo1) s[j][2 + e] = -INFINITY;
+        }
+    }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < NK; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = kbase + 8 * j + 2 * c + e;
-        // causal, and inactive rows (qpos -1); keys below a sliding window
-        if (key > qpos0 || key <= lo0) s[j][e] = -INFINITY;
-        if (key > qpos1 || key <= lo1) s[j][2 + e] = -INFINITY;
-        mx0 = fmaxf(mx0, s[j][e]);
-        mx1 = fmaxf(mx1, s[j][2 + e]);
-      }
+    for (int j = 0; j < NK; ++j) {
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
     mx0 = group_max<4>(mx0);
     mx1 = group_max<4>(mx1);
     const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
     const float mu0 = mn0 == -INFINITY ? 0.0f : mn0;  // all masked so far: p = 0
     const float mu1 = mn1 == -INFINITY ? 0.0f : mn1;
-    const float alpha0 = exp2f(m0 - mu0), alpha1 = exp2f(m1 - mu1);
+    const float alpha0 = exp2_ftz(m0 - mu0), alpha1 = exp2_ftz(m1 - mu1);
     m0 = mn0;
     m1 = mn1;
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
     for (int j = 0; j < NK; ++j) {
-      s[j][0] = exp2f(s[j][0] - mu0);
-      s[j][1] = exp2f(s[j][1] - mu0);
-      s[j][2] = exp2f(s[j][2] - mu1);
-      s[j][3] = exp2f(s[j][3] - mu1);
+      s[j][0] = exp2_ftz(s[j][0] - mu0);
+      s[j][1] = exp2_ftz(s[j][1] - mu0);
+      s[j][2] = exp2_ftz(s[j][2] - mu1);
+      s[j][3] = exp2_ftz(s[j][3] - mu1);
       sum0 += s[j][0] + s[j][1];
       sum1 += s[j][2] + s[j][3];
     }
@@ -244,7 +295,6 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
   l1 = group_sum<4>(l1);
   const bool bad = bad_s != 0;  // set before the sync that preceded its tile's use
   const float nan = __int_as_float(0x7fc00000);
-  const int h0 = tl.row_head(r0, p), h1 = tl.row_head(r1, p);
   if (kr.used > 1) {  // partials for the combine kernel: unnormalized O, m and l
     const int64_t pr0 = part_row(blockIdx.z, r0), pr1 = part_row(blockIdx.z, r1);
 #pragma unroll
@@ -274,59 +324,70 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
     const int d = 8 * n + 2 * c;
     if (d >= p.head_dim) continue;  // head_dim % 16 == 0: d + 1 is in range too
     if (h0 >= 0)
-      *reinterpret_cast<float2*>(p.out + (int64_t(tl.t0 + r0 / p.hb) * p.n_head + h0) * p.head_dim +
-                                 d) =
+      *reinterpret_cast<float2*>(
+          p.out + (int64_t(tl.t0 + row_tok_s[r0]) * p.n_head + h0) * p.head_dim + d) =
           bad ? make_float2(nan, nan) : make_float2(o[n][0] * inv0, o[n][1] * inv0);
     if (h1 >= 0)
-      *reinterpret_cast<float2*>(p.out + (int64_t(tl.t0 + r1 / p.hb) * p.n_head + h1) * p.head_dim +
-                                 d) =
+      *reinterpret_cast<float2*>(
+          p.out + (int64_t(tl.t0 + row_tok_s[r1]) * p.n_head + h1) * p.head_dim + d) =
           bad ? make_float2(nan, nan) : make_float2(o[n][2] * inv1, o[n][3] * inv1);
   }
 }
 
 // grid (max_tiles, n_head_kv * chunks, kCombineParts), block kCombineThreads: merges the
-// partials of the tiles that use more than one split; the z blocks of a tile share its items
-// (few tiles leave the machine mostly idle, so each thread takes as few items as it can: the
-// kernel is bound by the latency of its loads). Thread item (row r, dims d .. d + 3):
+// partials of the tiles that use more than one split; one warp per row (the z blocks of a tile
+// share its rows), lane i holding dims 4 i .. 4 i + 3 (head_dim <= 128). Per row:
 //   M = max_j m_j, w_j = 2^(m_j - M), out = sum_j w_j O_j / sum_j w_j l_j
-// over the splits j the tile uses. A split whose keys all lie past the row's position (or below
-// its sliding window) has m_j = -inf (weight 0); some split holds the row's own position, so M is
-// finite unless a partial is NaN, and a NaN
-// partial (bad block id) makes w_j, and so the row, NaN (fmaxf skips it in M). (The decode
-// combine in attention_decode.cu is the same sum in the natural-log domain; what differs, and
-// stays apart, is which rows and partitions exist: slots and lengths there, tiles here.)
+// over the splits j the tile uses. The lanes load every split's m and l at once (lane j: split j
+// and j + 32) and reduce them by shuffles, so the row waits for one round of loads there, and the
+// O loads of several splits are in flight together (their addresses do not depend on the sums).
+// A split whose keys all lie past the row's position (or below its sliding window) has
+// m_j = -inf (weight 0); some split holds the row's own position, so M is finite unless a partial
+// is NaN, and a NaN partial (bad block id) makes w_j, and so the row, NaN (fmaxf skips it in M).
+// (The decode combine in attention_decode.cu is the same sum in the natural-log domain; what
+// differs, and stays apart, is which rows and partitions exist: slots and lengths there, tiles
+// here.)
 __global__ void __launch_bounds__(kCombineThreads)
     attn_prefill_combine_kernel(const PrefillTileParams p) {
   grid_dependency_sync();
-  const int quads = p.head_dim / 4;
-  if (int(blockIdx.z) * kCombineThreads >= kPrefillRows * quads) return;  // no items here
+  constexpr int kRowWarps = kCombineThreads / 32;
   const PrefillTile tl = locate_prefill_tile(p);
   if (tl.seq < 0) return;
   const int used = key_range(p, tl, 0).used;
   if (used <= 1) return;  // written by the attention kernel
-  for (int idx = blockIdx.z * kCombineThreads + threadIdx.x; idx < kPrefillRows * quads;
-       idx += kCombineThreads * gridDim.z) {
-    const int r = idx / quads, d = 4 * (idx % quads);
-    const int h = tl.row_head(r, p);
+  const int lane = threadIdx.x % 32, d = 4 * lane;
+  for (int r = blockIdx.z * kRowWarps + threadIdx.x / 32; r < kPrefillRows;
+       r += kRowWarps * gridDim.z) {
+    const int h = tl.row_head(r, p);  // uniform per warp
     if (h < 0) continue;
-    float mx = -INFINITY;
-    for (int j = 0; j < used; ++j) mx = fmaxf(mx, p.part_m[part_row(j, r)]);
+    const bool ja = lane < used, jb = lane + 32 < used;  // kMaxKeySplits <= 64
+    const float ma = ja ? p.part_m[part_row(lane, r)] : -INFINITY;
+    const float mb = jb ? p.part_m[part_row(lane + 32, r)] : -INFINITY;
+    const float la = ja ? p.part_l[part_row(lane, r)] : 0.0f;
+    const float lb = jb ? p.part_l[part_row(lane + 32, r)] : 0.0f;
+    float mx = warp_max(fmaxf(ma, mb));
     if (mx == -INFINITY) mx = 0.0f;  // not reached (see above): l = 0 gives NaN
-    float l = 0.0f;
+    const float wa = ja ? exp2f(ma - mx) : 0.0f, wb = jb ? exp2f(mb - mx) : 0.0f;
+    const float l = warp_sum(ja ? wa * la : 0.0f) + warp_sum(jb ? wb * lb : 0.0f);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
     for (int j = 0; j < used; ++j) {
-      const int64_t pr = part_row(j, r);
-      const float w = exp2f(p.part_m[pr] - mx);
-      l = fmaf(w, p.part_l[pr], l);
-      const float4 v = *reinterpret_cast<const float4*>(p.part_o + pr * p.head_dim + d);
-      acc.x = fmaf(w, v.x, acc.x);
-      acc.y = fmaf(w, v.y, acc.y);
-      acc.z = fmaf(w, v.z, acc.z);
-      acc.w = fmaf(w, v.w, acc.w);
+      const float w = __shfl_sync(0xffffffffu, j < 32 ? wa : wb, j % 32);
+      if (d < p.head_dim) {
+        const float4 v =
+            *reinterpret_cast<const float4*>(p.part_o + part_row(j, r) * p.head_dim + d);
+        acc.x = fmaf(w, v.x, acc.x);
+        acc.y = fmaf(w, v.y, acc.y);
+        acc.z = fmaf(w, v.z, acc.z);
+        acc.w = fmaf(w, v.w, acc.w);
+      }
     }
-    const float inv = 1.0f / l;
-    *reinterpret_cast<float4*>(p.out + (int64_t(tl.t0 + r / p.hb) * p.n_head + h) * p.head_dim +
-                               d) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    if (d < p.head_dim) {
+      const float inv = 1.0f / l;
+      *reinterpret_cast<float4*>(p.out + (int64_t(tl.t0 + r / p.hb) * p.n_head + h) * p.head_dim +
+                                 d) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    }
   }
 }
 

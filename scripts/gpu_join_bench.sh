@@ -6,7 +6,8 @@
 #   scripts/gpu_join_bench.sh BIN_DIR MODEL [BUDGETS]      BUDGETS default "256 512 1024 2048"
 #
 # For each budget: `rz serve --device cuda --max-slots 40 --max-step-tokens B`, then
-#   alone:  rz-wsbench, 32 connections, 64-word prompts, 256 tokens each, 96 requests;
+#   alone:  rz-wsbench, 32 connections, 64-word prompts, 256 tokens each, 96 requests
+#           (RZ_JOIN_REQUESTS: more rounds of 32 give a longer, steadier measurement);
 #   joins:  the same, while a second rz-wsbench keeps 2 connections sending 3,400-word prompts
 #           (4 tokens each) until the first one ends: back to back (the GPU never idles from
 #           prefill), or with RZ_JOIN_RATE=R at R prompts/s (Poisson arrivals).
@@ -41,7 +42,7 @@ for b in $budgets; do
   fi
   pid=$server_pid
   url="ws://127.0.0.1:$port/v1/ws"
-  streams=(--url "$url" --connections 32 --requests 96 --prompt-tokens 64 --max-tokens 256
+  streams=(--url "$url" --connections 32 --requests "${RZ_JOIN_REQUESTS:-96}" --prompt-tokens 64 --max-tokens 256
            --seed 11 --timeout 600 --json)
   # Warm-up: CUDA graphs for every batch size, cuBLAS handles.
   "$bin/rz-wsbench" --url "$url" --connections 32 --requests 32 --prompt-tokens 64 \

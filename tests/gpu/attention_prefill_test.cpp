@@ -24,9 +24,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -554,78 +556,144 @@ double time_ms(const std::function<void()>& fn, int reps) {
          reps;
 }
 
-// The qwen2.5-1.5b chunk shape (224 query tokens, 12 heads / 2 kv, head_dim 128, one sequence)
-// at a few contexts: prints the time of each forced key split count and of the automatic choice
-// (a rough benchmark, as the test below), each output checked against the unsplit one.
-TEST(AttentionPrefillTiled, KeySplitsTimesOfAQwenChunk) {
-  RZ_REQUIRE_GPU();
+// Microseconds per call of fn(stream) as a forward pass runs it: reps calls captured in one CUDA
+// graph and replayed (launched from the host one by one, calls this small time the launches).
+double graph_time_us(const std::function<void(cudaStream_t)>& fn, int reps) {
+  cudaStream_t st = nullptr;
+  RZ_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  RZ_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int r = 0; r < reps; ++r) fn(st);
+  RZ_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  RZ_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  RZ_CUDA_CHECK(cudaEventCreate(&e0));
+  RZ_CUDA_CHECK(cudaEventCreate(&e1));
+  RZ_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up (uploads the graph)
+  RZ_CUDA_CHECK(cudaEventRecord(e0, st));
+  RZ_CUDA_CHECK(cudaGraphLaunch(exec, st));
+  RZ_CUDA_CHECK(cudaEventRecord(e1, st));
+  RZ_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0.0f;
+  RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  RZ_CUDA_CHECK(cudaEventDestroy(e0));
+  RZ_CUDA_CHECK(cudaEventDestroy(e1));
+  RZ_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  RZ_CUDA_CHECK(cudaGraphDestroy(graph));
+  RZ_CUDA_CHECK(cudaStreamDestroy(st));
+  return 1e3 * double(ms) / reps;
+}
+
+// One sequence of qwen2.5-1.5b's attention shape (12 heads / 2 kv, head_dim 128) with n query
+// tokens at context ctx: prints the time of each key split count in `splits` (0: the automatic
+// choice), each output checked against the first count's (which must be 1). As in a forward
+// pass's layers after the first, the tile index is built once and uncovered rows are not filled.
+void time_qwen_chunk(int n, int ctx, const std::vector<int>& splits, int reps) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int n = 224, n_head = 12, n_kv = 2, hd = 128, bs = 16;
+  const int n_head = 12, n_kv = 2, hd = 128, bs = 16;
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int ctx : {1524, 4096, 16384}) {
-    const int n_blocks = (ctx + bs - 1) / bs;
-    const KvCacheShape sh{n_blocks, n_kv, bs, hd};
-    std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
-    for (auto& x : kc) x = fp32_to_fp16(nd(rng));
-    for (auto& x : vc) x = fp32_to_fp16(nd(rng));
-    std::vector<int32_t> table(n_blocks);
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
-    std::vector<float> q(size_t(n) * n_head * hd);
-    for (auto& x : q) x = 2.0f * nd(rng);
-    AttentionPrefillArgs a;
-    a.n_seqs = 1;
-    a.n_tokens = n;
-    a.n_head = n_head;
-    a.cache = sh;
-    a.max_context = ctx;
-    a.table_stride = n_blocks;
-    const int splits[] = {1, 2, 3, 4, 5, 6, 8, 0};
-    size_t ws_bytes = 0;
-    for (int k : splits) {
-      a.key_splits = k;
-      ws_bytes = std::max(ws_bytes, attention_prefill_workspace_bytes(a));
+  const int n_blocks = (ctx + bs - 1) / bs;
+  const KvCacheShape sh{n_blocks, n_kv, bs, hd};
+  std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
+  for (auto& x : kc) x = fp32_to_fp16(nd(rng));
+  for (auto& x : vc) x = fp32_to_fp16(nd(rng));
+  std::vector<int32_t> table(n_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> q(size_t(n) * n_head * hd);
+  for (auto& x : q) x = 2.0f * nd(rng);
+  AttentionPrefillArgs a;
+  a.n_seqs = 1;
+  a.n_tokens = n;
+  a.n_head = n_head;
+  a.cache = sh;
+  a.max_context = ctx;
+  a.table_stride = n_blocks;
+  a.fill_uncovered = false;
+  size_t ws_bytes = 0;
+  for (int k : splits) {
+    a.key_splits = k;
+    ws_bytes = std::max(ws_bytes, attention_prefill_workspace_bytes(a));
+  }
+  auto d_k = to_device(kc), d_v = to_device(vc);
+  auto d_q = to_device(q);
+  auto d_t = to_device(table), d_cu = to_device(std::vector<int32_t>{0, n});
+  auto d_ctx = to_device(std::vector<int32_t>{ctx});
+  auto d_out = poisoned<float>(q.size());
+  auto d_ws = poisoned<uint8_t>(ws_bytes);
+  std::string line = "[ qwen chunk, " + std::to_string(n) + " tokens at context " +
+                     std::to_string(ctx) + ", us by key splits:";
+  std::vector<float> first;
+  for (int k : splits) {
+    a.key_splits = k;
+    a.tile_index_ready = false;  // the first call builds the index, the timed ones reuse it
+    const auto call = [&](cudaStream_t st) {
+      attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
+                        d_out.get(), d_ws.get(), a, st);
+      a.tile_index_ready = true;
+    };
+    call(nullptr);
+    RZ_CUDA_CHECK(cudaDeviceSynchronize());
+    const double us = graph_time_us(call, reps);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s%d: %.1f", k == 0 ? "auto=" : "",
+                  attention_prefill_key_splits(a), us);
+    line += buf;
+    const auto got = d_out.download();
+    if (first.empty()) {
+      ASSERT_EQ(k, 1);
+      first = got;
+      continue;
     }
-    auto d_k = to_device(kc), d_v = to_device(vc);
-    auto d_q = to_device(q);
-    auto d_t = to_device(table), d_cu = to_device(std::vector<int32_t>{0, n});
-    auto d_ctx = to_device(std::vector<int32_t>{ctx});
-    auto d_out = poisoned<float>(q.size());
-    auto d_ws = poisoned<uint8_t>(ws_bytes);
-    std::string line = "[ qwen chunk, " + std::to_string(n) + " tokens at context " +
-                       std::to_string(ctx) + ", ms by key splits:";
-    std::vector<float> unsplit;
-    for (int k : splits) {
-      a.key_splits = k;
-      const double ms = time_ms(
-          [&] {
-            attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
-                              d_out.get(), d_ws.get(), a, nullptr);
-          },
-          20);
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " %s%d: %.4f", k == 0 ? "auto=" : "",
-                    attention_prefill_key_splits(a), ms);
-      line += buf;
-      const auto got = d_out.download();
-      if (k == 1) {
-        unsplit = got;
-        continue;
-      }
-      const size_t rw = size_t(n_head) * hd;
-      for (int t = 0; t < n; ++t) {
-        std::vector<double> r(unsplit.begin() + t * rw, unsplit.begin() + (t + 1) * rw);
-        double mx = 0;
-        for (double x : r) mx = std::max(mx, std::fabs(x));
-        std::vector<float> g(got.begin() + t * rw, got.begin() + (t + 1) * rw);
-        ASSERT_TRUE(all_close(g, r, 0.0, kMmaRelTol * mx,
-                              "context " + std::to_string(ctx) + ", key_splits " +
-                                  std::to_string(k) + ", token " + std::to_string(t)));
-      }
+    const size_t rw = size_t(n_head) * hd;
+    for (int t = 0; t < n; ++t) {
+      std::vector<double> r(first.begin() + t * rw, first.begin() + (t + 1) * rw);
+      double mx = 0;
+      for (double x : r) mx = std::max(mx, std::fabs(x));
+      std::vector<float> g(got.begin() + t * rw, got.begin() + (t + 1) * rw);
+      ASSERT_TRUE(all_close(g, r, 0.0, kMmaRelTol * mx,
+                            "context " + std::to_string(ctx) + ", key_splits " + std::to_string(k) +
+                                ", token " + std::to_string(t)));
     }
-    std::printf("%s ]\n", line.c_str());
+  }
+  const double gflop = 4.0 * n * double(ctx) * hd * n_head * 1e-9;
+  std::printf("%s ] (%.2f GFLOP)\n", line.c_str(), gflop);
+}
+
+// The qwen2.5-1.5b chunk shape (224 query tokens) at a few contexts, by key split count (a rough
+// benchmark, as the test below).
+TEST(AttentionPrefillTiled, KeySplitsTimesOfAQwenChunk) {
+  RZ_REQUIRE_GPU();
+  for (int ctx : {1524, 4096, 16384}) time_qwen_chunk(224, ctx, {1, 2, 3, 4, 5, 6, 8, 0}, 20);
+}
+
+// Short chunks deep in a long prompt beside decodes (issue 9's join bench: 32-96 prompt tokens at
+// ~3,000 keys): RZ_ATTN_BENCH="n:ctx n:ctx ..." picks the shapes. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='AttentionPrefillBench.*'.
+TEST(AttentionPrefillBench, DISABLED_ShortChunks) {
+  RZ_REQUIRE_GPU();
+  const char* env = std::getenv("RZ_ATTN_BENCH");
+  std::string spec = env ? env : "32:3072 64:3072 96:3072 96:1024 128:3072 224:4096";
+  // RZ_ATTN_BENCH_SPLITS (the first must be 1) and RZ_ATTN_BENCH_REPS: fewer launches under ncu.
+  std::vector<int> splits = {1, 2, 4, 8, 12, 16, 24, 0};
+  if (const char* e = std::getenv("RZ_ATTN_BENCH_SPLITS")) {
+    splits.clear();
+    std::istringstream in(e);
+    for (int k; in >> k;) splits.push_back(k);
+  }
+  const char* reps_env = std::getenv("RZ_ATTN_BENCH_REPS");
+  const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 200;
+  for (size_t i = 0; i < spec.size();) {
+    const size_t j = std::min(spec.find(' ', i), spec.size());
+    const std::string item = spec.substr(i, j - i);
+    i = j + 1;
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) continue;
+    time_qwen_chunk(std::stoi(item.substr(0, colon)), std::stoi(item.substr(colon + 1)), splits,
+                    reps);
   }
 }
 
