@@ -90,6 +90,10 @@ std::shared_ptr<Engine> Engine::start(caf::actor_system& sys, std::unique_ptr<Ex
   if (config.max_step_tokens == 0)
     config.max_step_tokens = default_max_step_tokens(config.max_slots);
   bc.max_step_tokens = config.max_step_tokens;
+  if (config.idle_step_tokens == 0) config.idle_step_tokens = kDefaultIdleStepTokens;
+  if (config.idle_step_tokens < -1)
+    throw Error("engine: idle_step_tokens must be -1, 0 or positive");
+  bc.idle_step_tokens = std::max(config.idle_step_tokens, 0);
   bc.prefix_cache = config.prefix_cache;
   bc.n_vocab = executor->config().n_vocab > 0 ? executor->config().n_vocab : tokenizer->n_vocab();
   bc.is_eog = [tokenizer](int32_t id) { return tokenizer->is_eog(id); };

@@ -41,9 +41,12 @@ class FrameSink {
 };
 
 struct EngineConfig {
-  int max_slots = 0;                  // 0: the executor's max_slots()
-  int max_queue = 64;                 // waiting requests beyond the slots; more get `overloaded`
-  int max_step_tokens = 0;            // tokens per step, decode + prefill; 0: the default
+  int max_slots = 0;        // 0: the executor's max_slots()
+  int max_queue = 64;       // waiting requests beyond the slots; more get `overloaded`
+  int max_step_tokens = 0;  // tokens per step, decode + prefill; 0: the default
+  // Tokens of a step without decodes (prompts into an idle server), where more than
+  // max_step_tokens; 0: kDefaultIdleStepTokens (sched/batch_state.hpp), -1: max_step_tokens.
+  int idle_step_tokens = 0;
   bool prefix_cache = true;           // reuse the KV of prompts' cached prefixes
   int max_inflight_per_session = 16;  // live requests of one session; more get `overloaded`
   proto::ProtocolLimits limits;       // max_tokens is also capped by the context

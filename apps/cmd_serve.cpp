@@ -73,7 +73,12 @@ int serve(int argc, char** argv) {
       .opt("max-step-tokens", "N",
            "tokens one step computes: every running request's next token, then "
            "chunks of waiting prompts (chunked prefill); at least --max-slots",
-           "256 (or --max-slots when more)")
+           "128 (or --max-slots when more)")
+      .opt("idle-step-tokens", "N",
+           "tokens a step may compute when no request decodes in it (prompts into an idle "
+           "server: no stream's next token waits on that step); --max-step-tokens where "
+           "that is more",
+           "2048")
       .opt("step-log", "FILE",
            "write a CSV line per executor step (start, executor and round-trip time, host gap "
            "before it, decodes, prompt chunks and their tokens) to FILE",
@@ -231,6 +236,8 @@ int serve(int argc, char** argv) {
                   " is less than --max-slots " + std::to_string(slots) +
                   ": every running request takes one token of each step");
   }
+  if (f.has("idle-step-tokens"))
+    ecfg.idle_step_tokens = static_cast<int>(ranged(f, "idle-step-tokens", 1, 1 << 20));
   double kv_fraction = 0.9;
   try {
     kv_fraction = std::stod(f.str("kv-fraction"));

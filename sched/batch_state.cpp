@@ -22,6 +22,8 @@ void BatchConfig::validate() const {
   need(max_step_tokens >= max_slots,
        "max_step_tokens (" + std::to_string(max_step_tokens) + ") must be at least max_slots (" +
            std::to_string(max_slots) + "): every running request decodes in each step");
+  need(idle_step_tokens >= 0,
+       "idle_step_tokens must not be negative, got " + std::to_string(idle_step_tokens));
   need(n_vocab >= 0, "n_vocab must not be negative, got " + std::to_string(n_vocab));
   need(kv_block_size >= 1,
        "kv_block_size must be at least 1, got " + std::to_string(kv_block_size));
@@ -332,6 +334,9 @@ void BatchedDecodeState::fill(StepPlan& p, uint64_t behind) {
     add_entry(p, i, next_pos(i), 1);
     --budget;
   }
+  // No decodes: no stream waits on this step for its next token, so prompts may take more.
+  const bool decodes = budget < cfg_.max_step_tokens;
+  if (!decodes) budget = std::max(budget, cfg_.idle_step_tokens);
   // 2. Prompts part-way through, oldest admission first.
   std::vector<int> partial;
   for (int i = 0; i < cfg_.max_slots; ++i) {

@@ -7,7 +7,7 @@
 //
 //   submit ──▶ [ waiting queue, FIFO per owner ] ──admit: slot + KV blocks + prefix──▶ [ slots ]
 //   cancel ──▶ marks; takes effect at the next step boundary
-//   plan:  budget = max_step_tokens
+//   plan:  budget = max_step_tokens (idle_step_tokens if more and the step has no decodes)
 //          1. every decoding slot: its last sampled token            (1 token each)
 //          2. slots part-way through their prompt, in admission order (a chunk each)
 //          3. waiting requests, owners running fewest first, while a slot, its KV blocks and
@@ -48,7 +48,10 @@
 // - Token budget: a step holds at most max_step_tokens tokens, decodes first (every decoding
 //   slot, one token each; max_step_tokens >= max_slots so they always fit), then prompt chunks.
 //   A prompt longer than what is left runs in chunks over several steps (chunked prefill), so a
-//   long prompt delays running streams by at most one budget's worth of compute per step.
+//   long prompt delays running streams by at most one budget's worth of compute per step. A step
+//   with no decodes (no stream waits on it for its next token: prompts into an idle server) may
+//   hold idle_step_tokens instead, when that is more, so a small budget for the streams' sake
+//   does not slow the first prompts down.
 // - Admission is FIFO per owner (a session: one connection, or one API request) and fair across
 //   owners: the next request admitted is the oldest waiting one of the owner that runs the fewest
 //   requests now, so a connection that sends a burst does not queue a quiet one behind it. It
@@ -91,8 +94,10 @@
 namespace rz {
 
 // The token budget of a step when none is asked for: kDefaultStepTokens, or max_slots when more
-// (every running request decodes in each step). See docs/engine.md for how it was chosen.
-inline constexpr int kDefaultStepTokens = 256;
+// (every running request decodes in each step); a step without decodes may take
+// kDefaultIdleStepTokens. See docs/engine.md for how they were chosen.
+inline constexpr int kDefaultStepTokens = 128;
+inline constexpr int kDefaultIdleStepTokens = 2048;
 inline int default_max_step_tokens(int max_slots) {
   return max_slots > kDefaultStepTokens ? max_slots : kDefaultStepTokens;
 }
@@ -102,7 +107,9 @@ struct BatchConfig {
   int max_context = 2;  // tokens per slot, prompt + generated; <= executor's
   int max_queue = 64;   // waiting requests beyond the slots (see the policy above)
   int max_step_tokens = kDefaultStepTokens;  // tokens in one step, decode + prefill; >= max_slots
-  int n_vocab = 0;                           // > 0: prompt tokens outside [0, n_vocab) are refused
+  // Tokens of a step that has no decodes, where more than max_step_tokens (0: max_step_tokens).
+  int idle_step_tokens = 0;
+  int n_vocab = 0;  // > 0: prompt tokens outside [0, n_vocab) are refused
   // The KV cache: kv_blocks blocks of kv_block_size tokens (the executor's, see check_fits in
   // sched/driver.hpp). kv_blocks == 0: one full context per slot, max_slots * ceil(max_context /
   // kv_block_size).

@@ -355,6 +355,48 @@ TEST(BatchState, ALongPromptRunsInChunksAndOnlyItsLastChunkSamples) {
   expect_clean(log, ex);
 }
 
+// A step with no decodes (prompts into an idle server) takes up to idle_step_tokens; once a
+// request decodes, the steps beside it keep to max_step_tokens again.
+TEST(BatchState, AStepWithoutDecodesTakesTheIdleBudget) {
+  BatchConfig c = make_config(3, 64);
+  c.max_step_tokens = 5;
+  c.idle_step_tokens = 12;
+  BatchedDecodeState s(c);
+  FakeExecutor ex(3, 64, kVocab);
+  EventLog log;
+  ASSERT_TRUE(s.submit(make_req(1, prompt_of(9), 4)).ok());
+  ASSERT_TRUE(s.submit(make_req(2, prompt_of(10, 3), 4)).ok());
+  ASSERT_TRUE(s.submit(make_req(3, prompt_of(6, 5), 4)).ok());
+  using S = Shape;
+  const std::vector<std::vector<Shape>> want = {
+      // nothing decodes: 12 tokens, request 1 whole and 3 of request 2
+      {S{0, 0, 9, true, true}, S{1, 0, 3, true, false}},
+      // 1 decodes: 5 tokens in all
+      {S{0, 9, 1, false, true}, S{1, 3, 4, false, false}},
+      {S{0, 10, 1, false, true}, S{1, 7, 3, false, true}, S{2, 0, 1, true, false}},
+  };
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    StepPlan p = s.plan();
+    EXPECT_EQ(shape_of(p), want[i]);
+    for (const auto& e : execute(s, ex, p)) log(e);
+  }
+  run_until_idle(s, ex, log.sink());
+  EXPECT_EQ(log.at(1).tokens, reference_tokens(prompt_of(9), 1, 4, kVocab));
+  EXPECT_EQ(log.at(2).tokens, reference_tokens(prompt_of(10, 3), 2, 4, kVocab));
+  EXPECT_EQ(log.at(3).tokens, reference_tokens(prompt_of(6, 5), 3, 4, kVocab));
+  expect_clean(log, ex);
+  // Less than max_step_tokens changes nothing; a negative value is refused.
+  BatchConfig small = make_config(3, 64);
+  small.max_step_tokens = 5;
+  small.idle_step_tokens = 2;
+  BatchedDecodeState s2(small);
+  ASSERT_TRUE(s2.submit(make_req(1, prompt_of(9), 4)).ok());
+  EXPECT_EQ(shape_of(s2.plan()), (std::vector<Shape>{S{0, 0, 5, true, false}}));
+  small.idle_step_tokens = -1;
+  EXPECT_THROW(small.validate(), Error);
+}
+
 TEST(BatchState, MaxSlotsIsRespected) {
   BatchedDecodeState s(make_config(2, 64));
   FakeExecutor ex(6, 64, kVocab);  // the executor has more room than the config allows

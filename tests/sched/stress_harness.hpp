@@ -39,6 +39,7 @@ class Stress {
     cfg_.max_step_tokens = budget < 3   ? cfg_.max_slots
                            : budget < 8 ? pick(cfg_.max_slots, 3 * cfg_.max_context)
                                         : 4096;
+    cfg_.idle_step_tokens = chance(0.5) ? 0 : pick(1, 3 * cfg_.max_context);
     cfg_.n_vocab = kVocab;
     cfg_.is_eog = [](int32_t t) { return t == 0 || t == 7; };
     cfg_.kv_block_size = pick(1, 8);
@@ -196,6 +197,12 @@ class Stress {
     return best;
   }
 
+  // The token budget of a step with `decodes` decode entries (BatchConfig::idle_step_tokens).
+  int budget_of(size_t decodes) const {
+    return decodes == 0 ? std::max(cfg_.max_step_tokens, cfg_.idle_step_tokens)
+                        : cfg_.max_step_tokens;
+  }
+
   // The plan against the policy, before it runs. `decoding` and `prefilling`: the slots in that
   // phase at the boundary whose cancel was not pending; `free_before`: the slots free then.
   void check_plan(const rz::StepPlan& p, const std::vector<int>& decoding,
@@ -203,7 +210,9 @@ class Stress {
     const rz::BatchedDecodeState& s = *state_;
     int tokens = 0;
     for (const auto& e : p.seqs) tokens += static_cast<int>(e.tokens.size());
-    ASSERT_LE(tokens, cfg_.max_step_tokens) << "over the token budget";
+    const int budget = budget_of(decoding.size());
+    ASSERT_LE(tokens, budget) << "over the token budget";
+    if (decoding.empty() && tokens > cfg_.max_step_tokens) ++coverage["idle step over the budget"];
     ASSERT_EQ(p.seqs.size(), p.requests.size());
     // 1. Every decoding slot, one token each, in slot order.
     ASSERT_GE(p.seqs.size(), decoding.size());
@@ -217,7 +226,7 @@ class Stress {
       ASSERT_EQ(e.start, s.slot(e.slot).computed);
     }
     // 2. Prompts part-way through, in admission order, a chunk each while the budget lasts.
-    int left = cfg_.max_step_tokens - static_cast<int>(decoding.size());
+    int left = budget - static_cast<int>(decoding.size());
     std::vector<int> partial = prefilling;
     std::sort(partial.begin(), partial.end(),
               [&s](int a, int b) { return s.slot(a).admission < s.slot(b).admission; });
@@ -284,7 +293,7 @@ class Stress {
     // reservation.
     const uint64_t next = fair_pick(waiting, running);
     const rz::BatchRequest* head = next ? &subs_.at(next).req : nullptr;
-    if (head && s.free_slots() > 0 && tokens < cfg_.max_step_tokens) {
+    if (head && s.free_slots() > 0 && tokens < budget) {
       const auto& kv = s.kv();
       const int n = static_cast<int>(head->prompt.size());
       const auto cached = kv.match_prefix(head->prompt, (n - 1) / cfg_.kv_block_size);
@@ -350,6 +359,7 @@ class Stress {
     ASSERT_EQ(a.step, p.step + 1);
     ASSERT_TRUE(a.events.empty());
     int tokens = 0;
+    size_t decodes = 0;
     std::set<int> slots;
     for (const rz::StepSeq& e : a.seqs) {
       ASSERT_TRUE(slots.insert(e.slot).second) << "slot " << e.slot << " twice";
@@ -360,6 +370,7 @@ class Stress {
       const bool placeholder = e.tokens == std::vector<int32_t>{rz::kTokenOfLastStep};
       ASSERT_GE(static_cast<int64_t>(e.blocks.size()) * cfg_.kv_block_size, e.end());
       if (placeholder) {
+        ++decodes;
         ASSERT_TRUE(in_p) << "slot " << e.slot << ": a token from a step it was not in";
         ASSERT_TRUE(p.seqs[j].sample);
         ASSERT_EQ(e.start, p.seqs[j].end());
@@ -373,7 +384,7 @@ class Stress {
         ASSERT_EQ(e.start, p.seqs[j].end());
       }
     }
-    ASSERT_LE(tokens, cfg_.max_step_tokens);
+    ASSERT_LE(tokens, budget_of(decodes));
   }
 
   void check_state(const std::string& when) {

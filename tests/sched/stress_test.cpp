@@ -22,10 +22,11 @@ using rz_test::FakeExecutor;
 TEST(SchedStress, RandomSubmitsCancelsAndFailuresKeepEveryInvariant) {
   auto all = rz_test::run_stress(60, 1500, /*kv_tight=*/false);
   if (::testing::Test::HasFailure()) return;
-  for (const char* path : {"submit accepted", "submit overloaded", "submit context_length_exceeded",
-                           "cancel in flight", "cancel between steps", "joins > 1", "release+join",
-                           "chunk continued", "chunk without sample", "prefix hit", "failed",
-                           "abort_all", "stop", "length", "cancelled", "context full"}) {
+  for (const char* path :
+       {"submit accepted", "submit overloaded", "submit context_length_exceeded",
+        "cancel in flight", "cancel between steps", "joins > 1", "release+join", "chunk continued",
+        "chunk without sample", "prefix hit", "failed", "abort_all", "stop", "length", "cancelled",
+        "context full", "idle step over the budget"}) {
     EXPECT_GT(all[path], 10) << path;
   }
 }
