@@ -11,7 +11,10 @@
 // Prompts are random token ids (the cost of a step does not depend on which ids they are).
 //
 //   prefix_cache_bench [--model FILE] [--device cpu|cuda] [--prefix 2000] [--suffix 32]
-//                      [--reps 3] [--turns 4] [--answer 32] [--ctx 4096] [--step-tokens 512]
+//                      [--reps 3] [--turns 4] [--answer 32] [--ctx 4096] [--step-tokens 128]
+//                      [--idle-step-tokens 2048]
+// --step-tokens and --idle-step-tokens: BatchConfig::max_step_tokens and idle_step_tokens, by
+// default `rz serve`'s (a request into an idle server takes the idle budget; 0 turns it off).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -32,7 +35,8 @@ namespace {
 struct Options {
   std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string device = "cpu";
-  int prefix = 2000, suffix = 32, reps = 3, turns = 4, answer = 32, ctx = 4096, step_tokens = 512;
+  int prefix = 2000, suffix = 32, reps = 3, turns = 4, answer = 32, ctx = 4096,
+      step_tokens = rz::kDefaultStepTokens, idle_step_tokens = rz::kDefaultIdleStepTokens;
 };
 
 struct Outcome {
@@ -92,6 +96,8 @@ int main(int argc, char** argv) {
       o.ctx = std::atoi(v.c_str());
     else if (k == "--step-tokens")
       o.step_tokens = std::atoi(v.c_str());
+    else if (k == "--idle-step-tokens")
+      o.idle_step_tokens = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "prefix_cache_bench: unknown flag %s\n", k.c_str());
       return 2;
@@ -114,13 +120,17 @@ int main(int argc, char** argv) {
       c.max_slots = 1;
       c.max_context = o.ctx;
       c.max_step_tokens = o.step_tokens;
+      c.idle_step_tokens = o.idle_step_tokens;
       c.kv_block_size = ex.kv_block_size();
       c.kv_blocks = ex.kv_blocks();
       c.prefix_cache = cache;
       return rz::BatchedDecodeState(c);
     };
-    std::printf("prefix_cache_bench: %s on %s, prefix %d + suffix %d tokens, step budget %d\n",
-                o.model.c_str(), built.description.c_str(), o.prefix, o.suffix, o.step_tokens);
+    std::printf(
+        "prefix_cache_bench: %s on %s, prefix %d + suffix %d tokens, step budget %d (%d without "
+        "decodes)\n",
+        o.model.c_str(), built.description.c_str(), o.prefix, o.suffix, o.step_tokens,
+        std::max(o.step_tokens, o.idle_step_tokens));
 
     // Shared prefix: the same prefixes with the cache on and off.
     std::vector<std::vector<int32_t>> prefixes;
