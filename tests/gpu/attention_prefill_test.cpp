@@ -585,6 +585,28 @@ double graph_time_us(const std::function<void(cudaStream_t)>& fn, int reps) {
   return 1e3 * double(ms) / reps;
 }
 
+// One random sequence for the benchmarks below: fp16 K/V caches of n_blocks blocks of shape sh
+// (every element normal), a shuffled block table over all of them, and n query tokens' Q.
+struct RandomSeq {
+  std::vector<uint16_t> kc, vc;
+  std::vector<int32_t> table;
+  std::vector<float> q;
+};
+RandomSeq random_seq(const KvCacheShape& sh, int n, int n_head, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  RandomSeq r;
+  r.kc.resize(sh.layer_elems());
+  r.vc.resize(sh.layer_elems());
+  for (auto& x : r.kc) x = fp32_to_fp16(nd(rng));
+  for (auto& x : r.vc) x = fp32_to_fp16(nd(rng));
+  r.table.resize(size_t(sh.n_blocks));
+  std::iota(r.table.begin(), r.table.end(), 0);
+  std::shuffle(r.table.begin(), r.table.end(), rng);
+  r.q.resize(size_t(n) * n_head * sh.head_dim);
+  for (auto& x : r.q) x = 2.0f * nd(rng);
+  return r;
+}
+
 // One sequence of qwen2.5-1.5b's attention shape (12 heads / 2 kv, head_dim 128) with n query
 // tokens at context ctx: prints the time of each key split count in `splits` (0: the automatic
 // choice), each output checked against the first count's (which must be 1). As in a forward
@@ -594,17 +616,10 @@ void time_qwen_chunk(int n, int ctx, const std::vector<int>& splits, int reps) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int n_head = 12, n_kv = 2, hd = 128, bs = 16;
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int n_blocks = (ctx + bs - 1) / bs;
   const KvCacheShape sh{n_blocks, n_kv, bs, hd};
-  std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
-  for (auto& x : kc) x = fp32_to_fp16(nd(rng));
-  for (auto& x : vc) x = fp32_to_fp16(nd(rng));
-  std::vector<int32_t> table(n_blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
-  std::vector<float> q(size_t(n) * n_head * hd);
-  for (auto& x : q) x = 2.0f * nd(rng);
+  const RandomSeq rs = random_seq(sh, n, n_head, rng);
+  const std::vector<float>& q = rs.q;
   AttentionPrefillArgs a;
   a.n_seqs = 1;
   a.n_tokens = n;
@@ -618,9 +633,9 @@ void time_qwen_chunk(int n, int ctx, const std::vector<int>& splits, int reps) {
     a.key_splits = k;
     ws_bytes = std::max(ws_bytes, attention_prefill_workspace_bytes(a));
   }
-  auto d_k = to_device(kc), d_v = to_device(vc);
+  auto d_k = to_device(rs.kc), d_v = to_device(rs.vc);
   auto d_q = to_device(q);
-  auto d_t = to_device(table), d_cu = to_device(std::vector<int32_t>{0, n});
+  auto d_t = to_device(rs.table), d_cu = to_device(std::vector<int32_t>{0, n});
   auto d_ctx = to_device(std::vector<int32_t>{ctx});
   auto d_out = poisoned<float>(q.size());
   auto d_ws = poisoned<uint8_t>(ws_bytes);
@@ -708,15 +723,10 @@ TEST(AttentionPrefillTiled, LongPromptMatchesPerTokenDecode) {
   const int n = 2048, n_head = 32, n_kv = 8, hd = 128, bs = 16;
   const int n_blocks = n / bs, table_stride = n_blocks;
   const KvCacheShape sh{n_blocks, n_kv, bs, hd};
-  std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (auto& x : kc) x = fp32_to_fp16(nd(rng));
-  for (auto& x : vc) x = fp32_to_fp16(nd(rng));
-  std::vector<int32_t> table(n_blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
-  std::vector<float> q(size_t(n) * n_head * hd);
-  for (auto& x : q) x = 2.0f * nd(rng);
+  const RandomSeq rs = random_seq(sh, n, n_head, rng);
+  const std::vector<uint16_t>&kc = rs.kc, &vc = rs.vc;
+  const std::vector<int32_t>& table = rs.table;
+  const std::vector<float>& q = rs.q;
   // decode: slot t = query token t, context t + 1, every slot the sequence's table row
   std::vector<int32_t> tables(size_t(n) * table_stride), lens(n);
   for (int t = 0; t < n; ++t) {
