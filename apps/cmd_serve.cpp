@@ -73,7 +73,7 @@ int serve(int argc, char** argv) {
       .opt("max-step-tokens", "N",
            "tokens one step computes: every running request's next token, then "
            "chunks of waiting prompts (chunked prefill); at least --max-slots",
-           "128 (or --max-slots when more)")
+           "128 (or --max-slots + 64 when more)")
       .opt("idle-step-tokens", "N",
            "tokens a step may compute when no request decodes in it (prompts into an idle "
            "server: no stream's next token waits on that step); --max-step-tokens where "

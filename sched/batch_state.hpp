@@ -79,6 +79,7 @@
 // - The sequence never exceeds max_context tokens: a request ends with `length` when
 //   prompt + generated == max_context, so its last token could still be appended.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -93,13 +94,15 @@
 
 namespace rz {
 
-// The token budget of a step when none is asked for: kDefaultStepTokens, or max_slots when more
-// (every running request decodes in each step); a step without decodes may take
-// kDefaultIdleStepTokens. See docs/engine.md for how they were chosen.
+// The token budget of a step when none is asked for: kDefaultStepTokens, or max_slots +
+// kDefaultPromptRoom when more (every running request decodes in each step, and a request that
+// takes a freed slot beside a full batch still gets that many prompt tokens a step); a step
+// without decodes may take kDefaultIdleStepTokens. See docs/engine.md for how they were chosen.
 inline constexpr int kDefaultStepTokens = 128;
+inline constexpr int kDefaultPromptRoom = 64;
 inline constexpr int kDefaultIdleStepTokens = 2048;
 inline int default_max_step_tokens(int max_slots) {
-  return max_slots > kDefaultStepTokens ? max_slots : kDefaultStepTokens;
+  return std::max(kDefaultStepTokens, max_slots + kDefaultPromptRoom);
 }
 
 struct BatchConfig {

@@ -118,6 +118,22 @@ TEST(BatchConfig, RejectsBadValues) {
   }
 }
 
+// The default budget: kDefaultStepTokens, or room for kDefaultPromptRoom prompt tokens beside
+// every slot decoding, whichever is more; always a valid config.
+TEST(BatchConfig, DefaultBudgetLeavesRoomForPromptsBesideAFullBatch) {
+  EXPECT_EQ(default_max_step_tokens(1), kDefaultStepTokens);
+  EXPECT_EQ(default_max_step_tokens(16), kDefaultStepTokens);
+  EXPECT_EQ(default_max_step_tokens(kDefaultStepTokens - kDefaultPromptRoom), kDefaultStepTokens);
+  EXPECT_EQ(default_max_step_tokens(200), 200 + kDefaultPromptRoom);
+  EXPECT_EQ(default_max_step_tokens(256), 256 + kDefaultPromptRoom);
+  for (int slots : {1, 16, 64, 65, 128, 256}) {
+    BatchConfig c = make_config(slots, 64);
+    c.max_step_tokens = default_max_step_tokens(slots);
+    EXPECT_NO_THROW(c.validate());
+    EXPECT_GE(c.max_step_tokens - slots, kDefaultPromptRoom);
+  }
+}
+
 TEST(BatchConfig, CheckFitsComparesWithTheExecutor) {
   FakeExecutor ex(4, 32, kVocab);  // blocks of 16: 2 per slot, 8 in all
   EXPECT_NO_THROW(check_fits(make_config(4, 32), ex));
