@@ -98,8 +98,8 @@ int serve(int argc, char** argv) {
       .sw("no-gemm-tune", kNoGemmTuneHelp)
       .sw("inline-graphs",
           "cuda: build each new CUDA graph inside the step that first needs it (the step then "
-          "waits 5-10 ms) instead of running that step's kernels one by one and building the "
-          "graph on a helper thread meanwhile")
+          "waits 5-10 ms) instead of running that step as a larger graph already built and "
+          "building its own on a helper thread meanwhile")
       .opt("max-slots", "N", "requests decoded together (KV cache slots)", "4 on cpu, 16 on cuda")
       .opt("ctx", "N", "context length per slot (prompt + generated)",
            "min(training context, 4096)")

@@ -53,12 +53,14 @@ struct GpuExecutorOptions {
   int64_t kv_blocks = 0;       // > 0: exactly this many blocks (tests), ignoring the fraction
   int max_step_tokens = 4096;  // tokens of one forward pass (sizes the scratch buffers)
   bool cuda_graphs = true;     // decode steps replay a CUDA graph captured per batch size
-  // With cuda_graphs: a pass whose graph does not exist yet runs its kernels one by one, is
-  // captured, and its graph is instantiated on a helper thread (gpu/graph_builder.hpp), to be
-  // replayed by the passes of its shape that come once it is ready. false: captured,
-  // instantiated and launched at once, the step waiting 5-10 ms for it (H200; deterministic:
-  // every pass after the first of its shape replays the graph, which tests of the graphs rely on).
-  // `rz serve` turns it on: a new shape mid-serving then costs no step more than its plain launch.
+  // With cuda_graphs: a pass whose graph does not exist yet runs as the smallest built graph
+  // that holds it (a ladder of such covers is built at load and kept), or kernel by kernel
+  // before any does; its own graph is recorded and instantiated on a helper thread
+  // (gpu/graph_builder.hpp), to be replayed by the passes of its shape that come once it is
+  // ready. false: captured, instantiated and launched at once, the step waiting 5-10 ms for it
+  // (H200; deterministic: every pass after the first of its shape replays the graph, which tests
+  // of the graphs rely on). `rz serve` turns it on: a new shape mid-serving then costs no step
+  // more than a larger graph's launch.
   bool graphs_in_background = false;
   int64_t gemm_scratch_elems = int64_t{64}
                                << 20;  // dequantized weights per GEMM slice (tests: small)
