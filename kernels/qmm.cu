@@ -372,6 +372,42 @@ __device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, con
   }
 }
 
+// The in-place direct kernel's x at one token (kDirectXsTokens): the prepared row copied once per
+// block into shared memory (rows of cols + kXsPad halves, where it fits in kDirectXsMax bytes), so
+// that the B operands of every chunk come from there. Read from global memory, each chunk's first
+// mma waited out an L2 round trip for its B operands (ncu, Q4_K llama8b ffn_gate/up at n = 1: 39 %
+// of the stall samples long-scoreboard, half of them on that mma; L1 hit rate 53 %: each SM's
+// first reader of a chunk of x misses). Measured (kernels/QMM.md, attempt 13): Q4_K at n = 1 5-17
+// % faster at the rule's splits; at 2 tokens and more, and in the kernel that stages its weights
+// (Q6_K, Q2_K), the shared memory cost more occupancy than it saved, so x stays in global memory
+// there. The pad would put the 4 tokens of a half-warp's 8-byte loads on different banks. Returns
+// where token g's row starts for the thread (g, c), as xp + g * cols + 4 c would be, and the
+// distance between token tiles (8 tokens).
+constexpr int kXsPad = 16;
+constexpr size_t kDirectXsMax = size_t{32} << 10;
+constexpr int kDirectXsTokens = 1;
+inline size_t direct_xs_bytes(int n, int cols) {
+  const size_t b = size_t(n) * size_t(cols + kXsPad) * sizeof(__half);
+  return b <= kDirectXsMax ? b : 0;
+}
+__device__ __forceinline__ const __half* direct_x(const __half* __restrict__ xp, __half* xs, int n,
+                                                  int cols, int g, int c, int64_t& tile_stride) {
+  if (xs == nullptr) {
+    tile_stride = int64_t(8) * cols;
+    return xp + int64_t(g) * cols + 4 * c;
+  }
+  const int pieces = cols / 8;  // 16-byte pieces of a token's row
+  for (int i = threadIdx.x; i < n * pieces; i += blockDim.x) {
+    const int tok = i / pieces, p = i - tok * pieces;
+    cp_async16(xs + tok * (cols + kXsPad) + p * 8, xp + int64_t(tok) * cols + p * 8);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  tile_stride = int64_t(8) * (cols + kXsPad);
+  return xs + g * (cols + kXsPad) + 4 * c;
+}
+
 // A split's sums of tile nt go to part[(s * NT + nt) * 32 + lane] (splits > 1).
 template <int NT>
 __device__ __forceinline__ void direct_store_part(float4* part, int s, const float (&acc)[NT][4]) {
@@ -418,17 +454,16 @@ template <class T, int D, int NT>
 __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                       const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
-                      int cols, int n, int chunks_per_split, int splits) {
+                      int cols, int n, int chunks_per_split, int splits, int xs_bytes) {
   using Item = typename DirectItem<T>::type;
   using Raw = typename DirectItem<T>::raw;
-  extern __shared__ float4 part[];  // [split][lane]
+  extern __shared__ float4 part[];  // [split][lane] (splits > 1), then x (xs_bytes > 0)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int warps = blockDim.x >> 5;
   const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
   const uint8_t* wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
   const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
-  const __half* xg = xp + int64_t(g) * cols + 4 * c;  // token g's B operands (tile 0)
-  bool live[NT];                                      // tokens past n are zero: no loads
+  bool live[NT];  // tokens past n are zero: no loads
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) live[nt] = 8 * nt + g < n;
   Raw ca[D], cb[D];
@@ -438,6 +473,11 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     direct_load<T, D>(ca, cb, wa, wb, s * chunks_per_split, min(chunks, (s + 1) * chunks_per_split),
                       c);
   grid_dependency_sync();
+  int64_t tile_stride;  // token g's B operands (tile 0), and the next tile's distance
+  const __half* xg = direct_x(
+      xp,
+      xs_bytes ? reinterpret_cast<__half*>(part + (splits > 1 ? splits * NT * 32 : 0)) : nullptr, n,
+      cols, g, c, tile_stride);
   for (; s < splits; s += warps) {
     const int k0 = s * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
     float acc[NT][4] = {};
@@ -452,7 +492,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
       for (int d = 0; d < D; ++d)
         if (k + d < k1)
           direct_steps<T, Item, NT>(direct_decode<T>(ca[d], c), direct_decode<T>(cb[d], c),
-                                    xg + int64_t(k + d) * kQmmChunk, int64_t(8) * cols, live, acc,
+                                    xg + int64_t(k + d) * kQmmChunk, tile_stride, live, acc,
                                     std::make_integer_sequence<int, 16>{});
 #pragma unroll
       for (int d = 0; d < D; ++d) {
@@ -504,7 +544,9 @@ template <class T, int NT>
 __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_staged_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                              const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy,
-                             int rows, int cols, int n, int chunks_per_split, int splits) {
+                             int rows, int cols, int n, int chunks_per_split, int splits,
+                             int xs_bytes) {
+  (void)xs_bytes;  // always 0: x stays in global memory here (direct_x)
   using Item = typename DirectItem<T>::type;
   extern __shared__ float4 smem[];  // part [splits][lane] (splits > 1), then the warps' stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
@@ -624,21 +666,20 @@ size_t direct_smem(int splits) {
     return direct_part_smem(splits, NT);
 }
 
-// Once per process (one device model): the staged kernels' shared-memory limit raised above
-// 48 KiB, and how many blocks of 1..kDirectMaxWarps warps of the one-tile kernel an SM holds
-// (the split rule's input, so that it follows the kernel's registers and shared memory; the
-// two-tile kernel takes the same splits, so that a token's sums do not depend on the tile count).
+// Once per process (one device model): the kernels' shared-memory limit raised to what the most
+// splits and the largest staged x take (above 48 KiB), and how many blocks of 1..kDirectMaxWarps
+// warps of the one-tile kernel an SM holds (the split rule's input, so that it follows the
+// kernel's registers and shared memory; the two-tile kernel takes the same splits, so that a
+// token's sums do not depend on the tile count).
 template <class T>
 const DirectBlocksPerSm& direct_setup() {
   static const DirectBlocksPerSm table = [] {
-    if constexpr (DirectStaged<T>) {
-      RZ_CUDA_CHECK(cudaFuncSetAttribute(
-          direct_kernel<T, 1>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-          static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps, 1))));
-      RZ_CUDA_CHECK(cudaFuncSetAttribute(
-          direct_kernel<T, 2>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-          static_cast<int>(direct_staged_smem<T>(kDirectMaxSplits, kDirectMaxWarps, 2))));
-    }
+    RZ_CUDA_CHECK(
+        cudaFuncSetAttribute(direct_kernel<T, 1>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(direct_smem<T, 1>(kDirectMaxSplits) + kDirectXsMax)));
+    RZ_CUDA_CHECK(
+        cudaFuncSetAttribute(direct_kernel<T, 2>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(direct_smem<T, 2>(kDirectMaxSplits) + kDirectXsMax)));
     DirectBlocksPerSm b{};
     for (int w = 1; w <= kDirectMaxWarps; ++w)
       RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b[w], direct_kernel<T, 1>(),
@@ -659,11 +700,12 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
     const DirectBlocksPerSm& blocks = direct_setup<T>();
     if (splits == 0) splits = choose_direct_splits(rows, cols, device_sm_count(), blocks);
     const int per_split = (chunks + splits - 1) / splits;
+    const size_t xs = !DirectStaged<T> && n <= kDirectXsTokens ? direct_xs_bytes(n, cols) : 0;
     const auto go = [&](auto kernel, size_t smem) {
       launch_kernel(kernel, static_cast<unsigned>((rows + 15) / 16),
-                    std::min(splits, kDirectMaxWarps) * 32, smem, stream,
+                    std::min(splits, kDirectMaxWarps) * 32, smem + xs, stream,
                     static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y,
-                    ldy, rows, cols, n, per_split, splits);
+                    ldy, rows, cols, n, per_split, splits, static_cast<int>(xs));
     };
     if (n <= 8)
       go(direct_kernel<T, 1>(), direct_smem<T, 1>(splits));
