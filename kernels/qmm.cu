@@ -667,19 +667,20 @@ size_t direct_smem(int splits) {
 }
 
 // Once per process (one device model): the kernels' shared-memory limit raised to what the most
-// splits and the largest staged x take (above 48 KiB), and how many blocks of 1..kDirectMaxWarps
+// splits and (in place) x in shared memory take, and how many blocks of 1..kDirectMaxWarps
 // warps of the one-tile kernel an SM holds (the split rule's input, so that it follows the
 // kernel's registers and shared memory; the two-tile kernel takes the same splits, so that a
 // token's sums do not depend on the tile count).
 template <class T>
 const DirectBlocksPerSm& direct_setup() {
   static const DirectBlocksPerSm table = [] {
-    RZ_CUDA_CHECK(
-        cudaFuncSetAttribute(direct_kernel<T, 1>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(direct_smem<T, 1>(kDirectMaxSplits) + kDirectXsMax)));
-    RZ_CUDA_CHECK(
-        cudaFuncSetAttribute(direct_kernel<T, 2>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(direct_smem<T, 2>(kDirectMaxSplits) + kDirectXsMax)));
+    const size_t xs = DirectStaged<T> ? 0 : kDirectXsMax;  // direct_x: the in-place kernel only
+    RZ_CUDA_CHECK(cudaFuncSetAttribute(direct_kernel<T, 1>(),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(direct_smem<T, 1>(kDirectMaxSplits) + xs)));
+    RZ_CUDA_CHECK(cudaFuncSetAttribute(direct_kernel<T, 2>(),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(direct_smem<T, 2>(kDirectMaxSplits) + xs)));
     DirectBlocksPerSm b{};
     for (int w = 1; w <= kDirectMaxWarps; ++w)
       RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b[w], direct_kernel<T, 1>(),
