@@ -89,6 +89,34 @@ __device__ __forceinline__ void stage_rows(uint8_t* ws, const uint8_t* __restric
   }
 }
 
+// The direct staged kernel's copies of chunk k of its tile's 16 rows (stage_rows' layout), for a
+// tile clear of the matrix's last row: no row to clamp, and no piece past the matrix end (the
+// bytes past a row's chunk are the next rows'). Lane l copies piece l % L of rows R j + l / L
+// (L: a row's pieces rounded up to a power of two, R = 32 / L), so a row's pieces are consecutive
+// lanes and each lane's copies step by R rows: an add and a mask a copy, where stage_rows divides
+// the piece index, clamps the row and checks the matrix end for each.
+template <class T>
+__device__ __forceinline__ void stage_tile_rows(uint8_t* ws, const uint8_t* __restrict__ w,
+                                                int64_t row_bytes, int row0, int k, int lane) {
+  constexpr int stride = w_row_stride<T>(), pieces = stride / 16;
+  constexpr int L = pieces > 8 ? 16 : pieces > 4 ? 8 : pieces > 2 ? 4 : 2, R = 32 / L;
+  static_assert(pieces <= 16);
+  const int p = lane % L, h = lane / L;
+  if (p >= pieces) return;
+  // (src + 16 p) & ~15 is stage_rows' 16-byte boundary below the row's chunk, plus 16 p
+  const uint8_t* src = w + int64_t(row0 + h) * row_bytes + int64_t(k) * T::kChunkBytes + 16 * p;
+  uint8_t* dst = ws + h * stride + 16 * p;
+#pragma unroll
+  for (int j = 0; j < 16 / R; ++j) {
+    if constexpr (T::kAligned16)
+      cp_async16(dst + j * R * stride, src);
+    else
+      cp_async16(dst + j * R * stride,
+                 reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}));
+    src += R * row_bytes;
+  }
+}
+
 // Issues the copies of chunk k into a stage (all threads of the block take part).
 template <class T, int NT>
 __device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restrict__ w,
@@ -572,10 +600,15 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     }
   };
   // Copies chunk q.k of the tile's 16 rows into stage `slot`. One commit group per call.
+  const bool clear = row0 + 16 < rows;  // stage_tile_rows may copy this tile
   auto issue = [&](const Cursor& q, int slot) {
-    if (q.s < splits)
-      stage_rows<T>(stages + slot * direct_stage_bytes<T>(), w, row_bytes, w_end, row0, rows, 16,
-                    q.k, lane, 32);
+    if (q.s < splits) {
+      if (clear)
+        stage_tile_rows<T>(stages + slot * direct_stage_bytes<T>(), w, row_bytes, row0, q.k, lane);
+      else
+        stage_rows<T>(stages + slot * direct_stage_bytes<T>(), w, row_bytes, w_end, row0, rows,
+                      16, q.k, lane, 32);
+    }
     cp_async_commit();
   };
 
