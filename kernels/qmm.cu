@@ -111,8 +111,8 @@ __device__ __forceinline__ void stage_tile_rows(uint8_t* ws, const uint8_t* __re
     if constexpr (T::kAligned16)
       cp_async16(dst + j * R * stride, src);
     else
-      cp_async16(dst + j * R * stride,
-                 reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}));
+      cp_async16(dst + j * R * stride, reinterpret_cast<const uint8_t*>(
+                                           reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}));
     src += R * row_bytes;
   }
 }
@@ -606,8 +606,8 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
       if (clear)
         stage_tile_rows<T>(stages + slot * direct_stage_bytes<T>(), w, row_bytes, row0, q.k, lane);
       else
-        stage_rows<T>(stages + slot * direct_stage_bytes<T>(), w, row_bytes, w_end, row0, rows,
-                      16, q.k, lane, 32);
+        stage_rows<T>(stages + slot * direct_stage_bytes<T>(), w, row_bytes, w_end, row0, rows, 16,
+                      q.k, lane, 32);
     }
     cp_async_commit();
   };

@@ -432,15 +432,23 @@ TEST(QmmBench, DISABLED_DirectSplits) {
   const struct {
     const char* name;
     int64_t rows, cols;
-  } shapes[] = {{"qwen1.5b attn_q/o", 1536, 1536},    {"qwen1.5b ffn_gate/up", 8960, 1536},
-                {"qwen1.5b ffn_down", 1536, 8960},    {"qwen1.5b output", 151936, 1536},
-                {"llama8b attn_q/o", 4096, 4096},     {"llama8b ffn_gate/up", 14336, 4096},
-                {"llama8b ffn_down", 4096, 14336},    {"llama8b output", 128256, 4096},
+  } shapes[] = {{"qwen1.5b attn_q/o", 1536, 1536},
+                {"qwen1.5b ffn_gate/up", 8960, 1536},
+                {"qwen1.5b ffn_down", 1536, 8960},
+                {"qwen1.5b output", 151936, 1536},
+                {"llama8b attn_q/o", 4096, 4096},
+                {"llama8b ffn_gate/up", 14336, 4096},
+                {"llama8b ffn_down", 4096, 14336},
+                {"llama8b output", 128256, 4096},
                 // the fused matrices a step runs (GpuLayerWeights): gate+up, QKV, [Q; K], V
-                {"qwen1.5b gate+up", 17920, 1536},    {"qwen1.5b qkv", 2048, 1536},
-                {"qwen1.5b qk", 1792, 1536},          {"qwen1.5b attn_v", 256, 1536},
-                {"llama8b gate+up", 28672, 4096},     {"llama8b qkv", 6144, 4096},
-                {"llama8b qk", 5120, 4096},           {"llama8b attn_v", 1024, 4096}};
+                {"qwen1.5b gate+up", 17920, 1536},
+                {"qwen1.5b qkv", 2048, 1536},
+                {"qwen1.5b qk", 1792, 1536},
+                {"qwen1.5b attn_v", 256, 1536},
+                {"llama8b gate+up", 28672, 4096},
+                {"llama8b qkv", 6144, 4096},
+                {"llama8b qk", 5120, 4096},
+                {"llama8b attn_v", 1024, 4096}};
   const char* only = std::getenv("RZ_QMM_BENCH_ONLY");
   std::mt19937 rng(2);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
