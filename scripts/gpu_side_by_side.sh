@@ -21,7 +21,9 @@
 # has matplotlib.
 #
 # Environment: RZ_BIN_DIR (default .bundle/bin), SBS_BATCHES (default 1,4,16,64,256), SBS_REPS
-# (rz bench timed runs, default 3).
+# (rz bench timed runs, default 3), SBS_TAR (a .tgz path: the whole output folder packed there at
+# the end; the device tool brings back only a few files of a call's $OUT, so on the GPU machine
+# run with OUT=/tmp/sbs SBS_TAR=$OUT/sbs.tgz and unpack it here).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 anchors=${1:?usage: gpu_side_by_side.sh ANCHOR_DIR [SHAPE:FORMAT ...]}
@@ -108,5 +110,8 @@ elif python3 -c "import matplotlib" 2>/dev/null; then
 else
   echo "no matplotlib here: run python3 scripts/plot_decode.py --out decode.png ${jsons[*]##*/}" \
     "where those files are copied"
+fi
+if [ -n "${SBS_TAR:-}" ]; then
+  tar czf "$SBS_TAR" -C "$(dirname "$out")" "$(basename "$out")" || status=1
 fi
 exit $status
