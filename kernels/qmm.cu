@@ -107,12 +107,9 @@ __device__ __forceinline__ void stage_tile_rows(uint8_t* ws, const uint8_t* __re
   const uint8_t* src = w + int64_t(row0 + h) * row_bytes + int64_t(k) * T::kChunkBytes + 16 * p;
   uint8_t* dst = ws + h * stride + 16 * p;
 #pragma unroll
-  for (int j = 0; j < 16 / R; ++j) {
-    if constexpr (T::kAligned16)
-      cp_async16(dst + j * R * stride, src);
-    else
-      cp_async16(dst + j * R * stride, reinterpret_cast<const uint8_t*>(
-                                           reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}));
+  for (int j = 0; j < 16 / R; ++j) {  // (the mask leaves an aligned format's src as it is)
+    cp_async16(dst + j * R * stride,
+               reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}));
     src += R * row_bytes;
   }
 }
