@@ -141,6 +141,90 @@ __device__ __forceinline__ const uint8_t* staged_row(const uint8_t* ws, const ui
   return p;
 }
 
+// Formats with an integer form (Q4_K, Q5_K, Q6_K: kernels/qmm_formats.cuh, IntItem) run it in
+// both kernels: their A operand is the integer q * scale (Q6_K: (q - 32) * scale, rounded to
+// fp16 above 2,048), the min and the super-block scales are applied per chunk in fp32, about half
+// the instructions a weight of the fp32 dequantization (and for Q4_K / Q5_K no fp16 rounding of
+// the weights).
+template <class T>
+concept IntForm = requires {
+  typename T::IntItem;
+};
+// DirectItem<T>::type is what a thread multiplies; ::raw is what it requests a group ahead (for
+// the integer forms only the loaded words, decoded when the chunk's turn comes, so that the
+// registers of a chunk in flight hold no work waiting on its arrival).
+template <class T>
+struct DirectItem {
+  using type = typename T::Item;
+  using raw = typename T::Item;
+};
+template <IntForm T>
+struct DirectItem<T> {
+  using type = typename T::IntItem;
+  using raw = typename T::IntRaw;
+};
+
+// Thread c's raw item of the chunk at b, and the item it decodes to (the integer form's where
+// the format has one).
+template <class T>
+__device__ __forceinline__ typename DirectItem<T>::raw direct_raw(const uint8_t* b, int c) {
+  if constexpr (IntForm<T>)
+    return T::load_int_raw(b, c);
+  else
+    return T::load(b, c);
+}
+template <class T>
+__device__ __forceinline__ typename DirectItem<T>::type direct_decode(
+    const typename DirectItem<T>::raw& r, int c) {
+  if constexpr (IntForm<T>)
+    return T::int_item(r, c);
+  else
+    return r;
+}
+template <class T>
+__device__ __forceinline__ typename DirectItem<T>::type direct_item(const uint8_t* b, int c) {
+  return direct_decode<T>(direct_raw<T>(b, c), c);
+}
+
+// A chunk's 16 steps in the integer form (both kernels): an mma a step of q * scale, and one of
+// the mins where the format has them (Q4_K, Q5_K), into the chunk's own sums, which are then
+// scaled by d and dmin and added to acc (rows g: item ia; g + 8: ib). b(nt, t): token tile nt's B
+// operand of step t. Every accumulator sees the same operations in the same order in either
+// kernel, so with equal splits their sums are the same bit for bit.
+template <class T, int NT, class B, int... t>
+__device__ __forceinline__ void int_chunk(const typename T::IntItem& ia,
+                                          const typename T::IntItem& ib, B&& b, float (&acc)[NT][4],
+                                          std::integer_sequence<int, t...>) {
+  float qs[NT][4] = {};
+  [[maybe_unused]] float ms[NT][4] = {};
+  (
+      [&] {
+        const uint2 ra = T::template a_int<t>(ia), rb = T::template a_int<t>(ib);
+        uint2 bt[NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) bt[nt] = b(nt, t);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          mma_16816(qs[nt], ra.x, rb.x, ra.y, rb.y, bt[nt].x, bt[nt].y);
+        if constexpr (T::kIntMins) {
+          const uint32_t ma = ia.m2[t & 1], mb = ib.m2[t & 1];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_16816(ms[nt], ma, mb, ma, mb, bt[nt].x, bt[nt].y);
+        }
+      }(),
+      ...);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const typename T::IntItem& it = i < 2 ? ia : ib;
+      if constexpr (T::kIntMins)
+        acc[nt][i] = fmaf(it.d, qs[nt][i], fmaf(-it.dmin, ms[nt][i], acc[nt][i]));
+      else
+        acc[nt][i] = fmaf(it.d, qs[nt][i], acc[nt][i]);
+    }
+}
+
 // The A operand of step t of a chunk, from the two rows' items.
 template <class T, int t>
 __device__ __forceinline__ uint4 a_operand(const typename T::Item& ia, const typename T::Item& ib) {
@@ -172,11 +256,33 @@ __device__ __forceinline__ void chunk_steps(const typename T::Item& ia, const ty
   (step<T, t, NT>(ia, ib, xs, n_tiles, acc), ...);
 }
 
+// The staged kernel's token tile for n tokens: blocks of 8 NT tokens, NT = 1, 2, 4 or 8.
+__host__ __device__ constexpr int staged_nt(int64_t n) {
+  const int64_t tiles8 = (n + 7) / 8;
+  return tiles8 >= 8 ? 8 : tiles8 >= 4 ? 4 : tiles8 >= 2 ? 2 : 1;
+}
+// Whether the staged kernel runs T's integer form (int_chunk) in tiles of 8 NT tokens: Q6_K
+// always, Q4_K / Q5_K in tiles of up to 16 tokens (n <= 24). Their second mma a step (the mins)
+// doubles the tensor work, which in larger tiles cost more than the dequantization it saves
+// (H200, us at 16 / 32 / 64 tokens, fp32 dequantization -> integer form: llama8b ffn_gate/up Q4_K
+// 28.4 -> 26.6, 34.5 -> 37.7, 58.3 -> 61.6; Q6_K ffn_down 39.3 -> 34.5, 47.5 -> 42.6, 76.9 ->
+// 72.9; kernels/QMM.md, attempt 18). The direct kernel (up to 16 tokens) always runs it.
+constexpr int kIntMinsMaxNT = 2;
+template <class T, int NT>
+constexpr bool staged_int() {
+  if constexpr (IntForm<T>)
+    return !T::kIntMins || NT <= kIntMinsMaxNT;
+  else
+    return false;
+}
+
 // Grid: x = token tiles of 8 NT tokens (fastest, so the blocks that share weight rows run
 // together and the rows come from DRAM once), y = row tiles of kRowsPerBlock, z = K splits.
 // out: y itself (splits == 1, row stride ld) or the workspace [split][n][rows] (ld = rows).
 // Chunks go through an S-deep cp.async pipeline in shared memory: the copies of the next S - 1
-// chunks are in flight while the warps multiply chunk k.
+// chunks are in flight while the warps multiply chunk k. Each chunk runs int_chunk where
+// staged_int says so (the direct kernel's arithmetic, its B operands from the stage), else the
+// fp32 dequantization (chunk_steps).
 template <class T, int NT, int S>
 __global__ void __launch_bounds__(kWarps * 32)
     qmm_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, const __half* __restrict__ xp,
@@ -215,12 +321,21 @@ __global__ void __launch_bounds__(kWarps * 32)
     const uint8_t* st = smem + s * stage_bytes<T, NT>();
     const uint8_t* ws = st + 8 * NT * kXRow * 2;
     if (row0 < rows) {  // uniform per warp; the warp still joins the barriers
-      const typename T::Item ia =
-          T::load(staged_row<T>(ws, w, row_bytes, warp * 16 + g, row_a, k), c);
-      const typename T::Item ib =
-          T::load(staged_row<T>(ws, w, row_bytes, warp * 16 + g + 8, row_b, k), c);
+      const uint8_t* ra = staged_row<T>(ws, w, row_bytes, warp * 16 + g, row_a, k);
+      const uint8_t* rb = staged_row<T>(ws, w, row_bytes, warp * 16 + g + 8, row_b, k);
       const __half* xs = reinterpret_cast<const __half*>(st) + g * kXRow + 4 * c;
-      chunk_steps<T, NT>(ia, ib, xs, n_tiles, acc, std::make_integer_sequence<int, 16>{});
+      if constexpr (staged_int<T, NT>()) {
+        int_chunk<T, NT>(
+            direct_item<T>(ra, c), direct_item<T>(rb, c),
+            [&](int nt, int u) {
+              return nt < n_tiles ? *reinterpret_cast<const uint2*>(xs + nt * 8 * kXRow + 16 * u)
+                                  : make_uint2(0u, 0u);
+            },
+            acc, std::make_integer_sequence<int, 16>{});
+      } else {
+        chunk_steps<T, NT>(T::load(ra, c), T::load(rb, c), xs, n_tiles, acc,
+                           std::make_integer_sequence<int, 16>{});
+      }
     }
     __syncthreads();  // the stage is refilled by the next iteration's copies
   }
@@ -247,7 +362,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // is one 16-row tile; its warps take the K splits s = warp, warp + warps, ... (chunk ranges as in
 // the staged kernel), and warp 0 adds the splits' sums in order of s as qmm_reduce_kernel does, so
 // with the same splits a token's result is bit for bit the staged kernel's (each kernel has its own
-// split rule; the tests force equal splits to compare them). The first group's weights are
+// split rule; the tests force equal splits to compare them; Q4_K and Q5_K past 24 tokens, where
+// the staged kernel dequantizes to fp32, excepted). The first group's weights are
 // requested before the wait for the previous kernel (weights are never written by a step). With two
 // token tiles (9-16 tokens) each A operand a thread decodes feeds two mma, one per tile: the
 // weights are read and decoded once for 16 tokens, where the staged kernel's per-element
@@ -274,29 +390,6 @@ __host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits, bool s
          (n <= 8 || (n <= kQmmDirectMaxTokens && !staged_format && bytes <= kDirect2MaxBytes));
 }
 
-// Formats with an integer form (Q4_K, Q5_K, Q6_K: kernels/qmm_formats.cuh, IntItem) run it in the
-// direct kernel: their A operand is the integer q * scale (Q6_K: (q - 32) * scale, rounded to
-// fp16 above 2,048), the min and the super-block scales are applied per chunk in fp32, about half
-// the instructions a weight of the fp32 dequantization (and for Q4_K / Q5_K no fp16 rounding of
-// the weights).
-template <class T>
-concept IntForm = requires {
-  typename T::IntItem;
-};
-// DirectItem<T>::type is what a thread multiplies; ::raw is what it requests a group ahead (for
-// the integer forms only the loaded words, decoded when the chunk's turn comes, so that the
-// registers of a chunk in flight hold no work waiting on its arrival).
-template <class T>
-struct DirectItem {
-  using type = typename T::Item;
-  using raw = typename T::Item;
-};
-template <IntForm T>
-struct DirectItem<T> {
-  using type = typename T::IntItem;
-  using raw = typename T::IntRaw;
-};
-
 // Chunks a warp keeps in flight per group: two of the small items, one of the large (Q6_K's 28
 // words a row) and of the integer forms. H200, n = 1, us per call, one chunk / two: llama8b
 // ffn_gate/up Q4_K (fp32 dequantization) 26.7 / 21.2, Q6_K 41.9 / 44.7, Q4_K integer form
@@ -304,28 +397,6 @@ struct DirectItem<T> {
 template <class T>
 constexpr int direct_group() {
   return !IntForm<T> && sizeof(typename DirectItem<T>::type) <= 64 ? 2 : 1;
-}
-
-// Thread c's raw item of the chunk at b, and the item it decodes to (the integer form's where
-// the format has one).
-template <class T>
-__device__ __forceinline__ typename DirectItem<T>::raw direct_raw(const uint8_t* b, int c) {
-  if constexpr (IntForm<T>)
-    return T::load_int_raw(b, c);
-  else
-    return T::load(b, c);
-}
-template <class T>
-__device__ __forceinline__ typename DirectItem<T>::type direct_decode(
-    const typename DirectItem<T>::raw& r, int c) {
-  if constexpr (IntForm<T>)
-    return T::int_item(r, c);
-  else
-    return r;
-}
-template <class T>
-__device__ __forceinline__ typename DirectItem<T>::type direct_item(const uint8_t* b, int c) {
-  return direct_decode<T>(direct_raw<T>(b, c), c);
 }
 
 template <class T, int D, class Raw = typename DirectItem<T>::raw>
@@ -342,9 +413,7 @@ __device__ __forceinline__ void direct_load(Raw (&ia)[D], Raw (&ib)[D], const ui
 
 // The 16 steps of a chunk. The B operands of all 16 are requested first: loaded next to their
 // mma, each step of the accumulator chain waited out an L1 / L2 latency (ncu: 0.61 instructions
-// issued per scheduler cycle). Integer forms: an mma a step of q * scale, and one of the mins
-// where the format has them (Q4_K, Q5_K), into the chunk's own sums, which are then scaled by d
-// and dmin (rows g: items ia; g + 8: ib).
+// issued per scheduler cycle). Integer forms: int_chunk (rows g: items ia; g + 8: ib).
 // NT token tiles: tile nt's B operands from xg + nt * tile_stride (live[nt]: this lane's token of
 // the tile exists), each A operand used for every tile's mma.
 template <class T, class Item, int NT, int... t>
@@ -359,32 +428,8 @@ __device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, con
                           : make_uint2(0u, 0u)),
      ...);
   if constexpr (IntForm<T>) {
-    float qs[NT][4] = {};
-    [[maybe_unused]] float ms[NT][4] = {};
-    (
-        [&] {
-          const uint2 ra = T::template a_int<t>(ia), rb = T::template a_int<t>(ib);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            mma_16816(qs[nt], ra.x, rb.x, ra.y, rb.y, b[nt][t].x, b[nt][t].y);
-          if constexpr (T::kIntMins) {
-            const uint32_t ma = ia.m2[t & 1], mb = ib.m2[t & 1];
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              mma_16816(ms[nt], ma, mb, ma, mb, b[nt][t].x, b[nt][t].y);
-          }
-        }(),
-        ...);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const Item& it = i < 2 ? ia : ib;
-        if constexpr (T::kIntMins)
-          acc[nt][i] = fmaf(it.d, qs[nt][i], fmaf(-it.dmin, ms[nt][i], acc[nt][i]));
-        else
-          acc[nt][i] = fmaf(it.d, qs[nt][i], acc[nt][i]);
-      }
+    int_chunk<T, NT>(
+        ia, ib, [&](int nt, int u) { return b[nt][u]; }, acc, std::integer_sequence<int, t...>{});
   } else {
     (
         [&] {
@@ -748,7 +793,7 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   }
   const int per_split = (chunks + splits - 1) / splits;
   const int tiles8 = (n + 7) / 8;
-  const int nt = tiles8 >= 8 ? 8 : tiles8 >= 4 ? 4 : tiles8 >= 2 ? 2 : 1;
+  const int nt = staged_nt(n);
   const dim3 grid((tiles8 + nt - 1) / nt, (rows + kRowsPerBlock - 1) / kRowsPerBlock,
                   (chunks + per_split - 1) / per_split);
   const auto* wp = static_cast<const uint8_t*>(w);
@@ -775,6 +820,7 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
       for (const Variant& v : row)
         RZ_CUDA_CHECK(
             cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
+
     return true;
   }();
   (void)configured;
@@ -925,6 +971,16 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
 
 bool qmm_runs_direct(GgmlType type, int64_t rows, int64_t cols, int64_t n) {
   return qmm_supported(type, cols) && n >= 1 && qmm_detail::direct_call(type, rows, cols, n, 0);
+}
+
+bool qmm_integer_form(GgmlType type, int64_t n) {
+  if (!qmm_supported(type, kQmmChunk) || n < 1) return false;
+  bool r = false;
+  qmm_detail::with_format(type, [&]<class T>() {
+    if constexpr (qmm_detail::IntForm<T>)
+      r = !T::kIntMins || qmm_detail::staged_nt(n) <= qmm_detail::kIntMinsMaxNT;
+  });
+  return r;
 }
 
 int qmm_splits(int64_t rows, int64_t cols) {

@@ -39,6 +39,13 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
 // 16 MiB (kernels/QMM.md), else the staged kernel.
 bool qmm_runs_direct(GgmlType type, int64_t rows, int64_t cols, int64_t n);
 
+// Whether qmm multiplies n tokens of `type` in its integer form (kernels/QMM.md): the A operand is
+// the integer quant times its sub-block scale, exact in fp16 (Q6_K: rounded once above 2,048),
+// and the super-block scales are applied per chunk in fp32, so the weights are not rounded to
+// fp16. Q6_K always; Q4_K and Q5_K up to 24 tokens (past that the staged kernel's larger token
+// tiles dequantize to fp32 and round the weights to fp16, as every other format does).
+bool qmm_integer_form(GgmlType type, int64_t n);
+
 // K splits qmm uses for a matrix shape on the current device (1 = none): few row tiles get
 // their columns split over several thread blocks, whose partial sums a second kernel adds in a
 // fixed order. A function of the shape and the SM count alone, so a token's result does not

@@ -128,7 +128,7 @@ struct Q45K {
     for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, it.s16[t & 1], it.b16[t & 1]);
   }
 
-  // The direct kernel's integer form (kernels/qmm.cu, "integer A"): the A operand of step t is
+  // The integer form (kernels/qmm.cu, int_chunk; both kernels): the A operand of step t is
   // q * scale, an integer of at most 31 * 63 = 1953, so exact in fp16, made by one PRMT (the
   // fp16 1024 + q, two at a time) and one HFMA2 ((1024 + q) sc - 1024 sc, exact); a second mma
   // multiplies the sub-blocks' mins (exact too) by the same x, and the chunk's two sums are
@@ -227,7 +227,7 @@ struct Q6K {
     for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, s16, b16);
   }
 
-  // The direct kernel's integer form (as Q4_K's, kernels/qmm.cu "integer A"): the A operand of
+  // The integer form (as Q4_K's, kernels/qmm.cu int_chunk): the A operand of
   // step t is (q - 32) * scale in fp16, made two at a time by one PRMT (the fp16 1024 + q), one
   // HFMA2 ((1024 + q) - 1056 = q - 32, exact) and one HMUL2 (times the sub-block's int8 scale:
   // exact up to 2,048, rounded once above, where fp16 holds even integers only; at most 32 * 128).

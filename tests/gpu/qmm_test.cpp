@@ -179,12 +179,6 @@ struct Case {
   int64_t rows, cols, n;
 };
 
-// Whether qmm's direct kernel (up to 8 tokens) runs `t` in its integer form (other arithmetic
-// than the staged kernel's): Q4_K, Q5_K and Q6_K.
-bool has_integer_form(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
-}
-
 // The weights the integer form multiplies: Q4_K's and Q5_K's exact values; Q6_K's d * fp16((q -
 // 32) scale), whose integer (q - 32) scale is rounded to fp16 (even integers above 2,048). The
 // exact value d (q - 32) scale is a float (at most 24 significant bits), so value / d is that
@@ -287,8 +281,8 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
       for (int split : {1, 2, 3, 10, 0}) {  // 10: more splits than the direct kernel's warps
         const int64_t ldy = sh.rows + (split == 2 ? 5 : 0);  // a slice of a wider output too
         const std::vector<float> y = run_qmm(t, dw, dx, sh.rows, sh.cols, n, ldy, split);
-        // the direct kernel's integer form multiplies its own weights (int_form_values)
-        const bool int_form = qmm_runs_direct(t, sh.rows, sh.cols, n) && has_integer_form(t);
+        // the integer form multiplies its own weights (int_form_values)
+        const bool int_form = qmm_integer_form(t, n);
         const std::vector<double>& ref = int_form ? ref_int : ref16;
         const std::vector<double>& mag = int_form ? mag_int : mag16;
         for (int64_t tk = 0; tk < n; ++tk)
@@ -332,9 +326,14 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
       << "two runs differ";
   // With the kernels' own split rules the direct kernel's tokens (1-8, and 9-16 where it takes
   // them) match 8 and 16 tokens' bit for bit, one token tile or two; staged calls match n_max's.
-  // With forced splits the formats without an integer form match the staged kernel too.
+  // With forced splits the direct kernel's match the staged kernel's too (both run the same
+  // arithmetic: the integer form, or the fp32 dequantization).
   const std::vector<float> eight = run_qmm(t, dw, dx, rows, cols, 8, rows, split);
   const std::vector<float> sixteen = run_qmm(t, dw, dx, rows, cols, 16, rows, split);
+  // Q4_K and Q5_K run their integer form to 24 tokens (qmm_integer_form), n_max's in fp32:
+  // staged calls in the integer form match 24 tokens' instead (the staged kernel's 16-token
+  // tiles, as for 9-16).
+  const std::vector<float> t24 = run_qmm(t, dw, dx, rows, cols, 24, rows, split);
   const bool direct16 = split <= 64 && qmm_runs_direct(t, rows, cols, 16);
   if (direct16) {
     EXPECT_EQ(std::memcmp(eight.data(), sixteen.data(), 8 * rows * sizeof(float)), 0)
@@ -343,14 +342,16 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
   for (int64_t n : {1, 2, 8, 9, 16, 37}) {
     const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
     const bool direct = split <= 64 && qmm_runs_direct(t, rows, cols, n);
-    const bool own = direct && (split == 0 || has_integer_form(t));
-    const std::vector<float>& ref = !own ? all : n <= 8 ? eight : sixteen;
+    const bool own = direct && split == 0;
+    const bool same_form = qmm_integer_form(t, n) == qmm_integer_form(t, n_max);
+    const std::vector<float>& ref = own ? (n <= 8 ? eight : sixteen) : same_form ? all : t24;
     for (int64_t tk = 0; tk < n; ++tk)
       EXPECT_EQ(std::memcmp(part.data() + tk * rows, ref.data() + tk * rows, rows * sizeof(float)),
                 0)
           << name_of(t) << " token " << tk << " of " << n << " differs from the same token of "
           << (&ref == &all     ? n_max
               : &ref == &eight ? 8
+              : &ref == &t24   ? 24
                                : 16);
   }
 }
@@ -360,8 +361,8 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
 // runs agree bit for bit. Up to 16 tokens run the direct kernel (one token tile to 8, two to 16),
 // which has its own split rule and adds equal splits in the same order as the staged one: with
 // its own rule its tokens match 16 tokens' bit for bit (one tile or two), and with forced splits
-// they match the staged kernel's too (except the integer forms of Q4_K, Q5_K and Q6_K, whose
-// arithmetic differs: they match 16 tokens'). Forced splits: 12 (more than the direct kernel's
+// they match the staged kernel's too (the integer forms of Q4_K, Q5_K and Q6_K included: both
+// kernels run them through int_chunk). Forced splits: 12 (more than the direct kernel's
 // warps) and 80 on 20,480 columns (80 chunks; past kDirectMaxSplits, where every call is staged).
 TEST_P(QmmTest, TokenResultIndependentOfBatch) {
   RZ_REQUIRE_GPU();
