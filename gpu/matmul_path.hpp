@@ -39,7 +39,9 @@ struct MatmulChoices {
 // Measured on the H200 (bench/gpu-runs/2026-11-24-h200-copy-gemm-threshold.log, rz bench, Q4_K_M):
 // with the copies from 17 tokens, qwen2.5-1.5b B = 32 / 64 9,481 / 13,049 -> 12,527 / 21,957
 // tokens/s and llama3.1-8b 4,269 / 5,262 -> 4,692 / 7,504; from 9, qwen B = 9-16 gained 12 % but
-// llama3.1-8b lost 3 % (qmm reads a quarter of the bytes), so 17 for all.
+// llama3.1-8b lost 3 % (qmm reads a quarter of the bytes), so 17 for all. Rechecked after qmm's
+// staged kernel took the integer form (bench/gpu-runs/2026-11-28-h200-copy-gemm-threshold-recheck.log):
+// qmm to 24 tokens made llama3.1-8b's B = 24 step 5.53 -> 6.86 ms, qwen2.5-1.5b's 2.07 -> 2.53.
 constexpr int kCopyGemmFromTokens = 17;
 
 // The path for a [rows, cols] matrix of `type` times n tokens. F32 matrices always take gemm

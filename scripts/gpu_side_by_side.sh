@@ -23,7 +23,8 @@
 # Environment: RZ_BIN_DIR (default .bundle/bin), SBS_BATCHES (default 1,4,16,64,256), SBS_REPS
 # (rz bench timed runs, default 3), SBS_TAR (a .tgz path: the whole output folder packed there at
 # the end; the device tool brings back only a few files of a call's $OUT, so on the GPU machine
-# run with OUT=/tmp/sbs SBS_TAR=$OUT/sbs.tgz and unpack it here).
+# run with SBS_TAR=$OUT/sbs.tgz OUT=/tmp/sbs, in that order: bash expands a command's assignments
+# left to right, so SBS_TAR after OUT=/tmp/sbs would name /tmp/sbs/sbs.tgz), and unpack it here.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 anchors=${1:?usage: gpu_side_by_side.sh ANCHOR_DIR [SHAPE:FORMAT ...]}
@@ -112,6 +113,8 @@ else
     "where those files are copied"
 fi
 if [ -n "${SBS_TAR:-}" ]; then
-  tar czf "$SBS_TAR" -C "$(dirname "$out")" "$(basename "$out")" || status=1
+  # (the archive itself left out, should it lie inside the folder)
+  tar czf "$SBS_TAR" --exclude="$(basename "$SBS_TAR")" -C "$(dirname "$out")" "$(basename "$out")" ||
+    status=1
 fi
 exit $status
