@@ -79,6 +79,21 @@ TEST(QmmChooser, SupportedTypesAndColumns) {
   EXPECT_EQ(qmm_x_elems(9, 256), 16 * 256);
 }
 
+// The integer form (kernels/QMM.md): Q6_K at every token count; Q4_K and Q5_K while the staged
+// kernel's token tiles hold at most 16 tokens (n <= 24), then fp32 dequantization; no other type.
+TEST(QmmChooser, IntegerFormByTypeAndTokens) {
+  for (int64_t n : {1, 8, 9, 16, 17, 24, 25, 32, 64, 128, 512}) {
+    EXPECT_TRUE(qmm_integer_form(GgmlType::Q6_K, n)) << n;
+    EXPECT_EQ(qmm_integer_form(GgmlType::Q4_K, n), n <= 24) << n;
+    EXPECT_EQ(qmm_integer_form(GgmlType::Q5_K, n), n <= 24) << n;
+    for (GgmlType t :
+         {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::F16})
+      EXPECT_FALSE(qmm_integer_form(t, n)) << name_of(t) << " " << n;
+  }
+  EXPECT_FALSE(qmm_integer_form(GgmlType::Q6_K, 0));
+}
+
 TEST(QmmChooser, SplitRule) {
   using qmm_detail::choose_splits;
   const int h200 = 132;
