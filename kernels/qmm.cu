@@ -268,10 +268,15 @@ __host__ __device__ constexpr int staged_nt(int64_t n) {
 // 28.4 -> 26.6, 34.5 -> 37.7, 58.3 -> 61.6; Q6_K ffn_down 39.3 -> 34.5, 47.5 -> 42.6, 76.9 ->
 // 72.9; kernels/QMM.md, attempt 18). The direct kernel (up to 16 tokens) always runs it.
 constexpr int kIntMinsMaxNT = 2;
+// The rule for a format with an integer form (mins: it has the second mma); qmm_integer_form
+// asks it too.
+__host__ __device__ constexpr bool int_form_in_tiles(bool mins, int nt) {
+  return !mins || nt <= kIntMinsMaxNT;
+}
 template <class T, int NT>
 constexpr bool staged_int() {
   if constexpr (IntForm<T>)
-    return !T::kIntMins || NT <= kIntMinsMaxNT;
+    return int_form_in_tiles(T::kIntMins, NT);
   else
     return false;
 }
@@ -820,7 +825,6 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
       for (const Variant& v : row)
         RZ_CUDA_CHECK(
             cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
-
     return true;
   }();
   (void)configured;
@@ -978,7 +982,7 @@ bool qmm_integer_form(GgmlType type, int64_t n) {
   bool r = false;
   qmm_detail::with_format(type, [&]<class T>() {
     if constexpr (qmm_detail::IntForm<T>)
-      r = !T::kIntMins || qmm_detail::staged_nt(n) <= qmm_detail::kIntMinsMaxNT;
+      r = qmm_detail::int_form_in_tiles(T::kIntMins, qmm_detail::staged_nt(n));
   });
   return r;
 }
