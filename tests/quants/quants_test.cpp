@@ -197,10 +197,11 @@ void fill_row(Kind kind, std::mt19937_64& rng, float* x, int64_t n, int block) {
     case Kind::Tiny:  // fp16 scales land in the subnormal range
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] / sigma * 1e-5f;
       break;
-    case Kind::MixedScales:  // each block its own magnitude
+    case Kind::MixedScales:  // each block its own magnitude, within fp16's finite range
       for (int64_t b = 0; b < n / block; ++b) {
         const float s = std::exp(unif(rng) * 16.0f - 8.0f);
-        for (int i = 0; i < block; ++i) x[b * block + i] *= s;
+        for (int i = 0; i < block; ++i)
+          x[b * block + i] = std::clamp(x[b * block + i] * s, -60000.0f, 60000.0f);
       }
       break;
     case Kind::AllZero:
@@ -524,8 +525,11 @@ double error_bound(GgmlType t, const float* x, int64_t i) {
     // half the table's widest gap (IQ4: 24 / 127 of the scale) plus the sub-scale rounding.
     case GgmlType::Q2_K: return (std::max(mx, 0.0f) - std::min(mn, 0.0f)) * 0.5 + 1e-6;
     case GgmlType::Q3_K: return amax * 0.3 + 1e-6;
-    case GgmlType::IQ4_NL:
-    case GgmlType::IQ4_XS: return amax * 0.15 + 1e-6;
+    // IQ4's fp16 scale d = amax / 127 (IQ4_XS: d = amax / (127 * 31) times a sub-scale of at most
+    // 32) multiplies table values of up to 127, so d's own rounding costs up to 127 (32 * 127)
+    // times herr(d); for small blocks d is subnormal, where that rounding is coarse.
+    case GgmlType::IQ4_NL: return amax * 0.15 + 127 * herr(amax / 127);
+    case GgmlType::IQ4_XS: return amax * 0.15 + 32 * 127 * herr(amax / (127 * 31));
     default: return 0;
   }
 }
