@@ -511,8 +511,20 @@ TEST(QmmBench, DISABLED_Compare) {
                           {"qwen1.5b ffn_gate/up", 8960, 1536}, {"qwen1.5b ffn_down", 1536, 8960},
                           {"qwen1.5b output", 151936, 1536},    {"llama8b attn_q/o", 4096, 4096},
                           {"llama8b ffn_gate/up", 14336, 4096}, {"llama8b ffn_down", 4096, 14336},
-                          {"llama8b attn_k/v", 1024, 4096},     {"llama8b output", 128256, 4096}};
-  const int64_t token_counts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+                          {"llama8b attn_k/v", 1024, 4096},     {"llama8b output", 128256, 4096},
+                          {"llama8b gate+up", 28672, 4096}};  // the fused matrix a step runs
+  // RZ_QMM_BENCH_N="16,32" runs only those token counts (of at most 512)
+  std::vector<int64_t> token_counts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  if (const char* ns = std::getenv("RZ_QMM_BENCH_N")) {
+    token_counts.clear();
+    for (const char* p = ns; *p;) {
+      char* end = nullptr;
+      const long long v = std::strtoll(p, &end, 10);
+      if (end == p) break;
+      if (v >= 1 && v <= 512) token_counts.push_back(v);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   cudaStream_t stream = nullptr;
   Gemm gemm(stream);
   std::mt19937 rng(1);
