@@ -163,7 +163,8 @@ TEST(ChatTemplate, UnknownTemplatesAndNamesAreClearErrors) {
   } catch (const rz::Error& e) {
     std::string what = e.what();
     EXPECT_NE(what.find("unrecognised chat template"), std::string::npos) << what;
-    EXPECT_NE(what.find("--template chatml|llama3|llama2|mistral|phi3|gemma"), std::string::npos) << what;
+    EXPECT_NE(what.find("--template chatml|llama3|llama2|mistral|phi3|gemma"), std::string::npos)
+        << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
   }
   EXPECT_THROW(rz::ChatTemplate::from_jinja("", "", ""), rz::Error);
@@ -173,7 +174,8 @@ TEST(ChatTemplate, UnknownTemplatesAndNamesAreClearErrors) {
     rz::ChatTemplate::from_name("vicuna", "", "");
     FAIL() << "expected rz::Error";
   } catch (const rz::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("chatml|llama3|llama2|mistral|phi3|gemma"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("chatml|llama3|llama2|mistral|phi3|gemma"),
+              std::string::npos);
   }
   EXPECT_EQ(rz::ChatTemplate::names(),
             (std::vector<std::string>{"chatml", "llama3", "llama2", "mistral", "phi3", "gemma"}));
