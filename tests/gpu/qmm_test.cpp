@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "apps/bench/bench_options.hpp"  // parse_batches
 #include "formats/common.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_buffer.hpp"
@@ -513,17 +514,14 @@ TEST(QmmBench, DISABLED_Compare) {
                           {"llama8b ffn_gate/up", 14336, 4096}, {"llama8b ffn_down", 4096, 14336},
                           {"llama8b attn_k/v", 1024, 4096},     {"llama8b output", 128256, 4096},
                           {"llama8b gate+up", 28672, 4096}};  // the fused matrix a step runs
-  // RZ_QMM_BENCH_N="16,32" runs only those token counts (of at most 512)
+  const int64_t n_max = 512;
+  // RZ_QMM_BENCH_N="16,32" runs only those token counts (rz bench's --batches syntax; those
+  // above n_max are left out)
   std::vector<int64_t> token_counts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
   if (const char* ns = std::getenv("RZ_QMM_BENCH_N")) {
     token_counts.clear();
-    for (const char* p = ns; *p;) {
-      char* end = nullptr;
-      const long long v = std::strtoll(p, &end, 10);
-      if (end == p) break;
-      if (v >= 1 && v <= 512) token_counts.push_back(v);
-      p = *end == ',' ? end + 1 : end;
-    }
+    for (int n : bench::parse_batches(ns))
+      if (n <= n_max) token_counts.push_back(n);
   }
   cudaStream_t stream = nullptr;
   Gemm gemm(stream);
@@ -537,7 +535,6 @@ TEST(QmmBench, DISABLED_Compare) {
       if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
       const RotatedWeights rw = rotated_weights(t, sh.rows, sh.cols, rng);
       const size_t bytes = rw.bytes;
-      const int64_t n_max = 512;
       DeviceBuffer<float> dx(size_t(n_max * sh.cols)), dy(size_t(n_max * sh.rows));
       dx.fill_bytes(0);
       DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(n_max, sh.cols)));
