@@ -126,6 +126,9 @@ struct GpuExecutor::Impl {
               bool same_input = false);
   // The path matmul() takes for a quantized, F16 or BF16 matrix at n tokens.
   MatmulPath path_of(const DeviceMatrix& m, int n) const;
+  // Whether matmul(m, in, ..., n, true) would be one launch of qmm's direct kernel on qmm_x as
+  // already prepared from `in`: no preparation, no workspace, so it may run on another stream.
+  bool direct_qmm_on_prepared(const DeviceMatrix& m, const float* in, int n) const;
   // The input forms that `consumers` (null entries skipped) read of the n x cols activation `in`,
   // as buffers of this executor, for the kernel that produces `in` to write beside it
   // (kernels/act_forms.hpp; none without GpuExecutorOptions::fused_input_forms). Marks them

@@ -504,8 +504,24 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       q_stride = k_stride = q_dim + 2 * kv_dim;
       qp = qp_args;
     } else if (L.fused_qk) {
+      // V's matmul runs on attn_side beside [Q; K]'s where it is qmm's direct kernel on the
+      // input the norm prepared: it then only reads qmm_x and needs no workspace (H200, rz bench
+      // B = 1 / 4: qwen2.5-1.5b +1.6 / +2.0 %, llama3.1-8b +0.6 %;
+      // bench/gpu-runs/2026-11-28-h200-qmm-9-16-experiment.log).
+      const bool v_beside = direct_qmm_on_prepared(L.wv, xn.get(), N);
+      if (v_beside) {
+        RZ_CUDA_CHECK(cudaEventRecord(attn_fork, stream));
+        RZ_CUDA_CHECK(cudaStreamWaitEvent(attn_side, attn_fork, 0));
+        qmm(L.wv.type, L.wv.ptr(), qmm_x.get(), v.get(), L.wv.rows, L.wv.cols, N, L.wv.rows,
+            nullptr, 0, attn_side);
+      }
       matmul(L.wqk, xn.get(), qkv.get(), N, true);  // [q | k] rows
-      matmul(L.wv, xn.get(), v.get(), N, true);
+      if (v_beside) {
+        RZ_CUDA_CHECK(cudaEventRecord(attn_join, attn_side));
+        RZ_CUDA_CHECK(cudaStreamWaitEvent(stream, attn_join, 0));
+      } else {
+        matmul(L.wv, xn.get(), v.get(), N, true);
+      }
       k_rows = qkv.get() + q_dim;
       q_stride = k_stride = q_dim + kv_dim;
       qp.qkv_row_stride = qp.k_row_stride = q_stride;
@@ -632,6 +648,12 @@ void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
   matmul(w.output(), last_norm.get(), logits.get(), n_out, true);
   if (cfg.final_logit_softcap > 0)
     softcap(logits.get(), int64_t(n_out) * cfg.n_vocab, cfg.final_logit_softcap, stream);
+}
+
+bool GpuExecutor::Impl::direct_qmm_on_prepared(const DeviceMatrix& m, const float* in,
+                                               int n) const {
+  return !m.fp8 && m.type != GgmlType::F32 && path_of(m, n) == MatmulPath::qmm &&
+         qmm_prepared.holds(in, n, m.cols) && qmm_runs_direct(m.type, m.rows, m.cols, n);
 }
 
 void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* out, int n,
