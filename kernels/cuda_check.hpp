@@ -27,6 +27,8 @@ class CudaError : public rz::Error {
 // K splits). cudaDeviceGetAttribute is no stream operation, so it is safe while a stream is being
 // captured.
 int device_sm_count();
+// Whether the current device launches thread-block clusters (sm_90 and later), queried once.
+bool device_supports_clusters();
 
 }  // namespace rz::gpu
 

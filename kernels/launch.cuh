@@ -40,22 +40,40 @@ __device__ __forceinline__ void grid_dependency_sync() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute
-// while programmatic_launch() is on. Launch errors are left for RZ_CUDA_CHECK_LAUNCH
-// (cudaGetLastError), as after <<<>>>.
+// while programmatic_launch() is on, in thread-block clusters of cluster_x blocks along x when
+// cluster_x > 1 (sm_90; grid.x a multiple of it; device_supports_clusters()). Launch errors are
+// left for RZ_CUDA_CHECK_LAUNCH (cudaGetLastError), as after <<<>>>.
 template <typename... Params, typename... Args>
-inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+inline void launch_kernel_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                   cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (programmatic_launch()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cluster_x > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster_x;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  cfg.numAttrs = n;
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args&&... args) {
+  launch_kernel_clusters(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
 }
 
 }  // namespace rz::gpu

@@ -376,9 +376,22 @@ __global__ void __launch_bounds__(kWarps * 32)
 // (same steps, same splits: the rule reads the one-tile kernel's occupancy for both).
 constexpr int kDirectMaxSplits = 64;  // dynamic shared partial sums: splits x 32 x NT x 16 bytes
 constexpr int kDirectMaxWarps = 8;
+// A row tile's blocks and their warps for `splits` K splits: one block of up to kDirectMaxWarps
+// warps, or past that a cluster of ceil(splits / kDirectMaxWarps) blocks (at most 8, the portable
+// cluster size) that share the splits evenly (direct_block, on devices with clusters).
+struct DirectGrid {
+  int cluster, warps;
+};
+constexpr DirectGrid direct_grid(int splits, bool clusters = true) {
+  if (!clusters || splits <= kDirectMaxWarps) return {1, std::min(splits, kDirectMaxWarps)};
+  const int cl = (splits + kDirectMaxWarps - 1) / kDirectMaxWarps;
+  return {cl, (splits + cl - 1) / cl};
+}
+static_assert(direct_grid(kDirectMaxSplits).cluster <= 8);
 // blocks[w]: how many blocks of w warps (1..kDirectMaxWarps) of a direct kernel an SM holds.
 using DirectBlocksPerSm = std::array<int, kDirectMaxWarps + 1>;
-int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks);
+int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks,
+                         bool clusters);
 
 // Two token tiles (9-16 tokens) pay where the staged kernel's fixed costs dominate (its K
 // splits' reduce kernel, its pipeline's fill): on matrices up to this size. Larger ones, and the
@@ -455,9 +468,10 @@ __device__ __forceinline__ void direct_steps(const Item& ia, const Item& ib, con
 // first reader of a chunk of x misses). Measured (kernels/QMM.md, attempt 13): Q4_K at n = 1 5-17
 // % faster at the rule's splits; at 2 tokens and more, and in the kernel that stages its weights
 // (Q6_K, Q2_K), the shared memory cost more occupancy than it saved, so x stays in global memory
-// there. The pad would put the 4 tokens of a half-warp's 8-byte loads on different banks. Returns
-// where token g's row starts for the thread (g, c), as xp + g * cols + 4 c would be, and the
-// distance between token tiles (8 tokens).
+// there. The pad would put the 4 tokens of a half-warp's 8-byte loads on different banks. Only
+// chunks [k_lo, k_hi) are copied (those the block's warps multiply), each at its place in the row.
+// Returns where token g's row starts for the thread (g, c), as xp + g * cols + 4 c would be, and
+// the distance between token tiles (8 tokens).
 constexpr int kXsPad = 16;
 constexpr size_t kDirectXsMax = size_t{32} << 10;
 constexpr int kDirectXsTokens = 1;
@@ -466,14 +480,16 @@ inline size_t direct_xs_bytes(int n, int cols) {
   return b <= kDirectXsMax ? b : 0;
 }
 __device__ __forceinline__ const __half* direct_x(const __half* __restrict__ xp, __half* xs, int n,
-                                                  int cols, int g, int c, int64_t& tile_stride) {
+                                                  int cols, int k_lo, int k_hi, int g, int c,
+                                                  int64_t& tile_stride) {
   if (xs == nullptr) {
     tile_stride = int64_t(8) * cols;
     return xp + int64_t(g) * cols + 4 * c;
   }
-  const int pieces = cols / 8;  // 16-byte pieces of a token's row
+  constexpr int kPieces = kQmmChunk / 8;  // 16-byte pieces of a token's chunk
+  const int pieces = (k_hi - k_lo) * kPieces, p0 = k_lo * kPieces;
   for (int i = threadIdx.x; i < n * pieces; i += blockDim.x) {
-    const int tok = i / pieces, p = i - tok * pieces;
+    const int tok = i / pieces, p = p0 + i - tok * pieces;
     cp_async16(xs + tok * (cols + kXsPad) + p * 8, xp + int64_t(tok) * cols + p * 8);
   }
   cp_async_commit();
@@ -481,6 +497,60 @@ __device__ __forceinline__ const __half* direct_x(const __half* __restrict__ xp,
   __syncthreads();
   tile_stride = int64_t(8) * (cols + kXsPad);
   return xs + g * (cols + kXsPad) + 4 * c;
+}
+
+// K splits over a cluster of blocks (sm_90 thread-block clusters). Where a row tile has fewer
+// blocks than the device has SMs (qwen2.5-1.5b's 1,536-row matrices: 96 tiles on 132 SMs), its
+// splits beyond kDirectMaxWarps go to `cluster` blocks of that tile, launched as one cluster:
+// block rank r runs splits r * warps + warp (+ cluster * warps ...), every split's sums go to
+// part[] in rank 0's shared memory (distributed shared memory), and rank 0 adds them in order of
+// s as one block does, so the sums are the one-block kernel's bit for bit. The barrier is
+// arrived at on entry (relaxed) and waited on before the first remote store, so that rank 0's
+// shared memory exists when it is written; a second one (release / acquire) before rank 0 adds.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+// Where rank 0 of the cluster has `p` of its shared memory (a generic address).
+template <class P>
+__device__ __forceinline__ P* cluster_rank0(P* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint64_t r;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(reinterpret_cast<uint64_t>(p)), "r"(0));
+  return reinterpret_cast<P*>(r);
+#else
+  return p;
+#endif
+}
+
+// The direct kernels' block in its cluster: row tile, rank, the splits' stride, and the chunks its
+// warps multiply (all of them when a warp runs more than one split).
+struct DirectBlock {
+  int row0, rank, s0, stride, k_lo, k_hi;
+};
+__device__ __forceinline__ DirectBlock direct_block(int cluster, int splits, int chunks,
+                                                    int chunks_per_split) {
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5;
+  DirectBlock b;
+  b.rank = blockIdx.x % cluster;
+  b.row0 = blockIdx.x / cluster * 16;
+  b.stride = cluster * warps;
+  b.s0 = b.rank * warps + warp;
+  const bool one_each = b.stride >= splits;
+  b.k_lo = one_each ? min(chunks, b.rank * warps * chunks_per_split) : 0;
+  b.k_hi = one_each ? min(chunks, (b.rank + 1) * warps * chunks_per_split) : chunks;
+  return b;
 }
 
 // A split's sums of tile nt go to part[(s * NT + nt) * 32 + lane] (splits > 1).
@@ -492,16 +562,25 @@ __device__ __forceinline__ void direct_store_part(float4* part, int s, const flo
     part[(s * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
 }
 
-// The direct kernels' end: with splits > 1 each split's sums are in part (direct_store_part) and
-// warp 0 adds them in order of s (after the barrier every thread reaches); then the sums v[nt] of
+// The direct kernels' end: with splits > 1 each split's sums are in part (direct_store_part; rank
+// 0's in a cluster) and warp 0 (of rank 0) adds them in order of s (after the barrier every
+// thread reaches); then the sums v[nt] of
 // rows row0 + g (x, y) and + 8 (z, w), tokens 8 nt + 2 c (x, z) and 8 nt + 2 c + 1 (y, w), go to
 // y.
 template <int NT>
 __device__ __forceinline__ void direct_finish(float4 (&v)[NT], const float4* part, int splits,
-                                              float* y, int64_t ldy, int rows, int n, int row0) {
+                                              const DirectBlock& blk, float* y, int64_t ldy,
+                                              int rows, int n) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int row0 = blk.row0;
   if (splits > 1) {
-    __syncthreads();
+    if (blk.stride > (blockDim.x >> 5)) {  // a cluster: every rank's sums are in rank 0's part
+      cluster_arrive();
+      cluster_wait();
+      if (blk.rank != 0) return;
+    } else {
+      __syncthreads();
+    }
     if (warp != 0) return;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -523,19 +602,24 @@ __device__ __forceinline__ void direct_finish(float4 (&v)[NT], const float4* par
   }
 }
 
-// Grid: one block per 16-row tile; block min(splits, kDirectMaxWarps) warps; dynamic shared
-// memory splits x NT x 512 bytes when splits > 1. NT token tiles (n <= 8 NT).
+// Grid: `cluster` blocks per 16-row tile (one cluster; direct_grid); blocks of
+// direct_grid(splits).warps warps; dynamic shared memory splits x NT x 512 bytes when splits > 1.
+// NT token tiles (n <= 8 NT).
 template <class T, int D, int NT>
 __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                       const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
-                      int cols, int n, int chunks_per_split, int splits, int xs_bytes) {
+                      int cols, int n, int chunks_per_split, int splits, int cluster,
+                      int xs_bytes) {
   using Item = typename DirectItem<T>::type;
   using Raw = typename DirectItem<T>::raw;
   extern __shared__ float4 part[];  // [split][lane] (splits > 1), then x (xs_bytes > 0)
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  const int warps = blockDim.x >> 5;
-  const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
+  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int chunks = cols / kQmmChunk;
+  const DirectBlock blk = direct_block(cluster, splits, chunks, chunks_per_split);
+  if (cluster > 1) cluster_arrive_relaxed();
+  float4* const part_out = cluster > 1 ? cluster_rank0(part) : part;
+  const int row0 = blk.row0;
   const uint8_t* wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
   const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
   bool live[NT];  // tokens past n are zero: no loads
@@ -543,7 +627,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   for (int nt = 0; nt < NT; ++nt) live[nt] = 8 * nt + g < n;
   Raw ca[D], cb[D];
   float4 v[NT];  // splits == 1: warp 0's sums
-  int s = warp;
+  int s = blk.s0;
   if (s < splits)
     direct_load<T, D>(ca, cb, wa, wb, s * chunks_per_split, min(chunks, (s + 1) * chunks_per_split),
                       c);
@@ -552,14 +636,15 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   const __half* xg = direct_x(
       xp,
       xs_bytes ? reinterpret_cast<__half*>(part + (splits > 1 ? splits * NT * 32 : 0)) : nullptr, n,
-      cols, g, c, tile_stride);
-  for (; s < splits; s += warps) {
+      cols, blk.k_lo, blk.k_hi, g, c, tile_stride);
+  if (cluster > 1) cluster_wait();  // every block of the cluster runs: rank 0's part exists
+  for (; s < splits; s += blk.stride) {
     const int k0 = s * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
     float acc[NT][4] = {};
     for (int k = k0; k < k1; k += D) {
       Raw na[D], nb[D];
       // the next group of this split, else the first of the warp's next split
-      const int s2 = k + D < k1 ? s : s + warps;
+      const int s2 = k + D < k1 ? s : s + blk.stride;
       const int kn = k + D < k1 ? k + D : s2 * chunks_per_split;
       if (s2 < splits)
         direct_load<T, D>(na, nb, wa, wb, kn, min(chunks, (s2 + 1) * chunks_per_split), c);
@@ -580,10 +665,10 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
       for (int nt = 0; nt < NT; ++nt)
         v[nt] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
     } else {
-      direct_store_part<NT>(part, s, acc);
+      direct_store_part<NT>(part_out, s, acc);
     }
   }
-  direct_finish<NT>(v, part, splits, y, ldy, rows, n, row0);
+  direct_finish<NT>(v, part, splits, blk, y, ldy, rows, n);
 }
 
 // The direct kernel for the formats whose chunks are costly to read in place (kDirectStaged in
@@ -621,16 +706,19 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_staged_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                              const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy,
                              int rows, int cols, int n, int chunks_per_split, int splits,
-                             int xs_bytes) {
+                             int cluster, int xs_bytes) {
   (void)xs_bytes;  // always 0: x stays in global memory here (direct_x)
   using Item = typename DirectItem<T>::type;
   extern __shared__ float4 smem[];  // part [splits][lane] (splits > 1), then the warps' stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  const int warps = blockDim.x >> 5;
+  const int chunks = cols / kQmmChunk;
+  const DirectBlock blk = direct_block(cluster, splits, chunks, chunks_per_split);
+  if (cluster > 1) cluster_arrive_relaxed();
   float4* part = smem;
+  float4* const part_out = cluster > 1 ? cluster_rank0(part) : part;
   uint8_t* stages = reinterpret_cast<uint8_t*>(smem + (splits > 1 ? splits * NT * 32 : 0)) +
                     warp * kDirectStages * direct_stage_bytes<T>();
-  const int row0 = blockIdx.x * 16, chunks = cols / kQmmChunk;
+  const int row0 = blk.row0;
   const uint8_t* const w_end = w + int64_t(rows) * row_bytes;
   const int64_t row_a = min(row0 + g, rows - 1), row_b = min(row0 + g + 8, rows - 1);
   const __half* xg = xp + int64_t(g) * cols + 4 * c;
@@ -643,7 +731,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   };
   auto advance = [&](Cursor& q) {
     if (++q.k >= min(chunks, (q.s + 1) * chunks_per_split)) {
-      q.s += warps;
+      q.s += blk.stride;
       q.k = q.s * chunks_per_split;
     }
   };
@@ -660,14 +748,15 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     cp_async_commit();
   };
 
-  Cursor next{warp, warp * chunks_per_split}, cur = next;
+  Cursor next{blk.s0, blk.s0 * chunks_per_split}, cur = next;
 #pragma unroll
   for (int i = 0; i < kDirectStages - 1; ++i) {
     issue(next, i);
     advance(next);
   }
   grid_dependency_sync();
-  float4 v[NT];  // splits == 1: warp 0's sums
+  if (cluster > 1) cluster_wait();  // every block of the cluster runs: rank 0's part exists
+  float4 v[NT];                     // splits == 1: warp 0's sums
   float acc[NT][4] = {};
   for (int slot = 0, ahead = kDirectStages - 1; cur.s < splits;) {
     issue(next, ahead);  // into the stage read in the previous iteration
@@ -690,7 +779,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
         for (int nt = 0; nt < NT; ++nt)
           v[nt] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
       } else {
-        direct_store_part<NT>(part, s, acc);
+        direct_store_part<NT>(part_out, s, acc);
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
@@ -699,7 +788,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     }
   }
   cp_async_wait<0>();
-  direct_finish<NT>(v, part, splits, y, ldy, rows, n, row0);
+  direct_finish<NT>(v, part, splits, blk, y, ldy, rows, n);
 }
 
 // y[t, r] = sum over s < splits of ws[s][t][r], in order of s.
@@ -742,7 +831,7 @@ auto direct_kernel() {
 template <class T, int NT>
 size_t direct_smem(int splits) {
   if constexpr (DirectStaged<T>)
-    return direct_staged_smem<T>(splits, std::min(splits, kDirectMaxWarps), NT);
+    return direct_staged_smem<T>(splits, direct_grid(splits).warps, NT);
   else
     return direct_part_smem(splits, NT);
 }
@@ -780,14 +869,17 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   const int chunks = cols / kQmmChunk;
   if (direct) {  // one or two token tiles: a direct kernel, no block staging
     const DirectBlocksPerSm& blocks = direct_setup<T>();
-    if (splits == 0) splits = choose_direct_splits(rows, cols, device_sm_count(), blocks);
+    const bool clusters = device_supports_clusters();
+    if (splits == 0) splits = choose_direct_splits(rows, cols, device_sm_count(), blocks, clusters);
     const int per_split = (chunks + splits - 1) / splits;
+    const DirectGrid dg = direct_grid(splits, clusters);
     const size_t xs = !DirectStaged<T> && n <= kDirectXsTokens ? direct_xs_bytes(n, cols) : 0;
     const auto go = [&](auto kernel, size_t smem) {
-      launch_kernel(kernel, static_cast<unsigned>((rows + 15) / 16),
-                    std::min(splits, kDirectMaxWarps) * 32, smem + xs, stream,
-                    static_cast<const uint8_t*>(w), row_bytes, static_cast<const __half*>(xp), y,
-                    ldy, rows, cols, n, per_split, splits, static_cast<int>(xs));
+      launch_kernel_clusters(kernel, static_cast<unsigned>((rows + 15) / 16 * dg.cluster),
+                             dg.warps * 32, smem + xs, stream, static_cast<unsigned>(dg.cluster),
+                             static_cast<const uint8_t*>(w), row_bytes,
+                             static_cast<const __half*>(xp), y, ldy, rows, cols, n, per_split,
+                             splits, dg.cluster, static_cast<int>(xs));
     };
     if (n <= 8)
       go(direct_kernel<T, 1>(), direct_smem<T, 1>(splits));
@@ -850,31 +942,38 @@ int choose_splits(int64_t rows, int64_t cols, int sms) {
   return static_cast<int>((chunks + per - 1) / per);
 }
 
-// The direct kernel's splits: among the counts s (1..kDirectMaxWarps, no split empty) that leave
-// a warp at most kDirectMaxRun chunks where that is possible, the one with the least modelled
-// time, ceil(tiles / (blocks[s] x sms)) waves of ceil(chunks / s) + 1 chunk rounds each (a
-// warp's chunks run one after another at a latency-bound pace, and its first loads and its end
-// cost about one more); ties go to fewer splits. blocks[s]: the blocks of s warps an SM holds
-// (kernels/QMM.md, "Split rule"). Where the tiles are few it fills the machine (a 1536 x 1536
-// matrix's 96 tiles took 7.7 us with one split: six chunks one after another in each warp).
+// The direct kernel's splits: among the counts s (1..kDirectMaxWarps, and to kDirectMaxSplits in
+// clusters where the device has them; no split empty) that leave a warp at most kDirectMaxRun
+// chunks where that is possible, the one with the least modelled time, ceil(tiles x cluster /
+// (blocks[warps] x sms)) waves of ceil(chunks / s) + 1 chunk rounds each (a warp's chunks run one
+// after another at a latency-bound pace, and its first loads and its end cost about one more),
+// plus half a round for a cluster's barrier and remote sums; ties go to fewer splits.
+// blocks[w]: the blocks of w warps an SM holds (kernels/QMM.md, "Split rule"). Where the tiles
+// are few it fills the machine (a 1536 x 1536 matrix's 96 tiles took 7.7 us with one split: six
+// chunks one after another in each warp; qwen2.5-1.5b's 1536 x 8960 ffn_down, 96 tiles of 35
+// chunks, takes 12 splits in clusters of two blocks instead of 7 in one: Q6_K 11.8 -> 9.3 us).
 // The cap is measured, not modelled: llama8b's output (8,016 tiles of 16 chunks) ran in 134 us
 // with one split against 111 with two, though the waves favour one
 // (QmmBench.DISABLED_DirectSplits).
 constexpr int kDirectMaxRun = 8;
 
-int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks) {
+int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks,
+                         bool clusters) {
   const int64_t tiles = (rows + 15) / 16, chunks = cols / kQmmChunk;
   const int64_t max_run =
       std::max<int64_t>(kDirectMaxRun, (chunks + kDirectMaxWarps - 1) / kDirectMaxWarps);
+  const int max_splits = clusters ? kDirectMaxSplits : kDirectMaxWarps;
   int best = 1;
   int64_t best_time = INT64_MAX;
-  for (int s = 1; s <= kDirectMaxWarps && s <= chunks; ++s) {
+  for (int s = 1; s <= max_splits && s <= chunks; ++s) {
     const int64_t per = (chunks + s - 1) / s;
     if ((chunks + per - 1) / per != s) continue;  // an empty split: s - 1 does the same
     if (per > max_run) continue;
-    const int64_t slots = std::max(1, blocks[s]) * int64_t(std::max(1, sms));
-    const int64_t time = (tiles + slots - 1) / slots * (per + 1);
-    if (time < best_time) best = s, best_time = time;
+    const DirectGrid dg = direct_grid(s, clusters);
+    const int64_t slots = std::max(1, blocks[dg.warps]) * int64_t(std::max(1, sms));
+    const int64_t half_rounds =
+        2 * ((tiles * dg.cluster + slots - 1) / slots) * (per + 1) + (dg.cluster > 1 ? 1 : 0);
+    if (half_rounds < best_time) best = s, best_time = half_rounds;
   }
   return best;
 }
@@ -912,7 +1011,7 @@ int direct_splits(GgmlType type, int64_t rows, int64_t cols, DirectBlocksPerSm* 
   with_format(type, [&]<class T>() {
     const DirectBlocksPerSm& b = direct_setup<T>();
     if (blocks) *blocks = b;
-    s = choose_direct_splits(rows, cols, device_sm_count(), b);
+    s = choose_direct_splits(rows, cols, device_sm_count(), b, device_supports_clusters());
   });
   return s;
 }

@@ -42,7 +42,8 @@ namespace rz::gpu {
 namespace qmm_detail {  // kernels/qmm.cu
 int choose_splits(int64_t rows, int64_t cols, int sms);
 using DirectBlocksPerSm = std::array<int, 9>;  // [w]: blocks of w warps an SM holds
-int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks);
+int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks,
+                         bool clusters);
 int direct_splits(GgmlType type, int64_t rows, int64_t cols, DirectBlocksPerSm* blocks);
 void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
          int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
@@ -110,20 +111,27 @@ TEST(QmmChooser, SplitRule) {
 }
 
 // Up to 8 tokens: 16-row tiles, the split with the fewest modelled chunk rounds (waves of
-// blocks x (ceil(chunks / splits) + 1)), at most 8 splits, at most 8 chunks a warp where 8
-// splits allow it.
+// blocks x (ceil(chunks / splits) + 1), half a round more for a cluster), at most 8 splits in one
+// block and 64 in a cluster of blocks, at most 8 chunks a warp where 8 splits allow it.
 TEST(QmmChooser, DirectSplitRule) {
-  using qmm_detail::choose_direct_splits;
+  const auto choose_direct_splits = [](int64_t rows, int64_t cols, int sms,
+                                       const qmm_detail::DirectBlocksPerSm& b) {
+    return qmm_detail::choose_direct_splits(rows, cols, sms, b, true);
+  };
   const int h200 = 132;
   // 128 registers a thread (and 99: registers are allotted per scheduler's quarter of the SM):
   // 16 one-warp blocks an SM, 8 of two warps, ... (2,112 warps)
   const qmm_detail::DirectBlocksPerSm r128 = {0, 16, 8, 5, 4, 3, 2, 2, 2};
-  EXPECT_EQ(choose_direct_splits(1536, 1536, h200, r128), 6);    // 96 tiles: one wave, 6 chunks
-  EXPECT_EQ(choose_direct_splits(8960, 1536, h200, r128), 3);    // 560 tiles: 1 wave of 2 chunks
-  EXPECT_EQ(choose_direct_splits(1536, 8960, h200, r128), 7);    // 5 chunks each with 7 or 8
+  EXPECT_EQ(choose_direct_splits(1536, 1536, h200, r128), 6);  // 96 tiles: one wave, 6 chunks
+  EXPECT_EQ(choose_direct_splits(8960, 1536, h200, r128), 3);  // 560 tiles: 1 wave of 2 chunks
+  // 96 tiles of 35 chunks: 7 splits of 5 chunks in one block, 12 rounds; 12 of 3 in clusters of
+  // two blocks of 6 warps (192 blocks, one wave), 9; 35 of 1 in clusters of 5 blocks of 7 warps,
+  // two waves of 2, also 9 (a tie: fewer splits)
+  EXPECT_EQ(choose_direct_splits(1536, 8960, h200, r128), 12);
+  EXPECT_EQ(qmm_detail::choose_direct_splits(1536, 8960, h200, r128, false), 7);  // no clusters
   EXPECT_EQ(choose_direct_splits(4096, 4096, h200, r128), 8);    // 256 tiles: 1 wave of 2
   EXPECT_EQ(choose_direct_splits(14336, 4096, h200, r128), 2);   // 896 tiles: 1 wave of 8
-  EXPECT_EQ(choose_direct_splits(4096, 14336, h200, r128), 8);   // 7 chunks each
+  EXPECT_EQ(choose_direct_splits(4096, 14336, h200, r128), 8);   // 7 chunks each (clusters: waves)
   EXPECT_EQ(choose_direct_splits(151936, 1536, h200, r128), 1);  // 5 waves of 6 + 1 < 9 of 3 + 1
   EXPECT_EQ(choose_direct_splits(128256, 4096, h200, r128), 2);  // 16 chunks a warp: over the cap
   EXPECT_EQ(choose_direct_splits(4096, 32768, h200, r128), 8);   // 16 a warp even with 8 splits
@@ -153,10 +161,14 @@ TEST(QmmChooser, DirectOccupancyOnThisDevice) {
         EXPECT_LE(b[w], b[w - 1]) << name_of(t) << ", " << w << " warps";
       }
     }
-    EXPECT_EQ(s, qmm_detail::choose_direct_splits(128256, 4096, device_sm_count(), b))
+    const bool cl = device_supports_clusters();
+    EXPECT_EQ(s, qmm_detail::choose_direct_splits(128256, 4096, device_sm_count(), b, cl))
         << name_of(t);
     EXPECT_EQ(qmm_detail::direct_splits(t, 4096, 4096, nullptr),
-              qmm_detail::choose_direct_splits(4096, 4096, device_sm_count(), b))
+              qmm_detail::choose_direct_splits(4096, 4096, device_sm_count(), b, cl))
+        << name_of(t);
+    EXPECT_EQ(qmm_detail::direct_splits(t, 1536, 8960, nullptr),
+              qmm_detail::choose_direct_splits(1536, 8960, device_sm_count(), b, cl))
         << name_of(t);
   }
 }
@@ -378,13 +390,19 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
 // which has its own split rule and adds equal splits in the same order as the staged one: with
 // its own rule its tokens match 16 tokens' bit for bit (one tile or two), and with forced splits
 // they match the staged kernel's too (the integer forms of Q4_K, Q5_K and Q6_K included: both
-// kernels run them through int_chunk). Forced splits: 12 (more than the direct kernel's
-// warps) and 80 on 20,480 columns (80 chunks; past kDirectMaxSplits, where every call is staged).
+// kernels run them through int_chunk). Forced splits past the direct kernel's 8 warps run in
+// clusters of blocks (direct_grid): 9 (2 blocks of 5 warps, one idle), 12 (2 of 6), 35 (5 of 7,
+// one chunk each), 64 on 40 rows (8 of 8 for each of 3 tiles, the last partial); and 80 on 20,480
+// columns (80 chunks; past kDirectMaxSplits, where every call is staged).
 TEST_P(QmmTest, TokenResultIndependentOfBatch) {
   RZ_REQUIRE_GPU();
   const GgmlType t = GetParam();
-  for (const auto& [rows, cols, split] :
-       {std::tuple<int64_t, int64_t, int>{1536, 8960, 0}, {1536, 8960, 12}, {40, 20480, 80}}) {
+  for (const auto& [rows, cols, split] : {std::tuple<int64_t, int64_t, int>{1536, 8960, 0},
+                                          {1536, 8960, 9},
+                                          {1536, 8960, 12},
+                                          {1536, 8960, 35},
+                                          {40, 16384, 64},
+                                          {40, 20480, 80}}) {
     SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "] split " +
                  std::to_string(split));
     expect_token_independent(t, rows, cols, split);
@@ -442,8 +460,9 @@ double bench_us(F&& fn, int copies) {
   return 1000.0 * ms / iters;
 }
 
-// The direct kernel at n = 1 with each split count (the chosen one marked), per shape: the data
-// its split rule is tuned against. RZ_QMM_BENCH_ONLY filters as in DISABLED_Compare.
+// The direct kernel at n = 1 with each split count (past 8 in clusters of blocks; the chosen one
+// marked), per shape: the data its split rule is tuned against. RZ_QMM_BENCH_ONLY filters as in
+// DISABLED_Compare.
 TEST(QmmBench, DISABLED_DirectSplits) {
   RZ_REQUIRE_GPU();
   const struct {
@@ -482,7 +501,7 @@ TEST(QmmBench, DISABLED_DirectSplits) {
       for (int k = 1; k <= 8; ++k) std::printf(" %d", b[k]);
       std::printf("\n ");
       const int chunks = static_cast<int>(sh.cols / kQmmChunk);
-      for (int sp = 1; sp <= 8 && sp <= chunks; ++sp) {
+      for (int sp = 1; sp <= 64 && sp <= chunks; ++sp) {
         const int per = (chunks + sp - 1) / sp;
         if ((chunks + per - 1) / per != sp) continue;  // qmm would run sp - 1
         const double us = bench_us(
