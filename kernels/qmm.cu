@@ -89,46 +89,60 @@ __device__ __forceinline__ void stage_rows(uint8_t* ws, const uint8_t* __restric
   }
 }
 
-// The direct staged kernel's copies of chunk k of its tile's 16 rows (stage_rows' layout), for a
-// tile clear of the matrix's last row: no row to clamp, and no piece past the matrix end (the
-// bytes past a row's chunk are the next rows'). Lane l copies piece l % L of rows R j + l / L
-// (L: a row's pieces rounded up to a power of two, R = 32 / L), so a row's pieces are consecutive
-// lanes and each lane's copies step by R rows: an add and a mask a copy, where stage_rows divides
-// the piece index, clamps the row and checks the matrix end for each.
-template <class T>
+// The copies of chunk k of 16 rows per warp (stage_rows' layout) by kThreads threads: the direct
+// staged kernel's 16-row tile (one warp), the staged kernel's 64-row block (4 warps), for rows
+// clear of the matrix's last row: no row to clamp, and no piece past the matrix end (the bytes
+// past a row's chunk are the next rows'). Thread t copies piece t % L of rows R j + t / L (L: a
+// row's pieces rounded up to a power of two, R = kThreads / L), so a row's pieces are consecutive
+// threads and each thread's copies step by R rows: an add and a mask a copy, where stage_rows
+// divides the piece index, clamps the row and checks the matrix end for each (in the staged
+// kernel those copies were a third of the instructions executed: ncu, llama8b gate+up at 16
+// tokens; with tile copies Q6_K's llama8b ffn_down at 16 tokens took 32.0 us against 35.2, its
+// qwen output 90.9 against 99.6, Q4_K's gate+up 43.3 against 44.1).
+template <class T, int kThreads = 32>
 __device__ __forceinline__ void stage_tile_rows(uint8_t* ws, const uint8_t* __restrict__ w,
-                                                int64_t row_bytes, int row0, int k, int lane) {
+                                                int64_t row_bytes, int row0, int k, int tid) {
   constexpr int stride = w_row_stride<T>(), pieces = stride / 16;
-  constexpr int L = pieces > 8 ? 16 : pieces > 4 ? 8 : pieces > 2 ? 4 : 2, R = 32 / L;
-  static_assert(pieces <= 16);
-  const int p = lane % L, h = lane / L;
+  constexpr int L = pieces > 16 ? 32 : pieces > 8 ? 16 : pieces > 4 ? 8 : pieces > 2 ? 4 : 2;
+  constexpr int R = kThreads / L, n_rows = 16 * (kThreads / 32);
+  static_assert(pieces <= 32 && kThreads % 32 == 0);
+  const int p = tid % L, h = tid / L;
   if (p >= pieces) return;
   // (src + 16 p) & ~15 is stage_rows' 16-byte boundary below the row's chunk, plus 16 p
   const uint8_t* src = w + int64_t(row0 + h) * row_bytes + int64_t(k) * T::kChunkBytes + 16 * p;
   uint8_t* dst = ws + h * stride + 16 * p;
 #pragma unroll
-  for (int j = 0; j < 16 / R; ++j) {  // (the mask leaves an aligned format's src as it is)
+  for (int j = 0; j < n_rows / R; ++j) {  // (the mask leaves an aligned format's src as it is)
     cp_async16(dst + j * R * stride,
                reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t{15}));
     src += R * row_bytes;
   }
 }
 
-// Issues the copies of chunk k into a stage (all threads of the block take part).
+// Issues the copies of chunk k into a stage (all kWarps * 32 threads of the block take part).
+// clear: the block's rows are clear of the matrix's last row (stage_tile_rows).
 template <class T, int NT>
 __device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restrict__ w,
                                             int64_t row_bytes, const uint8_t* w_end,
                                             const __half* __restrict__ xp, int cols, int tok0,
-                                            int n_tok8, int row_base, int rows, int k) {
-  // x: n_tok8 tokens x 512 bytes = 32 copies of 16 bytes each
-  __half* xs = reinterpret_cast<__half*>(st);
-  for (int i = threadIdx.x; i < n_tok8 * 32; i += blockDim.x) {
-    const int tok = i >> 5, piece = i & 31;
-    cp_async16(xs + tok * kXRow + piece * 8,
-               xp + int64_t(tok0 + tok) * cols + int64_t(k) * kQmmChunk + piece * 8);
+                                            int n_tok8, int row_base, int rows, int k, bool clear) {
+  // x: n_tok8 tokens x 512 bytes = 32 copies of 16 bytes each; thread t takes piece t % 32 of
+  // tokens t / 32 + 4 j, so each of its copies is an add away from the one before
+  constexpr int kThreads = kWarps * 32, kTokStep = kThreads / 32;
+  const int tok = threadIdx.x >> 5, piece = threadIdx.x & 31;
+  __half* xs = reinterpret_cast<__half*>(st) + tok * kXRow + piece * 8;
+  const __half* src = xp + int64_t(tok0 + tok) * cols + int64_t(k) * kQmmChunk + piece * 8;
+  const int64_t src_step = int64_t(kTokStep) * cols;
+#pragma unroll
+  for (int j = 0; j < 8 * NT / kTokStep; ++j) {
+    if (tok + j * kTokStep < n_tok8) cp_async16(xs + j * kTokStep * kXRow, src);
+    src += src_step;
   }
-  stage_rows<T>(st + 8 * NT * kXRow * 2, w, row_bytes, w_end, row_base, rows, kRowsPerBlock, k,
-                threadIdx.x, blockDim.x);
+  uint8_t* ws = st + 8 * NT * kXRow * 2;
+  if (clear)
+    stage_tile_rows<T, kThreads>(ws, w, row_bytes, row_base, k, threadIdx.x);
+  else
+    stage_rows<T>(ws, w, row_bytes, w_end, row_base, rows, kRowsPerBlock, k, threadIdx.x, kThreads);
 }
 
 // Where row r's chunk starts in the staged rows.
@@ -304,13 +318,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int k0 = blockIdx.z * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
   const uint8_t* w_end = w + int64_t(rows) * row_bytes;
   const int64_t row_a = min(row0 + g, rows - 1), row_b = min(row0 + g + 8, rows - 1);
+  const bool clear = row_base + kRowsPerBlock < rows;  // stage_chunk may copy as a whole tile
 
   // Prologue: chunks k0 .. k0 + S - 2 in flight (one commit group each, empty past k1).
 #pragma unroll
   for (int p = 0; p < S - 1; ++p) {
     if (k0 + p < k1)
       stage_chunk<T, NT>(smem + p * stage_bytes<T, NT>(), w, row_bytes, w_end, xp, cols, tok0,
-                         8 * n_tiles, row_base, rows, k0 + p);
+                         8 * n_tiles, row_base, rows, k0 + p, clear);
     cp_async_commit();
   }
   float acc[NT][4] = {};
@@ -319,7 +334,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int kn = k + S - 1;  // the chunk to start now, into the stage freed last iteration
     if (kn < k1)
       stage_chunk<T, NT>(smem + ((kn - k0) % S) * stage_bytes<T, NT>(), w, row_bytes, w_end, xp,
-                         cols, tok0, 8 * n_tiles, row_base, rows, kn);
+                         cols, tok0, 8 * n_tiles, row_base, rows, kn, clear);
     cp_async_commit();       // empty groups past the end keep the count uniform
     cp_async_wait<S - 1>();  // chunk k's group is complete
     __syncthreads();
