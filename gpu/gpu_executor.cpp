@@ -194,6 +194,11 @@ void GpuExecutor::Impl::allocate_scratch() {
     qmm_x = DeviceBuffer<uint16_t>(size_t(qmm_x_elems(qmm_n, w.max_cols())));
     qmm_ws = DeviceBuffer<float>(std::max<size_t>(ws_floats, 1));
     bytes += qmm_x.bytes() + qmm_ws.bytes();
+    if (cfg.n_ff % kQmmChunk == 0) {  // qmm_gated's output form (16 tokens at most)
+      qmm_x_gated = DeviceBuffer<uint16_t>(
+          size_t(qmm_x_elems(std::min<int64_t>(qmm_n, kQmmDirectMaxTokens), cfg.n_ff)));
+      bytes += qmm_x_gated.bytes();
+    }
   }
   if (opt.int8_activations) {
     int64_t q8_cols = 0;  // the widest input a gemv_q8 type reads

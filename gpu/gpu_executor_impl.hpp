@@ -129,6 +129,8 @@ struct GpuExecutor::Impl {
   // Whether matmul(m, in, ..., n, true) would be one launch of qmm's direct kernel on qmm_x as
   // already prepared from `in`: no preparation, no workspace, so it may run on another stream.
   bool direct_qmm_on_prepared(const DeviceMatrix& m, const float* in, int n) const;
+  // Whether layer L's fused gate/up runs gated in qmm's direct kernel (qmm_gated) at n tokens.
+  bool gated_here(const GpuLayerWeights& L, int n) const;
   // The input forms that `consumers` (null entries skipped) read of the n x cols activation `in`,
   // as buffers of this executor, for the kernel that produces `in` to write beside it
   // (kernels/act_forms.hpp; none without GpuExecutorOptions::fused_input_forms). Marks them
@@ -188,6 +190,8 @@ struct GpuExecutor::Impl {
   };
   Prepared x16_prepared;         // what x16 holds
   DeviceBuffer<uint16_t> qmm_x;  // activations prepared for qmm (kernels/qmm.hpp)
+  // The gated feed-forward output's qmm form (qmm_gated reads qmm_x while it writes this).
+  DeviceBuffer<uint16_t> qmm_x_gated;
   Prepared qmm_prepared;
   DeviceBuffer<uint8_t> q8_x;  // activations quantized for gemv_q8 (kernels/gemv_q8.hpp)
   Prepared q8_prepared;

@@ -610,7 +610,24 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
                  forms_for(xn.get(), N, E,
                            {L.fused_gate_up ? &L.w_gate_up : &L.w_gate,
                             L.fused_gate_up ? nullptr : &L.w_up, nullptr}));
-    if (L.fused_gate_up) {
+    if (L.fused_gate_up && gated_here(L, N)) {
+      // One kernel: qmm's direct kernel gates its own sums (qmm_gated). It reads qmm_x (the
+      // norm's output form), so the down matmul's qmm form goes to qmm_x_gated, and the down
+      // matmul reads it there.
+      const ActForms f = forms_for(gate.get(), N, FF, {&L.w_down, nullptr, nullptr});
+      ActForms fg = f;
+      if (f.qmm) fg.qmm = qmm_x_gated.get();
+      if (!qmm_gated(L.w_gate_up.type, L.w_gate_up.ptr(), qmm_x.get(), gate.get(), FF,
+                     L.w_gate_up.cols, N, act, fg, stream))
+        throw Error("qmm_gated declined a call gated_here accepted");
+      if (f.qmm) {
+        qmm_prepared = {};  // qmm_x still holds the norm's form; gate's is in qmm_x_gated
+        qmm(L.w_down.type, L.w_down.ptr(), qmm_x_gated.get(), tmp.get(), L.w_down.rows,
+            L.w_down.cols, N, L.w_down.rows, qmm_ws.get(), qmm_ws.size(), stream);
+      } else {
+        matmul(L.w_down, gate.get(), tmp.get(), N, true);
+      }
+    } else if (L.fused_gate_up) {
       matmul(L.w_gate_up, xn.get(), gu.get(), N, true);
       swiglu_rows(gu.get(), gate.get(), N, FF, stream,
                   forms_for(gate.get(), N, FF, {&L.w_down, nullptr, nullptr}), act);
@@ -648,6 +665,17 @@ void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
   matmul(w.output(), last_norm.get(), logits.get(), n_out, true);
   if (cfg.final_logit_softcap > 0)
     softcap(logits.get(), int64_t(n_out) * cfg.n_vocab, cfg.final_logit_softcap, stream);
+}
+
+bool GpuExecutor::Impl::gated_here(const GpuLayerWeights& L, int n) const {
+  const DeviceMatrix& gu = L.w_gate_up;
+  if (!direct_qmm_on_prepared(gu, xn.get(), n) || !qmm_gated_runs(gu.type, cfg.n_ff, gu.cols, n))
+    return false;
+  // the down matmul's input forms: qmm's goes to qmm_x_gated (sized for it), q8's it cannot write
+  const DeviceMatrix& d = L.w_down;
+  const bool form_path = opt.fused_input_forms && !d.fp8 && d.type != GgmlType::F32;
+  const MatmulPath p = form_path ? path_of(d, n) : MatmulPath::gemv;
+  return p != MatmulPath::gemv_q8 && (p != MatmulPath::qmm || qmm_x_gated.size() > 0);
 }
 
 bool GpuExecutor::Impl::direct_qmm_on_prepared(const DeviceMatrix& m, const float* in,

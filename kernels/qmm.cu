@@ -24,6 +24,7 @@
 #include "formats/common.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_common.cuh"
+#include "kernels/gate_act.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/qmm_formats.cuh"
 #include "kernels/qmm_layout.cuh"
@@ -551,15 +552,21 @@ __device__ __forceinline__ P* cluster_rank0(P* p) {
 
 // The direct kernels' block in its cluster: row tile, rank, the splits' stride, and the chunks its
 // warps multiply (all of them when a warp runs more than one split).
+// Gated (gate_ff > 0, qmm_gated; no cluster): the block's first half of warps runs the gate tile's
+// splits, the second half the up tile's (gate_ff rows further), and a split's sums go to part
+// slot part0 + s (part0 = splits for the up half).
 struct DirectBlock {
-  int row0, rank, s0, stride, k_lo, k_hi;
+  int row0, rank, s0, stride, k_lo, k_hi, part0;
 };
 __device__ __forceinline__ DirectBlock direct_block(int cluster, int splits, int chunks,
-                                                    int chunks_per_split) {
-  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5;
+                                                    int chunks_per_split, int gate_ff) {
+  const int halves = gate_ff > 0 ? 2 : 1;
+  const int warps = (blockDim.x >> 5) / halves, warp = (threadIdx.x >> 5) % warps;
+  const int half = (threadIdx.x >> 5) / warps;
   DirectBlock b;
   b.rank = blockIdx.x % cluster;
-  b.row0 = blockIdx.x / cluster * 16;
+  b.row0 = blockIdx.x / cluster * 16 + half * gate_ff;
+  b.part0 = half * splits;
   b.stride = cluster * warps;
   b.s0 = b.rank * warps + warp;
   const bool one_each = b.stride >= splits;
@@ -617,6 +624,44 @@ __device__ __forceinline__ void direct_finish(float4 (&v)[NT], const float4* par
   }
 }
 
+// The gated kernel's end (qmm_gated): every split's sums of both halves are in part; warp 0 adds
+// each half's in order of s (so gate and up are what qmm writes for them), then writes
+// out[t, r] = gate_act(gate, up) for its rows r of the gate tile, and the forms of out (f16,
+// qmm; the qmm form's pad rows n .. round_up(n, 8) - 1 as zeros).
+template <int NT>
+__device__ __forceinline__ void direct_finish_gated(const float4* part, int splits, float* y,
+                                                    int ff, int n, int row0, GateAct act,
+                                                    const ActForms& forms) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  __syncthreads();
+  if (warp != 0) return;
+  const int n_pad = (n + 7) / 8 * 8;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    float4 vg = part[nt * 32 + lane], vu = part[(splits * NT + nt) * 32 + lane];
+    for (int z = 1; z < splits; ++z) {
+      const float4 p = part[(z * NT + nt) * 32 + lane];
+      const float4 q = part[((splits + z) * NT + nt) * 32 + lane];
+      vg.x += p.x, vg.y += p.y, vg.z += p.z, vg.w += p.w;
+      vu.x += q.x, vu.y += q.y, vu.z += q.z, vu.w += q.w;
+    }
+    const float gs[4] = {vg.x, vg.y, vg.z, vg.w}, us[4] = {vu.x, vu.y, vu.z, vu.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = row0 + g + 8 * (i >> 1), tk = 8 * nt + 2 * c + (i & 1);
+      const int64_t q = int64_t(tk) * ff + 4 * qmm_quad_of(r & ~3) + (r & 3);
+      if (tk < n) {
+        const float o = gate_act(act, gs[i], us[i]);
+        y[int64_t(tk) * ff + r] = o;
+        if (forms.f16) static_cast<__half*>(forms.f16)[int64_t(tk) * ff + r] = __float2half_rn(o);
+        if (forms.qmm) static_cast<__half*>(forms.qmm)[q] = __float2half_rn(o);
+      } else if (forms.qmm && tk < n_pad) {
+        static_cast<__half*>(forms.qmm)[q] = __float2half_rn(0.0f);
+      }
+    }
+  }
+}
+
 // Grid: `cluster` blocks per 16-row tile (one cluster; direct_grid); blocks of
 // direct_grid(splits).warps warps; dynamic shared memory splits x NT x 512 bytes when splits > 1.
 // NT token tiles (n <= 8 NT).
@@ -624,14 +669,16 @@ template <class T, int D, int NT>
 __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                       const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
-                      int cols, int n, int chunks_per_split, int splits, int cluster,
-                      int xs_bytes) {
+                      int cols, int n, int chunks_per_split, int splits, int cluster, int xs_bytes,
+                      int gate_ff, GateAct act, ActForms forms) {
   using Item = typename DirectItem<T>::type;
   using Raw = typename DirectItem<T>::raw;
-  extern __shared__ float4 part[];  // [split][lane] (splits > 1), then x (xs_bytes > 0)
+  extern __shared__ float4 part[];  // [split][lane] (splits > 1, or gated), then x (xs_bytes > 0)
   const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int chunks = cols / kQmmChunk;
-  const DirectBlock blk = direct_block(cluster, splits, chunks, chunks_per_split);
+  const bool gated = gate_ff > 0;
+  const int part_slots = gated ? 2 * splits : splits > 1 ? splits : 0;
+  const DirectBlock blk = direct_block(cluster, splits, chunks, chunks_per_split, gate_ff);
   if (cluster > 1) cluster_arrive_relaxed();
   float4* const part_out = cluster > 1 ? cluster_rank0(part) : part;
   const int row0 = blk.row0;
@@ -646,12 +693,13 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   if (s < splits)
     direct_load<T, D>(ca, cb, wa, wb, s * chunks_per_split, min(chunks, (s + 1) * chunks_per_split),
                       c);
+  // (Gated too: waiting here without the next kernel's early launch, as the norms that write
+  // qmm's input do, measured slower, llama3.1-8b tg128 +2.5 % over unfused against +3.8 %.)
   grid_dependency_sync();
   int64_t tile_stride;  // token g's B operands (tile 0), and the next tile's distance
-  const __half* xg = direct_x(
-      xp,
-      xs_bytes ? reinterpret_cast<__half*>(part + (splits > 1 ? splits * NT * 32 : 0)) : nullptr, n,
-      cols, blk.k_lo, blk.k_hi, g, c, tile_stride);
+  const __half* xg =
+      direct_x(xp, xs_bytes ? reinterpret_cast<__half*>(part + part_slots * NT * 32) : nullptr, n,
+               cols, blk.k_lo, blk.k_hi, g, c, tile_stride);
   if (cluster > 1) cluster_wait();  // every block of the cluster runs: rank 0's part exists
   for (; s < splits; s += blk.stride) {
     const int k0 = s * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
@@ -675,15 +723,18 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
         cb[d] = nb[d];
       }
     }
-    if (splits == 1) {
+    if (splits == 1 && !gated) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         v[nt] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
     } else {
-      direct_store_part<NT>(part_out, s, acc);
+      direct_store_part<NT>(part_out, blk.part0 + s, acc);
     }
   }
-  direct_finish<NT>(v, part, splits, blk, y, ldy, rows, n);
+  if (gated)
+    direct_finish_gated<NT>(part, splits, y, gate_ff, n, blk.row0, act, forms);
+  else
+    direct_finish<NT>(v, part, splits, blk, y, ldy, rows, n);
 }
 
 // The direct kernel for the formats whose chunks are costly to read in place (kDirectStaged in
@@ -721,13 +772,14 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     qmm_direct_staged_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                              const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy,
                              int rows, int cols, int n, int chunks_per_split, int splits,
-                             int cluster, int xs_bytes) {
-  (void)xs_bytes;  // always 0: x stays in global memory here (direct_x)
+                             int cluster, int xs_bytes, int gate_ff, GateAct act, ActForms forms) {
+  (void)xs_bytes;                         // always 0: x stays in global memory here (direct_x)
+  (void)gate_ff, (void)act, (void)forms;  // 0: qmm_gated runs the in-place kernel only
   using Item = typename DirectItem<T>::type;
   extern __shared__ float4 smem[];  // part [splits][lane] (splits > 1), then the warps' stages
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int chunks = cols / kQmmChunk;
-  const DirectBlock blk = direct_block(cluster, splits, chunks, chunks_per_split);
+  const DirectBlock blk = direct_block(cluster, splits, chunks, chunks_per_split, 0);
   if (cluster > 1) cluster_arrive_relaxed();
   float4* part = smem;
   float4* const part_out = cluster > 1 ? cluster_rank0(part) : part;
@@ -890,11 +942,11 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
     const DirectGrid dg = direct_grid(splits, clusters);
     const size_t xs = !DirectStaged<T> && n <= kDirectXsTokens ? direct_xs_bytes(n, cols) : 0;
     const auto go = [&](auto kernel, size_t smem) {
-      launch_kernel_clusters(kernel, static_cast<unsigned>((rows + 15) / 16 * dg.cluster),
-                             dg.warps * 32, smem + xs, stream, static_cast<unsigned>(dg.cluster),
-                             static_cast<const uint8_t*>(w), row_bytes,
-                             static_cast<const __half*>(xp), y, ldy, rows, cols, n, per_split,
-                             splits, dg.cluster, static_cast<int>(xs));
+      launch_kernel_clusters(
+          kernel, static_cast<unsigned>((rows + 15) / 16 * dg.cluster), dg.warps * 32, smem + xs,
+          stream, static_cast<unsigned>(dg.cluster), static_cast<const uint8_t*>(w), row_bytes,
+          static_cast<const __half*>(xp), y, ldy, rows, cols, n, per_split, splits, dg.cluster,
+          static_cast<int>(xs), 0, GateAct::silu, ActForms{});
     };
     if (n <= 8)
       go(direct_kernel<T, 1>(), direct_smem<T, 1>(splits));
@@ -940,6 +992,51 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   launch_kernel(v.kernel, grid, kWarps * 32, v.smem, stream, wp, row_bytes, x, out, ld, rows, cols,
                 n, per_split);
   RZ_CUDA_CHECK_LAUNCH();
+}
+
+// The splits qmm's direct kernel takes for the fused [gate; up] matrix of 2 ff rows, where the
+// gated kernel runs them (an in-place format, no cluster, both halves' warps in one block of at
+// most kGatedMaxWarps); else 0. The cap is measured (H200, rz bench, alternating with the unfused
+// path in one build, bench/gpu-runs/2026-11-28-h200-qmm-gated.log): llama3.1-8b's gate/up (2
+// splits, blocks of 4 warps) gated ran tg128 +3.8 % and B = 4 +2.4 %, qwen2.5-1.5b's (3 splits,
+// blocks of 6 warps, 3 an SM) -2 % at B = 1 and -4 to -6 % at B = 4 and 16.
+constexpr int kGatedMaxWarps = 4;
+template <class T>
+int gated_splits(int64_t ff, int64_t cols) {
+  if constexpr (DirectStaged<T>) {
+    return 0;
+  } else {
+    const bool clusters = device_supports_clusters();
+    const int splits =
+        choose_direct_splits(2 * ff, cols, device_sm_count(), direct_setup<T>(), clusters);
+    const DirectGrid dg = direct_grid(splits, clusters);
+    return dg.cluster == 1 && 2 * dg.warps <= kGatedMaxWarps ? splits : 0;
+  }
+}
+
+// qmm_gated's launch: the in-place direct kernel on the fused [gate; up] matrix with the splits
+// qmm takes for it, each block a gate tile and its up tile (twice the warps).
+template <class T>
+void launch_gated(const void* w, int64_t row_bytes, const void* xp, float* out, int ff, int cols,
+                  int n, GateAct act, const ActForms& forms, cudaStream_t stream) {
+  if constexpr (!DirectStaged<T>) {
+    const int splits = gated_splits<T>(ff, cols);
+    if (splits == 0) throw Error("qmm_gated: the gated kernel cannot run this matrix");
+    const DirectGrid dg = direct_grid(splits);
+    const int chunks = cols / kQmmChunk, per_split = (chunks + splits - 1) / splits;
+    const size_t xs = n <= kDirectXsTokens ? direct_xs_bytes(n, cols) : 0;
+    const auto go = [&](auto kernel, int nt) {
+      launch_kernel(kernel, static_cast<unsigned>(ff / 16), 2 * dg.warps * 32,
+                    direct_part_smem(2 * splits, nt) + xs, stream, static_cast<const uint8_t*>(w),
+                    row_bytes, static_cast<const __half*>(xp), out, int64_t(ff), 2 * ff, cols, n,
+                    per_split, splits, 1, static_cast<int>(xs), ff, act, forms);
+    };
+    if (n <= 8)
+      go(direct_kernel<T, 1>(), 1);
+    else
+      go(direct_kernel<T, 2>(), 2);
+    RZ_CUDA_CHECK_LAUNCH();
+  }
 }
 
 // Splits so that row tiles × splits fill about two blocks per SM, each split keeping at least
@@ -1114,6 +1211,30 @@ size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {
 void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
          int64_t n, int64_t ldy, float* ws, size_t ws_floats, cudaStream_t stream) {
   qmm_detail::run(type, w, xp, y, rows, cols, n, ldy, ws, ws_floats, 0, stream);
+}
+
+bool qmm_gated_runs(GgmlType type, int64_t ff, int64_t cols, int64_t n) {
+  if (n < 1 || n > kQmmDirectMaxTokens || ff < 16 || ff % 16 != 0 || ff > (int64_t{1} << 29) ||
+      cols > (int64_t{1} << 30) || !qmm_supported(type, cols) ||
+      !qmm_runs_direct(type, 2 * ff, cols, n))
+    return false;
+  int splits = 0;
+  qmm_detail::with_format(type, [&]<class T>() { splits = qmm_detail::gated_splits<T>(ff, cols); });
+  return splits > 0;
+}
+
+bool qmm_gated(GgmlType type, const void* w, const void* xp, float* out, int64_t ff, int64_t cols,
+               int64_t n, GateAct act, const ActForms& forms, cudaStream_t stream) {
+  if (forms.q8 || !qmm_gated_runs(type, ff, cols, n)) return false;
+  if (!w || !xp || !out || !aligned16(w) || !aligned16(xp))
+    throw Error(what_of(type, 2 * ff, cols, n) + " gated: null or misaligned pointer");
+  check_act_forms(forms, ff, "qmm_gated");
+  const int64_t row_bytes = static_cast<int64_t>(row_size(type, cols));
+  qmm_detail::with_format(type, [&]<class T>() {
+    qmm_detail::launch_gated<T>(w, row_bytes, xp, out, static_cast<int>(ff), static_cast<int>(cols),
+                                static_cast<int>(n), act, forms, stream);
+  });
+  return true;
 }
 
 void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows,

@@ -13,6 +13,8 @@
 #include <cstdint>
 
 #include "formats/ggml_types.hpp"
+#include "kernels/act_forms.hpp"
+#include "kernels/swiglu.hpp"  // GateAct
 
 namespace rz::gpu {
 
@@ -65,5 +67,19 @@ size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n);
 // cols, bad shapes, misaligned or null pointers, or too small a workspace.
 void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
          int64_t n, int64_t ldy, float* ws, size_t ws_floats, cudaStream_t stream);
+
+// The feed-forward's fused [gate; up] matrix (2 ff rows: the gate's, then up's) times n tokens,
+// gated in the same kernel: out[t, i] = act(gate[t, i]) * up[t, i] ([n, ff] fp32), gate and up
+// summed exactly as qmm sums that matrix and the activation swiglu_rows' (kernels/gate_act.cuh),
+// so out is bit for bit what qmm then swiglu_rows write; with the f16 and qmm forms of out for the
+// next matmul (kernels/act_forms.hpp) written beside it. One kernel instead of two on the
+// latency-bound decode step. Applies where qmm runs this matrix in its direct kernel, the format
+// reads its chunks in place (not Q6_K, Q2_K), it takes at most 2 K splits (kernels/qmm.cu),
+// ff is a multiple of 16 and forms.q8 is null; elsewhere returns false and launches nothing (run
+// qmm and swiglu_rows). Throws rz::Error for null or misaligned pointers or forms.
+bool qmm_gated(GgmlType type, const void* w, const void* xp, float* out, int64_t ff, int64_t cols,
+               int64_t n, GateAct act, const ActForms& forms, cudaStream_t stream);
+// Whether qmm_gated runs this call (with forms that hold no q8 form).
+bool qmm_gated_runs(GgmlType type, int64_t ff, int64_t cols, int64_t n);
 
 }  // namespace rz::gpu
