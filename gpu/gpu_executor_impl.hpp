@@ -126,6 +126,9 @@ struct GpuExecutor::Impl {
               bool same_input = false);
   // The path matmul() takes for a quantized, F16 or BF16 matrix at n tokens.
   MatmulPath path_of(const DeviceMatrix& m, int n) const;
+  // qmm of m on prepared activations xp (qmm_x or qmm_x_gated) into out [n, m.rows], on stream s
+  // (the direct kernel never touches qmm_ws, so it may run on attn_side).
+  void qmm_on(const DeviceMatrix& m, const void* xp, float* out, int n, cudaStream_t s);
   // Whether matmul(m, in, ..., n, true) would be one launch of qmm's direct kernel on qmm_x as
   // already prepared from `in`: no preparation, no workspace, so it may run on another stream.
   bool direct_qmm_on_prepared(const DeviceMatrix& m, const float* in, int n) const;

@@ -512,8 +512,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       if (v_beside) {
         RZ_CUDA_CHECK(cudaEventRecord(attn_fork, stream));
         RZ_CUDA_CHECK(cudaStreamWaitEvent(attn_side, attn_fork, 0));
-        qmm(L.wv.type, L.wv.ptr(), qmm_x.get(), v.get(), L.wv.rows, L.wv.cols, N, L.wv.rows,
-            nullptr, 0, attn_side);
+        qmm_on(L.wv, qmm_x.get(), v.get(), N, attn_side);
       }
       matmul(L.wqk, xn.get(), qkv.get(), N, true);  // [q | k] rows
       if (v_beside) {
@@ -622,8 +621,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
         throw Error("qmm_gated declined a call gated_here accepted");
       if (f.qmm) {
         qmm_prepared = {};  // qmm_x still holds the norm's form; gate's is in qmm_x_gated
-        qmm(L.w_down.type, L.w_down.ptr(), qmm_x_gated.get(), tmp.get(), L.w_down.rows,
-            L.w_down.cols, N, L.w_down.rows, qmm_ws.get(), qmm_ws.size(), stream);
+        qmm_on(L.w_down, qmm_x_gated.get(), tmp.get(), N, stream);
       } else {
         matmul(L.w_down, gate.get(), tmp.get(), N, true);
       }
@@ -678,6 +676,11 @@ bool GpuExecutor::Impl::gated_here(const GpuLayerWeights& L, int n) const {
   return p != MatmulPath::gemv_q8 && (p != MatmulPath::qmm || qmm_x_gated.size() > 0);
 }
 
+void GpuExecutor::Impl::qmm_on(const DeviceMatrix& m, const void* xp, float* out, int n,
+                               cudaStream_t s) {
+  qmm(m.type, m.ptr(), xp, out, m.rows, m.cols, n, m.rows, qmm_ws.get(), qmm_ws.size(), s);
+}
+
 bool GpuExecutor::Impl::direct_qmm_on_prepared(const DeviceMatrix& m, const float* in,
                                                int n) const {
   return !m.fp8 && m.type != GgmlType::F32 && path_of(m, n) == MatmulPath::qmm &&
@@ -715,8 +718,7 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
       qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
       qmm_prepared = {in, n, m.cols};
     }
-    qmm(m.type, m.ptr(), qmm_x.get(), out, m.rows, m.cols, n, m.rows, qmm_ws.get(), qmm_ws.size(),
-        stream);
+    qmm_on(m, qmm_x.get(), out, n, stream);
     return;
   }
   if (path == MatmulPath::gemv_q8) {

@@ -556,7 +556,7 @@ __device__ __forceinline__ P* cluster_rank0(P* p) {
 // splits, the second half the up tile's (gate_ff rows further), and a split's sums go to part
 // slot part0 + s (part0 = splits for the up half).
 struct DirectBlock {
-  int row0, rank, s0, stride, k_lo, k_hi, part0;
+  int row0, cluster, rank, s0, stride, k_lo, k_hi, part0;
 };
 __device__ __forceinline__ DirectBlock direct_block(int cluster, int splits, int chunks,
                                                     int chunks_per_split, int gate_ff) {
@@ -564,6 +564,7 @@ __device__ __forceinline__ DirectBlock direct_block(int cluster, int splits, int
   const int warps = (blockDim.x >> 5) / halves, warp = (threadIdx.x >> 5) % warps;
   const int half = (threadIdx.x >> 5) / warps;
   DirectBlock b;
+  b.cluster = cluster;
   b.rank = blockIdx.x % cluster;
   b.row0 = blockIdx.x / cluster * 16 + half * gate_ff;
   b.part0 = half * splits;
@@ -596,7 +597,7 @@ __device__ __forceinline__ void direct_finish(float4 (&v)[NT], const float4* par
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int row0 = blk.row0;
   if (splits > 1) {
-    if (blk.stride > (blockDim.x >> 5)) {  // a cluster: every rank's sums are in rank 0's part
+    if (blk.cluster > 1) {  // every rank's sums are in rank 0's part
       cluster_arrive();
       cluster_wait();
       if (blk.rank != 0) return;
@@ -896,9 +897,9 @@ auto direct_kernel() {
     return qmm_direct_kernel<T, direct_group<T>(), NT>;
 }
 template <class T, int NT>
-size_t direct_smem(int splits) {
+size_t direct_smem(int splits, int warps) {  // warps: the block's (direct_grid)
   if constexpr (DirectStaged<T>)
-    return direct_staged_smem<T>(splits, direct_grid(splits).warps, NT);
+    return direct_staged_smem<T>(splits, warps, NT);
   else
     return direct_part_smem(splits, NT);
 }
@@ -912,16 +913,16 @@ template <class T>
 const DirectBlocksPerSm& direct_setup() {
   static const DirectBlocksPerSm table = [] {
     const size_t xs = DirectStaged<T> ? 0 : kDirectXsMax;  // direct_x: the in-place kernel only
-    RZ_CUDA_CHECK(cudaFuncSetAttribute(direct_kernel<T, 1>(),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(direct_smem<T, 1>(kDirectMaxSplits) + xs)));
-    RZ_CUDA_CHECK(cudaFuncSetAttribute(direct_kernel<T, 2>(),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(direct_smem<T, 2>(kDirectMaxSplits) + xs)));
+    RZ_CUDA_CHECK(cudaFuncSetAttribute(
+        direct_kernel<T, 1>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(direct_smem<T, 1>(kDirectMaxSplits, kDirectMaxWarps) + xs)));
+    RZ_CUDA_CHECK(cudaFuncSetAttribute(
+        direct_kernel<T, 2>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(direct_smem<T, 2>(kDirectMaxSplits, kDirectMaxWarps) + xs)));
     DirectBlocksPerSm b{};
     for (int w = 1; w <= kDirectMaxWarps; ++w)
       RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b[w], direct_kernel<T, 1>(),
-                                                                  32 * w, direct_smem<T, 1>(w)));
+                                                                  32 * w, direct_smem<T, 1>(w, w)));
     return b;
   }();
   return table;
@@ -949,9 +950,9 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
           static_cast<int>(xs), 0, GateAct::silu, ActForms{});
     };
     if (n <= 8)
-      go(direct_kernel<T, 1>(), direct_smem<T, 1>(splits));
+      go(direct_kernel<T, 1>(), direct_smem<T, 1>(splits, dg.warps));
     else
-      go(direct_kernel<T, 2>(), direct_smem<T, 2>(splits));
+      go(direct_kernel<T, 2>(), direct_smem<T, 2>(splits, dg.warps));
     RZ_CUDA_CHECK_LAUNCH();
     return;
   }
