@@ -552,27 +552,30 @@ __device__ __forceinline__ P* cluster_rank0(P* p) {
 
 // The direct kernels' block in its cluster: row tile, rank, the splits' stride, and the chunks its
 // warps multiply (all of them when a warp runs more than one split).
-// Gated (gate_ff > 0, qmm_gated; no cluster): the block's first half of warps runs the gate tile's
-// splits, the second half the up tile's (gate_ff rows further), and a split's sums go to part
-// slot part0 + s (part0 = splits for the up half).
+// Gated (gate_ff > 0, qmm_gated), in one of two forms: without a cluster the block's first half
+// of warps runs the gate tile's splits and the second half the up tile's (gate_ff rows further);
+// as a pair (a cluster of 2) rank 0 runs the gate tile's splits and rank 1 the up tile's. Either
+// way a split's sums go to part slot part0 + s (part0 = splits for the up half; rank 0's part).
 struct DirectBlock {
   int row0, cluster, rank, s0, stride, k_lo, k_hi, part0;
 };
 __device__ __forceinline__ DirectBlock direct_block(int cluster, int splits, int chunks,
                                                     int chunks_per_split, int gate_ff) {
-  const int halves = gate_ff > 0 ? 2 : 1;
+  const bool pair = gate_ff > 0 && cluster == 2;
+  const int halves = gate_ff > 0 && !pair ? 2 : 1;
   const int warps = (blockDim.x >> 5) / halves, warp = (threadIdx.x >> 5) % warps;
-  const int half = (threadIdx.x >> 5) / warps;
   DirectBlock b;
   b.cluster = cluster;
   b.rank = blockIdx.x % cluster;
+  const int half = pair ? b.rank : (threadIdx.x >> 5) / warps;
+  const int srank = pair ? 0 : b.rank;  // the block's place among its tile's split blocks
   b.row0 = blockIdx.x / cluster * 16 + half * gate_ff;
   b.part0 = half * splits;
-  b.stride = cluster * warps;
-  b.s0 = b.rank * warps + warp;
+  b.stride = (pair ? 1 : cluster) * warps;
+  b.s0 = srank * warps + warp;
   const bool one_each = b.stride >= splits;
-  b.k_lo = one_each ? min(chunks, b.rank * warps * chunks_per_split) : 0;
-  b.k_hi = one_each ? min(chunks, (b.rank + 1) * warps * chunks_per_split) : chunks;
+  b.k_lo = one_each ? min(chunks, srank * warps * chunks_per_split) : 0;
+  b.k_hi = one_each ? min(chunks, (srank + 1) * warps * chunks_per_split) : chunks;
   return b;
 }
 
@@ -625,16 +628,24 @@ __device__ __forceinline__ void direct_finish(float4 (&v)[NT], const float4* par
   }
 }
 
-// The gated kernel's end (qmm_gated): every split's sums of both halves are in part; warp 0 adds
+// The gated kernel's end (qmm_gated): every split's sums of both halves are in part (rank 0's,
+// after the cluster barrier, for a pair); warp 0 (of rank 0) adds
 // each half's in order of s (so gate and up are what qmm writes for them), then writes
 // out[t, r] = gate_act(gate, up) for its rows r of the gate tile, and the forms of out (f16,
 // qmm; the qmm form's pad rows n .. round_up(n, 8) - 1 as zeros).
 template <int NT>
 __device__ __forceinline__ void direct_finish_gated(const float4* part, int splits, float* y,
-                                                    int ff, int n, int row0, GateAct act,
-                                                    const ActForms& forms) {
+                                                    int ff, int n, const DirectBlock& blk,
+                                                    GateAct act, const ActForms& forms) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  __syncthreads();
+  const int row0 = blk.row0;
+  if (blk.cluster > 1) {  // a pair: the up block's sums are in rank 0's part
+    cluster_arrive();
+    cluster_wait();
+    if (blk.rank != 0) return;
+  } else {
+    __syncthreads();
+  }
   if (warp != 0) return;
   const int n_pad = (n + 7) / 8 * 8;
 #pragma unroll
@@ -733,7 +744,7 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
     }
   }
   if (gated)
-    direct_finish_gated<NT>(part, splits, y, gate_ff, n, blk.row0, act, forms);
+    direct_finish_gated<NT>(part, splits, y, gate_ff, n, blk, act, forms);
   else
     direct_finish<NT>(v, part, splits, blk, y, ldy, rows, n);
 }
@@ -995,42 +1006,59 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   RZ_CUDA_CHECK_LAUNCH();
 }
 
-// The splits qmm's direct kernel takes for the fused [gate; up] matrix of 2 ff rows, where the
-// gated kernel runs them (an in-place format, no cluster, both halves' warps in one block of at
-// most kGatedMaxWarps); else 0. The cap is measured (H200, rz bench, alternating with the unfused
-// path in one build, bench/gpu-runs/2026-11-28-h200-qmm-gated.log): llama3.1-8b's gate/up (2
-// splits, blocks of 4 warps) gated ran tg128 +3.8 % and B = 4 +2.4 %, qwen2.5-1.5b's (3 splits,
-// blocks of 6 warps, 3 an SM) -2 % at B = 1 and -4 to -6 % at B = 4 and 16.
+// How the gated kernel runs the fused [gate; up] matrix of 2 ff rows for n tokens, with the splits
+// qmm's direct kernel takes for it (an in-place format, the splits in one block): both halves'
+// warps in one block where that block has at most kGatedMaxWarps, else (one token tile, on a
+// device with clusters) as a pair of blocks, the gate tile's and the up tile's, in a cluster;
+// splits 0 where it does not run. Measured on the H200 (rz bench, alternating with the unfused
+// path in one build): one block for llama3.1-8b's gate/up (2 splits, 4 warps): tg128 +3.8 %, B = 4
+// +2.4 % (bench/gpu-runs/2026-11-28-h200-qmm-gated.log; as a pair -1 to -2 %); qwen2.5-1.5b's (3
+// splits) in one block of 6 warps was slower (-2 % at B = 1, -4 to -6 % at B = 4 and 16), as a pair
+// tg128 +2.5-3.2 %, B = 4 +2.3 %, but B = 16 -2 % (two token tiles), so a pair up to 8 tokens
+// (bench/gpu-runs/2026-11-28-h200-qmm-gated-pairs.log).
 constexpr int kGatedMaxWarps = 4;
+struct GatedGrid {
+  int splits = 0;  // 0: not gated
+  bool pair = false;
+};
 template <class T>
-int gated_splits(int64_t ff, int64_t cols) {
+GatedGrid gated_grid(int64_t ff, int64_t cols, int64_t n) {
   if constexpr (DirectStaged<T>) {
-    return 0;
+    return {};
   } else {
     const bool clusters = device_supports_clusters();
     const int splits =
         choose_direct_splits(2 * ff, cols, device_sm_count(), direct_setup<T>(), clusters);
     const DirectGrid dg = direct_grid(splits, clusters);
-    return dg.cluster == 1 && 2 * dg.warps <= kGatedMaxWarps ? splits : 0;
+    if (dg.cluster != 1) return {};
+    if (2 * dg.warps <= kGatedMaxWarps) return {splits, false};
+    if (clusters && n <= 8) return {splits, true};
+    return {};
   }
 }
 
 // qmm_gated's launch: the in-place direct kernel on the fused [gate; up] matrix with the splits
-// qmm takes for it, each block a gate tile and its up tile (twice the warps).
+// qmm takes for it, each block a gate tile and its up tile (twice the warps), or each cluster of
+// two blocks (gated_grid).
 template <class T>
 void launch_gated(const void* w, int64_t row_bytes, const void* xp, float* out, int ff, int cols,
                   int n, GateAct act, const ActForms& forms, cudaStream_t stream) {
   if constexpr (!DirectStaged<T>) {
-    const int splits = gated_splits<T>(ff, cols);
+    const GatedGrid gg = gated_grid<T>(ff, cols, n);
+    const int splits = gg.splits;
     if (splits == 0) throw Error("qmm_gated: the gated kernel cannot run this matrix");
     const DirectGrid dg = direct_grid(splits);
     const int chunks = cols / kQmmChunk, per_split = (chunks + splits - 1) / splits;
     const size_t xs = n <= kDirectXsTokens ? direct_xs_bytes(n, cols) : 0;
+    const unsigned cluster = gg.pair ? 2u : 1u;
     const auto go = [&](auto kernel, int nt) {
-      launch_kernel(kernel, static_cast<unsigned>(ff / 16), 2 * dg.warps * 32,
-                    direct_part_smem(2 * splits, nt) + xs, stream, static_cast<const uint8_t*>(w),
-                    row_bytes, static_cast<const __half*>(xp), out, int64_t(ff), 2 * ff, cols, n,
-                    per_split, splits, 1, static_cast<int>(xs), ff, act, forms);
+      launch_kernel_clusters(kernel, static_cast<unsigned>(ff / 16) * cluster,
+                             (gg.pair ? 1 : 2) * dg.warps * 32,
+                             direct_part_smem(2 * splits, nt) + xs, stream, cluster,
+                             static_cast<const uint8_t*>(w), row_bytes,
+                             static_cast<const __half*>(xp), out, int64_t(ff), 2 * ff, cols, n,
+                             per_split, splits, static_cast<int>(cluster), static_cast<int>(xs),
+                             ff, act, forms);
     };
     if (n <= 8)
       go(direct_kernel<T, 1>(), 1);
@@ -1220,7 +1248,8 @@ bool qmm_gated_runs(GgmlType type, int64_t ff, int64_t cols, int64_t n) {
       !qmm_runs_direct(type, 2 * ff, cols, n))
     return false;
   int splits = 0;
-  qmm_detail::with_format(type, [&]<class T>() { splits = qmm_detail::gated_splits<T>(ff, cols); });
+  qmm_detail::with_format(type,
+                          [&]<class T>() { splits = qmm_detail::gated_grid<T>(ff, cols, n).splits; });
   return splits > 0;
 }
 

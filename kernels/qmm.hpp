@@ -74,7 +74,8 @@ void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, i
 // so out is bit for bit what qmm then swiglu_rows write; with the f16 and qmm forms of out for the
 // next matmul (kernels/act_forms.hpp) written beside it. One kernel instead of two on the
 // latency-bound decode step. Applies where qmm runs this matrix in its direct kernel, the format
-// reads its chunks in place (not Q6_K, Q2_K), it takes at most 2 K splits (kernels/qmm.cu),
+// reads its chunks in place (not Q6_K, Q2_K), its K splits fit one block of at most 4 warps (or,
+// up to 8 tokens on a device with clusters, a cluster of two blocks: kernels/qmm.cu, gated_grid),
 // ff is a multiple of 16 and forms.q8 is null; elsewhere returns false and launches nothing (run
 // qmm and swiglu_rows). Throws rz::Error for null or misaligned pointers or forms.
 bool qmm_gated(GgmlType type, const void* w, const void* xp, float* out, int64_t ff, int64_t cols,

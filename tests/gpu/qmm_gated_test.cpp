@@ -15,6 +15,7 @@
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/test_support.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/qmm.hpp"
 #include "kernels/swiglu_rows.hpp"
 #include "tests/gpu/quant_weights_util.hpp"
@@ -92,8 +93,9 @@ bool same_bits(const V& a, const V& b) {
 
 TEST(QmmGated, MatchesQmmThenSwigluRowsBitForBit) {
   RZ_REQUIRE_GPU();
-  // qwen2.5-1.5b's gate/up (8960 x 1536: 3 splits, not gated), llama3.1-8b's (14336 x 4096: 2
-  // splits), and a small one (2 chunks: at most 2 splits on any device) in each in-place format
+  // qwen2.5-1.5b's gate/up (8960 x 1536: 3 splits, gated as a pair of blocks up to 8 tokens where
+  // the device has clusters), llama3.1-8b's (14336 x 4096: 2 splits, one block), and a small one
+  // (2 chunks: at most 2 splits on any device) in each in-place format
   const GatedCase cases[] = {{GgmlType::Q4_K, 8960, 1536}, {GgmlType::Q4_K, 14336, 4096},
                              {GgmlType::Q4_K, 256, 512},   {GgmlType::Q5_K, 256, 512},
                              {GgmlType::Q8_0, 256, 512},   {GgmlType::Q4_0, 256, 512},
@@ -121,13 +123,14 @@ TEST(QmmGated, MatchesQmmThenSwigluRowsBitForBit) {
   // llama3.1-8b's gate/up runs gated up to 8 tokens; the small matrices at every count
   EXPECT_TRUE(qmm_gated_runs(GgmlType::Q4_K, 14336, 4096, 1));
   EXPECT_TRUE(qmm_gated_runs(GgmlType::Q4_K, 256, 512, 16));
-  EXPECT_GE(ran_any, 2 * (3 + 5 * 5));
+  EXPECT_EQ(qmm_gated_runs(GgmlType::Q4_K, 8960, 1536, 8), device_supports_clusters());
+  EXPECT_GE(ran_any, 2 * (3 + 5 * 5) + (device_supports_clusters() ? 2 * 3 : 0));
 }
 
 TEST(QmmGated, DeclinesWhereItDoesNotApply) {
   RZ_REQUIRE_GPU();
   EXPECT_TRUE(qmm_gated_runs(GgmlType::Q4_K, 14336, 4096, 1));
-  EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 8960, 1536, 1));   // 3 splits: measured slower
+  EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 8960, 1536, 9));   // a pair at 9-16: slower
   EXPECT_FALSE(qmm_gated_runs(GgmlType::Q6_K, 14336, 4096, 1));  // stages its chunks
   EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 14336, 4096, 9));  // 9-16: the staged kernel's
   EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 256, 512, 17));    // the staged kernel's
