@@ -20,8 +20,9 @@
 # decode.png, tokens/s against B for rz and llama.cpp with rz's bandwidth ceiling, where python3
 # has matplotlib.
 #
-# Environment: RZ_BIN_DIR (default .bundle/bin), SBS_BATCHES (default 1,4,16,64,256), SBS_REPS
-# (rz bench timed runs, default 3), SBS_TAR (a .tgz path: the whole output folder packed there at
+# Environment: RZ_BIN_DIR (default .bundle/bin; its parent folder holds the bundle's lib/,
+# vocab/ and MANIFEST, as scripts/gpu_pack.sh DIR leaves them unpacked), SBS_BATCHES (default
+# 1,4,16,64,256), SBS_REPS (rz bench timed runs, default 3), SBS_TAR (a .tgz path: the whole output folder packed there at
 # the end; the device tool brings back only a few files of a call's $OUT, so on the GPU machine
 # run with SBS_TAR=$OUT/sbs.tgz OUT=/tmp/sbs, in that order: bash expands a command's assignments
 # left to right, so SBS_TAR after OUT=/tmp/sbs would name /tmp/sbs/sbs.tgz), and unpack it here.
@@ -36,10 +37,12 @@ out=${OUT:-/tmp/rz-side-by-side}
 batches=${SBS_BATCHES:-1,4,16,64,256}
 reps=${SBS_REPS:-3}
 mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-vocab=.bundle/vocab/ggml-vocab-gpt-2.gguf
+# the bundle's folder (scripts/gpu_pack.sh's DIR, unpacked): bin/, lib/, vocab/, MANIFEST
+bundle=$(cd "$(dirname "$bin")" && pwd)
+export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+vocab=$bundle/vocab/ggml-vocab-gpt-2.gguf
 echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
-echo "rz: $(cat .bundle/MANIFEST 2>/dev/null | head -n 1)"
+echo "rz: $(cat "$bundle/MANIFEST" 2>/dev/null | head -n 1)"
 llama_version=d32676d
 echo "llama.cpp: $llama_version (../shared/anchors)"
 status=0
