@@ -1052,13 +1052,11 @@ void launch_gated(const void* w, int64_t row_bytes, const void* xp, float* out, 
     const size_t xs = n <= kDirectXsTokens ? direct_xs_bytes(n, cols) : 0;
     const unsigned cluster = gg.pair ? 2u : 1u;
     const auto go = [&](auto kernel, int nt) {
-      launch_kernel_clusters(kernel, static_cast<unsigned>(ff / 16) * cluster,
-                             (gg.pair ? 1 : 2) * dg.warps * 32,
-                             direct_part_smem(2 * splits, nt) + xs, stream, cluster,
-                             static_cast<const uint8_t*>(w), row_bytes,
-                             static_cast<const __half*>(xp), out, int64_t(ff), 2 * ff, cols, n,
-                             per_split, splits, static_cast<int>(cluster), static_cast<int>(xs),
-                             ff, act, forms);
+      launch_kernel_clusters(
+          kernel, static_cast<unsigned>(ff / 16) * cluster, (gg.pair ? 1 : 2) * dg.warps * 32,
+          direct_part_smem(2 * splits, nt) + xs, stream, cluster, static_cast<const uint8_t*>(w),
+          row_bytes, static_cast<const __half*>(xp), out, int64_t(ff), 2 * ff, cols, n, per_split,
+          splits, static_cast<int>(cluster), static_cast<int>(xs), ff, act, forms);
     };
     if (n <= 8)
       go(direct_kernel<T, 1>(), 1);
@@ -1248,8 +1246,8 @@ bool qmm_gated_runs(GgmlType type, int64_t ff, int64_t cols, int64_t n) {
       !qmm_runs_direct(type, 2 * ff, cols, n))
     return false;
   int splits = 0;
-  qmm_detail::with_format(type,
-                          [&]<class T>() { splits = qmm_detail::gated_grid<T>(ff, cols, n).splits; });
+  qmm_detail::with_format(
+      type, [&]<class T>() { splits = qmm_detail::gated_grid<T>(ff, cols, n).splits; });
   return splits > 0;
 }
 
