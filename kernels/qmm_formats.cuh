@@ -43,8 +43,8 @@ __device__ __forceinline__ uint32_t half2_1024_plus(uint32_t q) {
 // Item (what thread c keeps of one row's chunk), load(chunk, c) from the staged bytes in shared
 // memory, and dequant<t>(item, v): the four values of columns chunk_col(t, c, 0..3) as fp32.
 // kDirectStaged (optional, unaligned formats only): the direct kernel stages the chunks in shared
-// memory too (kernels/qmm.cu, qmm_direct_staged_kernel), where that was measured faster than
-// loading them in place (kernels/QMM.md, attempt 6).
+// memory too (kernels/qmm_direct.cuh, qmm_direct_staged_kernel), where that was measured faster
+// than loading them in place (kernels/QMM.md, attempt 6).
 
 // Q4_K (d, dmin | scales[12] | qs[128], 144 bytes) and Q5_K (the same, with qh[32] before qs;
 // 176 bytes): one super-block per chunk. Thread c's columns are sub-blocks 2 c (the low nibbles
@@ -128,7 +128,7 @@ struct Q45K {
     for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, it.s16[t & 1], it.b16[t & 1]);
   }
 
-  // The integer form (kernels/qmm.cu, int_chunk; both kernels): the A operand of step t is
+  // The integer form (kernels/qmm_chunk.cuh, int_chunk; both kernels): the A operand of step t is
   // q * scale, an integer of at most 31 * 63 = 1953, so exact in fp16, made by one PRMT (the
   // fp16 1024 + q, two at a time) and one HFMA2 ((1024 + q) sc - 1024 sc, exact); a second mma
   // multiplies the sub-blocks' mins (exact too) by the same x, and the chunk's two sums are
@@ -227,7 +227,7 @@ struct Q6K {
     for (int e = 0; e < 4; ++e) v[e] = byte_fma(q, e, s16, b16);
   }
 
-  // The integer form (as Q4_K's, kernels/qmm.cu int_chunk): the A operand of
+  // The integer form (as Q4_K's, kernels/qmm_chunk.cuh int_chunk): the A operand of
   // step t is (q - 32) * scale in fp16, made two at a time by one PRMT (the fp16 1024 + q), one
   // HFMA2 ((1024 + q) - 1056 = q - 32, exact) and one HMUL2 (times the sub-block's int8 scale:
   // exact up to 2,048, rounded once above, where fp16 holds even integers only; at most 32 * 128).

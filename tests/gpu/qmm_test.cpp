@@ -39,7 +39,7 @@
 #include "tests/gpu/quant_weights_util.hpp"
 
 namespace rz::gpu {
-namespace qmm_detail {  // kernels/qmm.cu
+namespace qmm_detail {  // kernels/qmm.cu, kernels/qmm_direct.cuh
 int choose_splits(int64_t rows, int64_t cols, int sms);
 using DirectBlocksPerSm = std::array<int, 9>;  // [w]: blocks of w warps an SM holds
 int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks,
