@@ -223,6 +223,20 @@ __device__ __forceinline__ DirectBlock direct_block(int cluster, int splits, int
   return b;
 }
 
+// Waits until every split's sums are in part (rank 0's in a cluster: the cluster barrier, which the
+// other ranks only pass through; else the block's barrier); true for the warp that adds them,
+// warp 0 of rank 0 (warp: this thread's).
+__device__ __forceinline__ bool direct_parts_ready(const DirectBlock& blk, int warp) {
+  if (blk.cluster > 1) {
+    cluster_arrive();
+    cluster_wait();
+    if (blk.rank != 0) return false;
+  } else {
+    __syncthreads();
+  }
+  return warp == 0;
+}
+
 // A split's sums of tile nt go to part[(s * NT + nt) * 32 + lane] (splits > 1).
 template <int NT>
 __device__ __forceinline__ void direct_store_part(float4* part, int s, const float (&acc)[NT][4]) {
@@ -244,14 +258,7 @@ __device__ __forceinline__ void direct_finish(float4 (&v)[NT], const float4* par
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int row0 = blk.row0;
   if (splits > 1) {
-    if (blk.cluster > 1) {  // every rank's sums are in rank 0's part
-      cluster_arrive();
-      cluster_wait();
-      if (blk.rank != 0) return;
-    } else {
-      __syncthreads();
-    }
-    if (warp != 0) return;
+    if (!direct_parts_ready(blk, warp)) return;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       v[nt] = part[nt * 32 + lane];
@@ -283,14 +290,7 @@ __device__ __forceinline__ void direct_finish_gated(const float4* part, int spli
                                                     GateAct act, const ActForms& forms) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int row0 = blk.row0;
-  if (blk.cluster > 1) {  // a pair: the up block's sums are in rank 0's part
-    cluster_arrive();
-    cluster_wait();
-    if (blk.rank != 0) return;
-  } else {
-    __syncthreads();
-  }
-  if (warp != 0) return;
+  if (!direct_parts_ready(blk, warp)) return;  // a pair: the up block's sums are in rank 0's part
   const int n_pad = (n + 7) / 8 * 8;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
