@@ -758,9 +758,11 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
 }
 
 MatmulPath GpuExecutor::Impl::path_of(const DeviceMatrix& m, int n) const {
-  return choose_matmul_path(
-      m.type, m.rows, m.cols, n,
-      {.qmm = opt.qmm, .int8 = opt.int8_activations, .f16_copy = m.has_f16_copy()});
+  return choose_matmul_path(m.type, m.rows, m.cols, n,
+                            {.qmm = opt.qmm,
+                             .int8 = opt.int8_activations,
+                             .f16_copy = m.has_f16_copy(),
+                             .qmm_wide = opt.qmm && qmm_runs_wide(kQmmMaxTokens)});
 }
 
 ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,

@@ -9,9 +9,16 @@
 namespace rz::gpu {
 namespace {
 
-bool qmm_wins(double bytes, int n) {
+// wide: qmm runs its wide kernel past 64 tokens (qmm_runs_wide). It takes every matrix to 128
+// tokens, and past that those of at least 4,096 columns and the huge ones: with 1,536 columns (6
+// chunks a block) qwen2.5-1.5b's steps at B = 192 / 256 ran 4-5 % slower with it than with
+// dequantize + cuBLAS, while llama3.1-8b's gained 24-29 %
+// (bench/gpu-runs/2026-11-28-h200-qmm-wide.log).
+bool qmm_wins(double bytes, int64_t cols, int n, bool wide) {
   constexpr double kHuge = 64e6;
-  return n <= 64 || bytes >= kHuge;  // huge: up to kQmmMaxTokens
+  if (n <= 64) return true;
+  if (wide) return n <= 128 || cols >= 4096 || bytes >= kHuge;
+  return bytes >= kHuge && n <= 128;
 }
 
 }  // namespace
@@ -25,7 +32,8 @@ MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, 
   // llama.cpp through it.
   if (type == GgmlType::F16 && n > 8) return MatmulPath::gemm;
   if (use.f16_copy && n >= kCopyGemmFromTokens) return MatmulPath::gemm;
-  if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens && qmm_wins(bytes, n))
+  if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens &&
+      qmm_wins(bytes, cols, n, use.qmm_wide))
     return MatmulPath::qmm;
   return gemv_supported(type, n) != GemvKernel::none ? MatmulPath::gemv : MatmulPath::gemm;
 }

@@ -10,7 +10,11 @@
 // beyond that cuBLAS's fp16 GEMM amortizes the dequantization
 // (the bench showed qmm ahead on small matrices up to 128 tokens, but decode at batch 128 ran
 // 9 % slower with it). Very large matrices (>= 64 MB, a vocabulary's output rows) take qmm up to
-// 128 tokens (372 us vs cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). F16 matrices go
+// 128 tokens (372 us vs cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). Where qmm has its
+// wide kernel (wgmma, sm_90: kernels/QMM.md, "The wide kernel"), matrices without an fp16 copy
+// take qmm to 128 tokens, and to 256 those of at least 4,096 columns and the huge ones (llama8b
+// gate+up Q4_K at 128 / 256 tokens 81 / 159 us against dequantize + cuBLAS's 235 / 249; without
+// the copies llama3.1-8b's decode at B = 128 8,000 -> 13,000 tokens/s). F16 matrices go
 // to cuBLAS as they are from 9 tokens. With int8 activations on (opt-in), gemv_q8
 // (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2 tokens, and matrices under 4 MB to
 // 4 tokens. A quantized matrix with an fp16 copy (the default where the copies fit,
@@ -26,7 +30,7 @@ namespace rz::gpu {
 enum class MatmulPath : uint8_t { gemv, gemv_q8, qmm, gemm };
 
 // Most tokens a pass may send to qmm (the executor sizes qmm's buffers for this many).
-constexpr int kQmmMaxTokens = 128;
+constexpr int kQmmMaxTokens = 256;
 
 struct MatmulChoices {
   bool qmm = true;    // false leaves qmm out (GpuExecutorOptions::qmm)
@@ -34,14 +38,19 @@ struct MatmulChoices {
   // The matrix has an fp16 copy (GpuExecutorOptions::fp16_copies): from kCopyGemmFromTokens
   // tokens cuBLAS on the copy takes the place of qmm, there being no dequantization to pay for.
   bool f16_copy = false;
+  // qmm runs its wide kernel on this device (qmm_runs_wide: sm_90): then matrices without an fp16
+  // copy take qmm past 64 tokens (to 128, and to kQmmMaxTokens where they have 4,096 columns or
+  // more, or 64 MB).
+  bool qmm_wide = false;
 };
 
 // Measured on the H200 (bench/gpu-runs/2026-11-24-h200-copy-gemm-threshold.log, rz bench, Q4_K_M):
 // with the copies from 17 tokens, qwen2.5-1.5b B = 32 / 64 9,481 / 13,049 -> 12,527 / 21,957
 // tokens/s and llama3.1-8b 4,269 / 5,262 -> 4,692 / 7,504; from 9, qwen B = 9-16 gained 12 % but
 // llama3.1-8b lost 3 % (qmm reads a quarter of the bytes), so 17 for all. Rechecked after qmm's
-// staged kernel took the integer form (bench/gpu-runs/2026-11-28-h200-copy-gemm-threshold-recheck.log):
-// qmm to 24 tokens made llama3.1-8b's B = 24 step 5.53 -> 6.86 ms, qwen2.5-1.5b's 2.07 -> 2.53.
+// staged kernel took the integer form
+// (bench/gpu-runs/2026-11-28-h200-copy-gemm-threshold-recheck.log): qmm to 24 tokens made
+// llama3.1-8b's B = 24 step 5.53 -> 6.86 ms, qwen2.5-1.5b's 2.07 -> 2.53.
 constexpr int kCopyGemmFromTokens = 17;
 
 // The path for a [rows, cols] matrix of `type` times n tokens. F32 matrices always take gemm

@@ -32,6 +32,7 @@
 #include "kernels/qmm_layout.cuh"
 #include "kernels/qmm_stage.cuh"
 #include "kernels/qmm_staged.cuh"
+#include "kernels/qmm_wide.hpp"
 
 namespace rz::gpu {
 namespace qmm_detail {
@@ -283,23 +284,15 @@ int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocks
   return best;
 }
 
-// f.template operator()<T>() with T the traits of a qmm type (qmm_supported's list).
-template <class F>
-void with_format(GgmlType type, F&& f) {
-  switch (type) {
-    case GgmlType::Q4_K: f.template operator()<Q4K>(); break;
-    case GgmlType::Q6_K: f.template operator()<Q6K>(); break;
-    case GgmlType::Q8_0: f.template operator()<Q8_0>(); break;
-    case GgmlType::Q4_0: f.template operator()<Q4_0>(); break;
-    case GgmlType::Q4_1: f.template operator()<Q4_1>(); break;
-    case GgmlType::Q5_0: f.template operator()<Q5_0>(); break;
-    case GgmlType::Q5_1: f.template operator()<Q5_1>(); break;
-    case GgmlType::Q5_K: f.template operator()<Q5K>(); break;
-    case GgmlType::Q2_K: f.template operator()<Q2K>(); break;
-    case GgmlType::Q3_K: f.template operator()<Q3K>(); break;
-    case GgmlType::IQ4_NL: f.template operator()<IQ4NL>(); break;
-    default: f.template operator()<IQ4XS>(); break;
-  }
+// The staged and wide kernels' workspace: the split sums [splits][n][rows] (when splits > 1),
+// then for the wide kernel its x layout, from a 16-byte boundary (wide_x_offset floats in).
+size_t wide_x_offset(int splits, int64_t rows, int64_t n) {
+  const size_t sums = splits > 1 ? size_t(splits) * size_t(rows) * size_t(n) : 0;
+  return (sums + 3) / 4 * 4;
+}
+size_t workspace_floats(int splits, int64_t rows, int64_t cols, int64_t n, bool wide) {
+  if (!wide) return splits > 1 ? size_t(splits) * size_t(rows) * size_t(n) : 0;
+  return wide_x_offset(splits, rows, n) + wide_x_floats(n, cols);
 }
 
 // Whether qmm runs the direct kernel for n tokens of this matrix with `splits` (0: the rules').
@@ -381,8 +374,12 @@ bool qmm_runs_direct(GgmlType type, int64_t rows, int64_t cols, int64_t n) {
   return qmm_supported(type, cols) && n >= 1 && qmm_detail::direct_call(type, rows, cols, n, 0);
 }
 
+bool qmm_runs_wide(int64_t n) {
+  return n >= qmm_detail::kWideMinTokens && qmm_detail::wide_available();
+}
+
 bool qmm_integer_form(GgmlType type, int64_t n) {
-  if (!qmm_supported(type, kQmmChunk) || n < 1) return false;
+  if (!qmm_supported(type, kQmmChunk) || n < 1 || qmm_runs_wide(n)) return false;
   bool r = false;
   qmm_detail::with_format(type, [&]<class T>() {
     if constexpr (qmm_detail::IntForm<T>)
@@ -398,7 +395,7 @@ int qmm_splits(int64_t rows, int64_t cols) {
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {
   if (n <= 8) return 0;  // the direct kernel (splits added in-block); 9-16 may run staged
   const int s = qmm_splits(rows, cols);
-  return s > 1 ? size_t(s) * size_t(rows) * size_t(n) : 0;
+  return qmm_detail::workspace_floats(s, rows, cols, n, qmm_runs_wide(n));
 }
 
 void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
@@ -454,16 +451,24 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   }
   const bool direct = qmm_detail::direct_call(type, rows, cols, n, splits);
   if (splits == 0 && !direct) splits = qmm_splits(rows, cols);
-  if (splits > 1 && !direct && (!ws || ws_floats < size_t(splits) * size_t(rows) * size_t(n)))
+  const bool wide = !direct && qmm_runs_wide(n);
+  const size_t need = direct ? 0 : qmm_detail::workspace_floats(splits, rows, cols, n, wide);
+  if (need > 0 && (!ws || ws_floats < need))
     throw Error(what() + ": workspace of " + std::to_string(ws_floats) + " floats, " +
-                std::to_string(size_t(splits) * size_t(rows) * size_t(n)) + " needed");
+                std::to_string(need) + " needed");
   const int64_t row_bytes = static_cast<int64_t>(row_size(type, cols));
   float* out = splits > 1 ? ws : y;
   const int64_t ld = splits > 1 ? rows : ldy;
   const int r = static_cast<int>(rows), k = static_cast<int>(cols), m = static_cast<int>(n);
-  with_format(type, [&]<class T>() {
-    launch<T>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, direct, stream);
-  });
+  if (wide) {
+    float* xw = ws + qmm_detail::wide_x_offset(splits, rows, n);
+    if (!aligned16(xw)) throw Error(what() + ": misaligned workspace");
+    qmm_detail::launch_wide(type, w, row_bytes, xp, xw, out, ld, r, k, m, splits, stream);
+  } else {
+    with_format(type, [&]<class T>() {
+      launch<T>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, direct, stream);
+    });
+  }
   if (splits > 1 && !direct) {
     const int64_t total = rows * n;
     launch_kernel(qmm_reduce_kernel, static_cast<unsigned>((total + 255) / 256), 256, 0, stream, ws,

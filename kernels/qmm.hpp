@@ -41,11 +41,17 @@ void qmm_prepare_x(const float* x, void* xp, int64_t n, int64_t cols, cudaStream
 // 16 MiB (kernels/QMM.md), else the staged kernel.
 bool qmm_runs_direct(GgmlType type, int64_t rows, int64_t cols, int64_t n);
 
+// Whether qmm multiplies n tokens with its wide kernel (kernels/qmm_wide.hpp, kernels/QMM.md): from
+// 65 tokens on a compute capability 9.0 device (wgmma), in place of the staged kernel. Every
+// format there dequantizes to fp32 and rounds the weights to fp16 (no integer form).
+bool qmm_runs_wide(int64_t n);
+
 // Whether qmm multiplies n tokens of `type` in its integer form (kernels/QMM.md): the A operand is
 // the integer quant times its sub-block scale, exact in fp16 (Q6_K: rounded once above 2,048),
 // and the super-block scales are applied per chunk in fp32, so the weights are not rounded to
-// fp16. Q6_K always; Q4_K and Q5_K up to 24 tokens (past that the staged kernel's larger token
-// tiles dequantize to fp32 and round the weights to fp16, as every other format does).
+// fp16. Q6_K (except where the wide kernel runs); Q4_K and Q5_K up to 24 tokens (past that the
+// staged kernel's larger token tiles dequantize to fp32 and round the weights to fp16, as every
+// other format does).
 bool qmm_integer_form(GgmlType type, int64_t n);
 
 // K splits qmm uses for a matrix shape on the current device (1 = none): few row tiles get
@@ -55,7 +61,8 @@ bool qmm_integer_form(GgmlType type, int64_t n);
 int qmm_splits(int64_t rows, int64_t cols);
 
 // Floats of workspace qmm needs for n tokens (0 when the shape does not split, and for up to 8
-// tokens, whose direct kernel adds its splits itself; from 9 tokens an upper bound).
+// tokens, whose direct kernel adds its splits itself; from 9 tokens an upper bound; the wide
+// kernel's rearranged x besides).
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n);
 
 // Launches y = x · Wᵀ on `stream` (asynchronous).

@@ -548,4 +548,23 @@ static_assert(Q4K::kChunkBytes % 16 == 0 && Q5K::kChunkBytes % 16 == 0 &&
               Q4_1::kChunkBytes % 16 == 0 && Q5_0::kChunkBytes % 16 == 0 &&
               Q5_1::kChunkBytes % 16 == 0 && IQ4NL::kChunkBytes % 16 == 0);
 
+// f.template operator()<T>() with T the traits of a qmm type (qmm_supported's list).
+template <class F>
+void with_format(GgmlType type, F&& f) {
+  switch (type) {
+    case GgmlType::Q4_K: f.template operator()<Q4K>(); break;
+    case GgmlType::Q6_K: f.template operator()<Q6K>(); break;
+    case GgmlType::Q8_0: f.template operator()<Q8_0>(); break;
+    case GgmlType::Q4_0: f.template operator()<Q4_0>(); break;
+    case GgmlType::Q4_1: f.template operator()<Q4_1>(); break;
+    case GgmlType::Q5_0: f.template operator()<Q5_0>(); break;
+    case GgmlType::Q5_1: f.template operator()<Q5_1>(); break;
+    case GgmlType::Q5_K: f.template operator()<Q5K>(); break;
+    case GgmlType::Q2_K: f.template operator()<Q2K>(); break;
+    case GgmlType::Q3_K: f.template operator()<Q3K>(); break;
+    case GgmlType::IQ4_NL: f.template operator()<IQ4NL>(); break;
+    default: f.template operator()<IQ4XS>(); break;
+  }
+}
+
 }  // namespace rz::gpu::qmm_detail

@@ -32,6 +32,7 @@
 #include "gpu/gpu_executor.hpp"
 #include "gpu/gpu_weights.hpp"
 #include "gpu/test_support.hpp"
+#include "kernels/qmm.hpp"  // qmm_runs_wide
 #include "model/model_weights.hpp"
 #include "model/sampling.hpp"
 #include "quants/quants.hpp"
@@ -509,12 +510,28 @@ TEST(GpuExecutor, LogprobsAndPenaltiesMatchCpu) {
 TEST(GpuExecutor, SlicedGemmMatchesCpu) {
   RZ_REQUIRE_GPU();
   // Dequantized weights in slices of a few hundred rows: the Q6_K output matrix (210-byte rows)
-  // must be cut on 256-byte boundaries (an H200 run caught slices that were not).
-  run_against_cpu(
-      tiny_model(SynthFormat::Q4_K_M),
-      GpuExecutorOptions{
-          .slots = 4, .max_context = 256, .gemm_scratch_elems = 1, .fp16_copies = false},
-      tol_for(SynthFormat::Q4_K_M), 2);
+  // must be cut on 256-byte boundaries (an H200 run caught slices that were not). qmm off, so
+  // that the 111-token prefill pass takes this path on sm_90 too (not qmm's wide kernel).
+  run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
+                  GpuExecutorOptions{.slots = 4,
+                                     .max_context = 256,
+                                     .gemm_scratch_elems = 1,
+                                     .qmm = false,
+                                     .fp16_copies = false},
+                  tol_for(SynthFormat::Q4_K_M), 2);
+}
+
+// Without fp16 copies the 111-token prefill pass runs qmm's wide kernel on every quantized matrix
+// where the device has it (sm_90: qmm_runs_wide), else dequantize + cuBLAS; either way the logits
+// follow the CPU's.
+TEST(GpuExecutor, NoCopiesMatchCpu) {
+  RZ_REQUIRE_GPU();
+  for (SynthFormat f : {SynthFormat::Q4_K_M, SynthFormat::Q8_0}) {
+    SCOPED_TRACE(qmm_runs_wide(111) ? "wide kernel" : "dequantize + cuBLAS");
+    run_against_cpu(tiny_model(f),
+                    GpuExecutorOptions{.slots = 4, .max_context = 256, .fp16_copies = false},
+                    tol_for(f), 2);
+  }
 }
 
 TEST(GpuExecutor, SmallBlocksMatchCpu) {
@@ -1367,8 +1384,11 @@ TEST(GpuExecutorSteps, GraphsBuiltInTheBackground) {
 TEST(GpuExecutor, Fp16CopiesAreBitIdentical) {
   RZ_REQUIRE_GPU();
   auto mf = ModelFile::open(tiny_model(SynthFormat::Q4_K_M));
-  GpuExecutor without(mf, GpuExecutorOptions{.slots = 2, .max_context = 512, .fp16_copies = false});
-  GpuExecutor with(mf, GpuExecutorOptions{.slots = 2, .max_context = 512, .fp16_copies = true});
+  // qmm off in both: without copies its wide kernel (sm_90) would take the passes of 65-256 tokens
+  GpuExecutor without(
+      mf, GpuExecutorOptions{.slots = 2, .max_context = 512, .qmm = false, .fp16_copies = false});
+  GpuExecutor with(
+      mf, GpuExecutorOptions{.slots = 2, .max_context = 512, .qmm = false, .fp16_copies = true});
   EXPECT_EQ(without.memory_plan().fp16_copy_bytes, 0u);
   const ModelConfig& c = mf->config();
   const size_t layer_elems = size_t(c.n_head + 2 * c.n_head_kv) * c.head_dim * c.n_embd +

@@ -33,6 +33,22 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 3, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 128, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 129, kFp32), P::gemm);
+  // with qmm's wide kernel (sm_90) every matrix without a copy takes qmm to 128 tokens, and to
+  // 256 where it has 4,096 columns or more, or 64 MB (the vocabulary's)
+  const MatmulChoices wide{.qmm = true, .qmm_wide = true};
+  for (int64_t rows : {1536, 8960, 151936}) {
+    EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 65, wide), P::qmm) << rows;
+    EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 128, wide), P::qmm) << rows;
+    EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 129, wide), rows == 151936 ? P::qmm : P::gemm)
+        << rows;
+    EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, rows, 4096, 256, wide), P::qmm) << rows;
+    EXPECT_EQ(choose_matmul_path(q4k, rows, 4096, 257, wide), P::gemm) << rows;
+    EXPECT_EQ(
+        choose_matmul_path(q4k, rows, 1536, 65, {.qmm = true, .f16_copy = true, .qmm_wide = true}),
+        P::gemm)
+        << rows;  // the copy first
+  }
+  EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 65, {.qmm = false, .qmm_wide = true}), P::gemm);
   // qmm off: gemv to 16 tokens, then cuBLAS
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 1, kNoQmm), P::gemv);
   EXPECT_EQ(choose_matmul_path(q4k, 8960, 1536, 16, kNoQmm), P::gemv);

@@ -35,6 +35,7 @@
 #include "kernels/dequant.hpp"
 #include "kernels/gemv.hpp"
 #include "kernels/qmm.hpp"
+#include "kernels/qmm_wide.hpp"
 #include "quants/quants.hpp"
 #include "tests/gpu/quant_weights_util.hpp"
 
@@ -81,11 +82,12 @@ TEST(QmmChooser, SupportedTypesAndColumns) {
   EXPECT_EQ(qmm_x_elems(9, 256), 16 * 256);
 }
 
-// The integer form (kernels/QMM.md): Q6_K at every token count; Q4_K and Q5_K while the staged
-// kernel's token tiles hold at most 16 tokens (n <= 24), then fp32 dequantization; no other type.
+// The integer form (kernels/QMM.md): Q6_K at every token count the direct and staged kernels
+// take; Q4_K and Q5_K while the staged kernel's token tiles hold at most 16 tokens (n <= 24), then
+// fp32 dequantization; no other type, and none in the wide kernel (from 65 tokens on sm_90).
 TEST(QmmChooser, IntegerFormByTypeAndTokens) {
   for (int64_t n : {1, 8, 9, 16, 17, 24, 25, 32, 64, 128, 512}) {
-    EXPECT_TRUE(qmm_integer_form(GgmlType::Q6_K, n)) << n;
+    EXPECT_EQ(qmm_integer_form(GgmlType::Q6_K, n), !qmm_runs_wide(n)) << n;
     EXPECT_EQ(qmm_integer_form(GgmlType::Q4_K, n), n <= 24) << n;
     EXPECT_EQ(qmm_integer_form(GgmlType::Q5_K, n), n <= 24) << n;
     for (GgmlType t :
@@ -94,6 +96,25 @@ TEST(QmmChooser, IntegerFormByTypeAndTokens) {
       EXPECT_FALSE(qmm_integer_form(t, n)) << name_of(t) << " " << n;
   }
   EXPECT_FALSE(qmm_integer_form(GgmlType::Q6_K, 0));
+}
+
+// The wide kernel takes 65 tokens and more where it is built and the device is compute capability
+// 9.0, and its x layout is part of qmm's workspace.
+TEST(QmmChooser, WideKernelFromSixtyFiveTokens) {
+  EXPECT_FALSE(qmm_runs_wide(1));
+  EXPECT_FALSE(qmm_runs_wide(64));
+  const bool wide = qmm_runs_wide(65);
+  EXPECT_EQ(qmm_runs_wide(512), wide);
+  if (!wide) return;
+  // 128 tokens x 1536 columns of fp16 = 98,304 floats, after 7 splits' sums of 1536 x 100 each
+  // 100 tokens take a tile of 128: 128 x 8960 halves after the split sums (7 splits on an H200)
+  const size_t s = size_t(qmm_splits(1536, 8960));
+  ASSERT_GT(s, 1u);
+  EXPECT_EQ(qmm_workspace_floats(1536, 8960, 100), s * 1536 * 100 + 128 * 8960 / 2);
+  if (qmm_splits(151936, 1536) == 1) {  // no split: the x layout alone, two tiles of 128
+    EXPECT_EQ(qmm_workspace_floats(151936, 1536, 129), size_t(256 * 1536 / 2));
+    EXPECT_EQ(qmm_workspace_floats(151936, 1536, 64), size_t(0));
+  }
 }
 
 TEST(QmmChooser, SplitRule) {
@@ -261,7 +282,9 @@ std::vector<float> run_qmm(GgmlType t, const DeviceBuffer<uint8_t>& dw,
                            int64_t ldy, int split) {
   DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(n, cols)));
   DeviceBuffer<float> y(size_t(n * ldy));
-  const size_t ws_floats = size_t(cols / kQmmChunk) * size_t(rows * n);
+  // every split's sums, and the wide kernel's x after them
+  const size_t ws_floats = size_t(cols / kQmmChunk) * size_t(rows * n) + 4 +
+                           (qmm_runs_wide(n) ? qmm_detail::wide_x_floats(n, cols) : 0);
   DeviceBuffer<float> ws(std::max<size_t>(ws_floats, 1));
   y.fill_bytes(0xff);  // NaN: an output never written fails
   qmm_prepare_x(dx.get(), xp.get(), n, cols, nullptr);
@@ -287,13 +310,14 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
   };
   // rows: partial warps (1, 13), partial blocks (100), several blocks; cols 1..10 chunks
   const Shape shapes[] = {{1, 256}, {13, 768}, {100, 1024}, {64, 2560}, {300, 512}};
-  const int64_t token_counts[] = {1, 5, 8, 9, 13, 16, 17, 40, 64, 100, 130};
+  // 65 and more: the wide kernel on sm_90 (tiles of 128 tokens: 130 and 200 a partial second)
+  const int64_t token_counts[] = {1, 5, 8, 9, 13, 16, 17, 40, 64, 65, 130, 200};
   double worst = 0;
   std::string worst_at;
   int failures = 0;
   for (const Shape& sh : shapes) {
     const HostWeights w = make_weights(t, sh.rows, sh.cols, rng);
-    const int64_t n_max = 130;
+    const int64_t n_max = 200;
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(size_t(n_max * sh.cols));
     for (auto& v : x) v = round_f16(nd(rng));
@@ -352,6 +376,20 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
   const std::vector<float> again = run_qmm(t, dw, dx, rows, cols, n_max, rows, split);
   EXPECT_EQ(std::memcmp(all.data(), again.data(), all.size() * sizeof(float)), 0)
       << "two runs differ";
+  // From 65 tokens the wide kernel (sm_90): its tokens match n_max's whatever the tile count; the
+  // staged kernel's largest call (64 tokens) is then the staged calls' reference.
+  const bool wide = qmm_runs_wide(n_max);
+  if (wide) {
+    for (int64_t n : {65, 128, 130}) {
+      const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
+      EXPECT_EQ(std::memcmp(part.data(), all.data(), size_t(n * rows) * sizeof(float)), 0)
+          << name_of(t) << ": " << n << " tokens in the wide kernel differ from the same tokens of "
+          << n_max;
+    }
+  }
+  const int64_t n_staged = wide ? 64 : n_max;
+  const std::vector<float> staged =
+      wide ? run_qmm(t, dw, dx, rows, cols, n_staged, rows, split) : all;
   // With the kernels' own split rules the direct kernel's tokens (1-8, and 9-16 where it takes
   // them) match 8 and 16 tokens' bit for bit, one token tile or two; staged calls match n_max's.
   // With forced splits the direct kernel's match the staged kernel's too (both run the same
@@ -371,13 +409,13 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
     const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
     const bool direct = split <= 64 && qmm_runs_direct(t, rows, cols, n);
     const bool own = direct && split == 0;
-    const bool same_form = qmm_integer_form(t, n) == qmm_integer_form(t, n_max);
-    const std::vector<float>& ref = own ? (n <= 8 ? eight : sixteen) : same_form ? all : t24;
+    const bool same_form = qmm_integer_form(t, n) == qmm_integer_form(t, n_staged);
+    const std::vector<float>& ref = own ? (n <= 8 ? eight : sixteen) : same_form ? staged : t24;
     for (int64_t tk = 0; tk < n; ++tk)
       EXPECT_EQ(std::memcmp(part.data() + tk * rows, ref.data() + tk * rows, rows * sizeof(float)),
                 0)
           << name_of(t) << " token " << tk << " of " << n << " differs from the same token of "
-          << (&ref == &all     ? n_max
+          << (&ref == &staged  ? n_staged
               : &ref == &eight ? 8
               : &ref == &t24   ? 24
                                : 16);
@@ -595,11 +633,19 @@ TEST(QmmBench, DISABLED_Compare) {
                             sh.rows);
           }
         });
+        // cuBLAS on an fp16 copy made beforehand (the executor's default where the copies fit):
+        // the slices of one copy, as many as the matrix has rows
+        const double f = time_us([&](int) {
+          convert_to_half(dx.get(), x16.get(), HalfType::f16, n * sh.cols, stream);
+          for (int64_t r0 = 0; r0 < sh.rows; r0 += w16_rows)
+            gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), dy.get() + r0,
+                            std::min(w16_rows, sh.rows - r0), sh.cols, n, sh.rows);
+        });
         std::printf(
-            "  n %4lld  qmm %8.1f us (%6.0f GB/s)  without prepare %8.1f (%6.0f GB/s)  gemv %8.1f "
-            "(%6.0f GB/s)  dequant+cublas %8.1f\n",
-            (long long)n, q, bytes / q / 1e3, q_only, bytes / q_only / 1e3, g,
-            g > 0 ? bytes / g / 1e3 : 0.0, c);
+            "  n %4lld  qmm %8.1f us (%6.0f GB/s, %5.0f TFLOP/s)  without prepare %8.1f (%6.0f "
+            "GB/s)  gemv %8.1f (%6.0f GB/s)  dequant+cublas %8.1f  cublas on fp16 %8.1f\n",
+            (long long)n, q, bytes / q / 1e3, 2.0 * sh.rows * sh.cols * n / q / 1e6, q_only,
+            bytes / q_only / 1e3, g, g > 0 ? bytes / g / 1e3 : 0.0, c, f);
       }
       std::fflush(stdout);
     }

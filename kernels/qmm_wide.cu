@@ -1,0 +1,313 @@
+// qmm's warpgroup ("wide") kernel, 65 tokens and more on Hopper (kernels/qmm_wide.hpp; design and
+// measurements: kernels/QMM.md, "The wide kernel"). Each warp decodes its 16 weight rows' chunk in
+// registers into the A operand of step t exactly as the staged kernel's fp32 dequantization does
+// (a_operand, kernels/qmm_chunk.cuh: the weights rounded once to fp16), and its warpgroup
+// multiplies 64 rows by a tile of N tokens per 16 columns with one wgmma.mma_async (A from
+// registers, B from shared memory, fp32 accumulators in registers), where the staged kernel needs N
+// / 8 mma.sync per warp. WG warpgroups a block share each chunk's x stage, copied with cp.async
+// from a layout that a small kernel first writes from qmm_prepare_x's (wide_x_kernel), two stages
+// deep.
+//
+// wgmma needs the sm_90a target: CMake builds this file alone for it where the build targets sm_90
+// (kernels/CMakeLists.txt, which defines RZ_QMM_WIDE); elsewhere wide_available() is false.
+#include "kernels/launch.cuh"
+#include "kernels/qmm_wide.hpp"
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
+
+#include "formats/common.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/mma.cuh"
+#include "kernels/qmm_chunk.cuh"
+#include "kernels/qmm_formats.cuh"
+#include "kernels/qmm_stage.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RZ_WGMMA_DEVICE 1
+#endif
+
+#if defined(RZ_QMM_WIDE)
+namespace rz::gpu::qmm_detail {
+
+// ---------------------------------------------------------------- wgmma (sm_90a)
+
+__device__ __forceinline__ void wg_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Shared-memory writes of the generic proxy (cp.async) made visible to wgmma's reads.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// The accumulators pinned in place, so that no read of them moves above a wgmma wait.
+template <int R>
+__device__ __forceinline__ void wg_pin(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d += A B, m64 n128 k16: A (64 x 16 fp16) from registers, each warp of the warpgroup its 16
+// rows in mma.sync's A layout (kernels/mma.cuh); B (16 x N fp16) from shared memory by `desc`;
+// d (64 x N fp32): d[4 j + 2 h + e] = row 16 warp + g + 8 h, column 8 j + 2 c + e.
+__device__ __forceinline__ void wgmma_m64n128(float (&d)[64], const uint4& a, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(1));
+}
+
+// B of step t of a chunk: the tile's N tokens x 16 k-slots, K-major without swizzle, as
+// [kc][token][8 k-slots] (16 bytes a token): the k-slots 8 kc .. 8 kc + 7 of the 8-token groups a
+// 128-byte core matrix each, one after another (SBO 128 bytes), the second k half N * 16 bytes
+// after the first (LBO).
+template <int N>
+__device__ __forceinline__ uint64_t wide_desc(uint32_t addr) {
+  constexpr uint64_t kLbo = (N * 16) >> 4, kSbo = 128 >> 4;
+  return uint64_t((addr & 0x3FFFFu) >> 4) | (kLbo << 16) | (kSbo << 32);
+}
+
+// Bytes of one stage's x: N tokens x 256 columns of fp16, 16 steps of N * 32 bytes.
+template <int N>
+constexpr int wide_x_stage_bytes() {
+  return N * kQmmChunk * 2;
+}
+
+// xw [token tile][chunk][t][kc][token of the tile][8 halves] from qmm_prepare_x's xp, whose step
+// t of a chunk is a token's 32 bytes in (c, e) order (kernels/qmm_layout.cuh): words 2 c and
+// 2 c + 1 are thread c's k-slots {2c, 2c+1} and {2c+8, 2c+9}, so k-slots 0-7 are words 0, 2, 4, 6
+// and 8-15 words 1, 3, 5, 7. Tokens from n8 (past xp's rows) are zeros. A thread a (tile, chunk,
+// t, token), consecutive threads consecutive tokens.
+template <int N>
+__global__ void wide_x_kernel(const __half* __restrict__ xp, __half* __restrict__ xw, int n8,
+                              int cols, int64_t units) {
+  grid_dependency_wait();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= units) return;
+  const int chunks = cols / kQmmChunk;
+  const int tok_in = static_cast<int>(i % N);
+  const int64_t r = i / N;
+  const int t = static_cast<int>(r % 16);
+  const int64_t tc = r / 16;  // tile * chunks + chunk
+  const int chunk = static_cast<int>(tc % chunks);
+  const int tok = static_cast<int>(tc / chunks) * N + tok_in;
+  uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+  if (tok < n8) {
+    const auto* s =
+        reinterpret_cast<const uint4*>(xp + int64_t(tok) * cols + chunk * kQmmChunk + 16 * t);
+    lo = s[0];
+    hi = s[1];
+  }
+  uint4* d = reinterpret_cast<uint4*>(xw) + (tc * 16 + t) * 2 * N + tok_in;
+  d[0] = make_uint4(lo.x, lo.z, hi.x, hi.z);
+  d[N] = make_uint4(lo.y, lo.w, hi.y, hi.w);
+}
+
+// A chunk's 16 steps: the A operand of step t from the two rows' items (the staged kernel's
+// fp32 dequantization), one wgmma per step on B at xs + t * N * 32, one group in flight while the
+// next step's A is decoded (its registers free once the group before has completed).
+template <class T, int N, int... t>
+__device__ __forceinline__ void wide_chunk(const typename T::Item& ia, const typename T::Item& ib,
+                                           uint32_t xs, float (&acc)[N / 2],
+                                           std::integer_sequence<int, t...>) {
+  (
+      [&] {
+        const uint4 a = a_operand<T, t>(ia, ib);
+        wg_fence();
+        static_assert(N == 128, "the one wgmma shape written out: m64n128k16");
+        wgmma_m64n128(acc, a, wide_desc<N>(xs + t * N * 32));
+        wg_commit();
+        wg_wait<1>();
+      }(),
+      ...);
+}
+
+// Grid: x = token tiles of N (fastest, so the blocks that share weight rows run together), y = row
+// tiles of 64 WG, z = K splits; block: WG warpgroups, warp w rows 16 w of the tile. out: y itself
+// (ld its row stride) or the split workspace [split][n][rows]. Two stages: chunk k + 1's x and
+// weight rows are copied while chunk k is multiplied.
+template <class T, int N, int WG>
+__global__ void __launch_bounds__(WG * 128, 1)
+    qmm_wide_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
+                    const uint8_t* __restrict__ xw, float* __restrict__ out, int64_t ld, int rows,
+                    int cols, int n, int chunks_per_split) {
+#if defined(RZ_WGMMA_DEVICE)
+  constexpr int kThreads = WG * 128, kRows = 64 * WG;
+  constexpr int kX = wide_x_stage_bytes<N>(), kW = kRows * w_row_stride<T>() + 16;
+  static_assert(kX % (16 * kThreads) == 0 && kX % 1024 == 0 && kW % 16 == 0);
+  extern __shared__ __align__(1024) uint8_t wide_smem[];
+  grid_dependency_wait();
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int row_base = blockIdx.y * kRows, row0 = row_base + warp * 16;
+  const int chunks = cols / kQmmChunk;
+  const int k0 = blockIdx.z * chunks_per_split, k1 = min(chunks, k0 + chunks_per_split);
+  const uint8_t* w_end = w + int64_t(rows) * row_bytes;
+  const int64_t row_a = min(row0 + g, rows - 1), row_b = min(row0 + g + 8, rows - 1);
+  const bool clear = row_base + kRows < rows;  // stage_tile_rows may copy the whole tile
+  // a warpgroup whose 64 rows all lie past the matrix skips the products (uniform in it)
+  const bool active = row_base + 64 * (warp >> 2) < rows;
+  const uint8_t* xsrc = xw + int64_t(blockIdx.x) * chunks * kX + 16 * tid;
+  uint8_t* const xs0 = wide_smem;
+  uint8_t* const ws0 = wide_smem + 2 * kX;
+  const auto stage = [&](int k, int s) {
+    const uint8_t* src = xsrc + int64_t(k) * kX;
+    uint8_t* dst = xs0 + s * kX + 16 * tid;
+#pragma unroll
+    for (int i = 0; i < kX / (16 * kThreads); ++i)
+      cp_async16(dst + i * 16 * kThreads, src + i * 16 * kThreads);
+    uint8_t* ws = ws0 + s * kW;
+    if (clear)
+      stage_tile_rows<T, kThreads>(ws, w, row_bytes, row_base, k, tid);
+    else
+      stage_rows<T>(ws, w, row_bytes, w_end, row_base, rows, kRows, k, tid, kThreads);
+  };
+
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+  if (k0 < k1) stage(k0, 0);
+  cp_async_commit();
+  for (int k = k0; k < k1; ++k) {
+    const int s = (k - k0) & 1;
+    if (k + 1 < k1) stage(k + 1, s ^ 1);
+    cp_async_commit();    // an empty group at the end keeps the count uniform
+    cp_async_wait<1>();   // chunk k's copies are complete
+    fence_proxy_async();  // ... and visible to wgmma
+    __syncthreads();
+    if (active) {
+      const uint8_t* ws = ws0 + s * kW;
+      const uint8_t* ra = staged_row<T>(ws, w, row_bytes, warp * 16 + g, row_a, k);
+      const uint8_t* rb = staged_row<T>(ws, w, row_bytes, warp * 16 + g + 8, row_b, k);
+      wide_chunk<T, N>(T::load(ra, c), T::load(rb, c), smem_addr(xs0 + s * kX), acc,
+                       std::make_integer_sequence<int, 16>{});
+      wg_wait<0>();
+      wg_pin(acc);
+    }
+    __syncthreads();  // stage s is refilled by the next iteration's copies
+  }
+  if (!active) return;
+  float* o = out + int64_t(blockIdx.z) * n * ld;
+  const int tok0 = blockIdx.x * N;
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int r = row0 + g + 8 * (v >> 1), tk = tok0 + 8 * j + 2 * c + (v & 1);
+      if (r < rows && tk < n) o[int64_t(tk) * ld + r] = acc[4 * j + v];
+    }
+#else
+  __trap();  // built without sm_90a: wide_available() is false, so never launched
+#endif
+}
+
+// The tile: 128 tokens, two warpgroups (128 rows) a block, 164-188 KB of shared memory (one block
+// an SM). Measured against 64 tokens with two or four warpgroups (H200, us at 65 / 128 / 256
+// tokens, bench/gpu-runs/2026-11-28-h200-qmm-wide.log): llama8b Q4_K gate+up 80 / 81 / 159
+// against 102 / 103 / 175 and 114 / 114 / 221, Q6_K ffn_down 73 / 76 / 121 against 95 / 97 /
+// 168 and 104 / 106 / 171.
+constexpr int kWideGroups = 2;  // and kWideTokens (kernels/qmm_wide.hpp)
+
+// Shared memory of the N-token, WG-warpgroup tile: two stages of x and of the block's weight rows.
+template <class T, int N, int WG>
+size_t wide_smem() {
+  return size_t(2) * wide_x_stage_bytes<N>() + size_t(2) * (64 * WG * w_row_stride<T>() + 16);
+}
+
+template <class T, int N, int WG>
+void launch_tile(const void* w, int64_t row_bytes, const void* xp, void* xw, float* out, int64_t ld,
+                 int rows, int cols, int n, int splits, cudaStream_t stream) {
+  const size_t smem = wide_smem<T, N, WG>();
+  static const bool configured = [smem] {
+    RZ_CUDA_CHECK(cudaFuncSetAttribute(qmm_wide_kernel<T, N, WG>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  const int chunks = cols / kQmmChunk, tiles = (n + N - 1) / N;
+  const int64_t units = int64_t(tiles) * chunks * 16 * N;
+  launch_kernel(wide_x_kernel<N>, static_cast<unsigned>((units + 255) / 256), 256, 0, stream,
+                static_cast<const __half*>(xp), static_cast<__half*>(xw), (n + 7) / 8 * 8, cols,
+                units);
+  RZ_CUDA_CHECK_LAUNCH();
+  const int per_split = (chunks + splits - 1) / splits;
+  const dim3 grid(static_cast<unsigned>(tiles),
+                  static_cast<unsigned>((rows + 64 * WG - 1) / (64 * WG)),
+                  static_cast<unsigned>((chunks + per_split - 1) / per_split));
+  launch_kernel(qmm_wide_kernel<T, N, WG>, grid, WG * 128, smem, stream,
+                static_cast<const uint8_t*>(w), row_bytes, static_cast<const uint8_t*>(xw), out, ld,
+                rows, cols, n, per_split);
+  RZ_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rz::gpu::qmm_detail
+#endif  // RZ_QMM_WIDE
+
+namespace rz::gpu::qmm_detail {
+
+bool wide_available() {
+#if defined(RZ_QMM_WIDE)
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0;
+    // no device (the rule's tests run without one): no wide kernel, and no error left behind
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    const char* off = std::getenv("RZ_QMM_WIDE_OFF");  // "1": the staged kernel (A/B runs)
+    return major == 9 && minor == 0 && !(off && std::string_view(off) == "1");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+size_t wide_x_floats(int64_t n, int64_t cols) {
+  return size_t((n + kWideTokens - 1) / kWideTokens * kWideTokens) * size_t(cols) / 2;
+}
+
+void launch_wide(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
+                 float* out, int64_t ld, int rows, int cols, int n, int splits,
+                 cudaStream_t stream) {
+#if defined(RZ_QMM_WIDE)
+  with_format(type, [&]<class T>() {
+    launch_tile<T, kWideTokens, kWideGroups>(w, row_bytes, xp, xw, out, ld, rows, cols, n, splits,
+                                             stream);
+  });
+#else
+  (void)type, (void)w, (void)row_bytes, (void)xp, (void)xw, (void)out, (void)ld, (void)rows,
+      (void)cols, (void)n, (void)splits, (void)stream;
+  throw Error("qmm: the wide kernel is not in this build (it needs the sm_90a target)");
+#endif
+}
+
+}  // namespace rz::gpu::qmm_detail
