@@ -2,7 +2,8 @@
 //   y[t, r] = sum_c W[r, c] * x[t, c]     for t < n tokens, r < rows, c < cols
 // W stays in its GGUF block format (Q2_K .. Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS);
 // each warp decodes its rows' blocks to fp16 in registers, straight into the A operand of
-// mma.sync m16n8k16 (fp32 accumulation), so a call reads each weight byte from memory once
+// mma.sync m16n8k16 (from 65 tokens on sm_90, of wgmma m64n128k16; fp32 accumulation), so a call
+// reads each weight byte from memory once
 // whatever n is and never writes a dequantized matrix. x must first be rounded to fp16 and permuted
 // by qmm_prepare_x (once per activation matrix: every weight type reads the same prepared x).
 // Design, measurements and the choice against gemv / cuBLAS: kernels/QMM.md.
