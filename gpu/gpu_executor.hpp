@@ -22,7 +22,8 @@
 // sequence's earlier tokens in the cache.
 // Matmuls pick gemv, qmm or cuBLAS per shape (gpu/matmul_path.hpp); cuBLAS multiplies fp16
 // weights: F16 matrices as stored, quantized ones from their fp16 copies (fp16_copies) or
-// dequantized into scratch per call.
+// dequantized into scratch per call (where qmm does not take the size: on sm_90 its wide kernel
+// takes 65-256 tokens of the matrices without copies).
 //
 // Memory plan: weights + step scratch first, then the KV cache takes `kv_memory_fraction` of the
 // free device memory left, at most slots x context blocks (or exactly `kv_blocks` blocks when
@@ -83,11 +84,13 @@ struct GpuExecutorOptions {
   // Needs compute capability 8.9+. Quantized GGUF matrices, the token embedding and the output
   // matrix keep their types.
   bool fp8_weights = false;
-  // The GEMM path (past 64 tokens: prompt chunks, large batches) multiplies fp16 weights with
-  // cuBLAS. With fp16_copies the quantized matrices are dequantized once at load and kept
-  // (when all the copies together take at most fp16_copies_max_share of the device's memory);
-  // without, every such matmul dequantizes its matrix again into scratch first. The results are
-  // bit-identical; the copies trade memory (taken before the KV cache is sized) for that work.
+  // The GEMM path (from 17 tokens with the copies: prompt chunks, large batches) multiplies fp16
+  // weights with cuBLAS. With fp16_copies the quantized matrices are dequantized once at load and
+  // kept (when all the copies together take at most fp16_copies_max_share of the device's
+  // memory); without, qmm takes those matmuls up to 64 tokens (on sm_90 to 128-256 with its wide
+  // kernel, gpu/matmul_path.hpp) and the larger ones dequantize their matrix again into scratch
+  // first. The GEMM's results are bit-identical either way; the copies trade memory (taken before
+  // the KV cache is sized) for that work.
   bool fp16_copies = true;
   double fp16_copies_max_share = 0.25;
   // The kernels that produce a matmul's input (the RMSNorms, SwiGLU over fused rows) write the
