@@ -106,6 +106,7 @@ GpuExecutor::Impl::Impl(std::shared_ptr<const ModelFile> f, const GpuExecutorOpt
       double(w.f16_copy_bytes()) <= opt.fp16_copies_max_share * double(plan.total_bytes))
     plan.fp16_copy_bytes = w.keep_f16_copies();
   gemm = std::make_unique<Gemm>(stream);
+  qmm_wide = opt.qmm && qmm_runs_wide(kQmmMaxTokens);
 
   const RopeFreqs rf = RopeFreqs::make(cfg);
   inv_freq = DeviceBuffer<float>(rf.inv_freq.size());

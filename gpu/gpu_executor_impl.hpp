@@ -149,6 +149,9 @@ struct GpuExecutor::Impl {
   std::shared_ptr<const ModelFile> file;
   ModelConfig cfg;
   GpuExecutorOptions opt;
+  // qmm takes 65+ tokens of the matrices without copies in its wide kernel (qmm_runs_wide;
+  // path_of's MatmulChoices::qmm_wide), set once the device is selected.
+  bool qmm_wide = false;
   GpuMemoryPlan plan;
   int max_ctx = 0;
   int64_t q_dim = 0, kv_dim = 0;

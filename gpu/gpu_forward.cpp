@@ -762,7 +762,7 @@ MatmulPath GpuExecutor::Impl::path_of(const DeviceMatrix& m, int n) const {
                             {.qmm = opt.qmm,
                              .int8 = opt.int8_activations,
                              .f16_copy = m.has_f16_copy(),
-                             .qmm_wide = opt.qmm && qmm_runs_wide(kQmmMaxTokens)});
+                             .qmm_wide = qmm_wide});
 }
 
 ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,

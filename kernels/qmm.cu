@@ -286,13 +286,15 @@ int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocks
 
 // The staged and wide kernels' workspace: the split sums [splits][n][rows] (when splits > 1),
 // then for the wide kernel its x layout, from a 16-byte boundary (wide_x_offset floats in).
+size_t split_sums_floats(int splits, int64_t rows, int64_t n) {
+  return splits > 1 ? size_t(splits) * size_t(rows) * size_t(n) : 0;
+}
 size_t wide_x_offset(int splits, int64_t rows, int64_t n) {
-  const size_t sums = splits > 1 ? size_t(splits) * size_t(rows) * size_t(n) : 0;
-  return (sums + 3) / 4 * 4;
+  return (split_sums_floats(splits, rows, n) + 3) / 4 * 4;
 }
 size_t workspace_floats(int splits, int64_t rows, int64_t cols, int64_t n, bool wide) {
-  if (!wide) return splits > 1 ? size_t(splits) * size_t(rows) * size_t(n) : 0;
-  return wide_x_offset(splits, rows, n) + wide_x_floats(n, cols);
+  return wide ? wide_x_offset(splits, rows, n) + wide_x_floats(n, cols)
+              : split_sums_floats(splits, rows, n);
 }
 
 // Whether qmm runs the direct kernel for n tokens of this matrix with `splits` (0: the rules').

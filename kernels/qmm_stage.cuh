@@ -101,6 +101,20 @@ __device__ __forceinline__ void stage_tile_rows(uint8_t* ws, const uint8_t* __re
   }
 }
 
+// The copies of chunk k of a block's 16 kThreads / 32 weight rows from row_base by its kThreads
+// threads: as whole tiles where the rows are clear of the matrix's last row (clear), else row by
+// row with stage_rows' clamps (the staged and the wide kernels).
+template <class T, int kThreads>
+__device__ __forceinline__ void stage_block_rows(uint8_t* ws, const uint8_t* __restrict__ w,
+                                                 int64_t row_bytes, const uint8_t* w_end,
+                                                 int row_base, int rows, int k, int tid,
+                                                 bool clear) {
+  if (clear)
+    stage_tile_rows<T, kThreads>(ws, w, row_bytes, row_base, k, tid);
+  else
+    stage_rows<T>(ws, w, row_bytes, w_end, row_base, rows, 16 * (kThreads / 32), k, tid, kThreads);
+}
+
 // Issues the copies of chunk k into a stage (all kWarps * 32 threads of the block take part).
 // clear: the block's rows are clear of the matrix's last row (stage_tile_rows).
 template <class T, int NT>
@@ -120,11 +134,8 @@ __device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restri
     if (tok + j * kTokStep < n_tok8) cp_async16(xs + j * kTokStep * kXRow, src);
     src += src_step;
   }
-  uint8_t* ws = st + 8 * NT * kXRow * 2;
-  if (clear)
-    stage_tile_rows<T, kThreads>(ws, w, row_bytes, row_base, k, threadIdx.x);
-  else
-    stage_rows<T>(ws, w, row_bytes, w_end, row_base, rows, kRowsPerBlock, k, threadIdx.x, kThreads);
+  stage_block_rows<T, kThreads>(st + 8 * NT * kXRow * 2, w, row_bytes, w_end, row_base, rows, k,
+                                threadIdx.x, clear);
 }
 
 // Where row r's chunk starts in the staged rows.

@@ -181,11 +181,7 @@ __global__ void __launch_bounds__(WG * 128, 1)
 #pragma unroll
     for (int i = 0; i < kX / (16 * kThreads); ++i)
       cp_async16(dst + i * 16 * kThreads, src + i * 16 * kThreads);
-    uint8_t* ws = ws0 + s * kW;
-    if (clear)
-      stage_tile_rows<T, kThreads>(ws, w, row_bytes, row_base, k, tid);
-    else
-      stage_rows<T>(ws, w, row_bytes, w_end, row_base, rows, kRows, k, tid, kThreads);
+    stage_block_rows<T, kThreads>(ws0 + s * kW, w, row_bytes, w_end, row_base, rows, k, tid, clear);
   };
 
   float acc[N / 2];
