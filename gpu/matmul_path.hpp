@@ -14,7 +14,8 @@
 // wide kernel (wgmma, sm_90: kernels/QMM.md, "The wide kernel"), matrices without an fp16 copy
 // take qmm to 128 tokens, and to 256 those of at least 4,096 columns and the huge ones (llama8b
 // gate+up Q4_K at 128 / 256 tokens 81 / 159 us against dequantize + cuBLAS's 235 / 249; without
-// the copies llama3.1-8b's decode at B = 128 8,000 -> 13,000 tokens/s). F16 matrices go
+// the copies llama3.1-8b's decode at B = 128 8,000 -> 13,000 tokens/s); inside qmm its integer
+// form takes 33-64 tokens of the matrices of 32 MB and more (kernels/qmm_wide.hpp). F16 matrices go
 // to cuBLAS as they are from 9 tokens. With int8 activations on (opt-in), gemv_q8
 // (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2 tokens, and matrices under 4 MB to
 // 4 tokens. A quantized matrix with an fp16 copy (the default where the copies fit,

@@ -380,8 +380,16 @@ bool qmm_runs_wide(int64_t n) {
   return n >= qmm_detail::kWideMinTokens && qmm_detail::wide_available();
 }
 
-bool qmm_integer_form(GgmlType type, int64_t n) {
+bool qmm_runs_wide_int(GgmlType type, int64_t rows, int64_t cols, int64_t n) {
+  return n >= qmm_detail::kWideIntMinTokens && n <= qmm_detail::kWideIntTokens &&
+         qmm_detail::wide_int_format(type) && qmm_supported(type, cols) && rows >= 1 &&
+         double(rows) * double(row_size(type, cols)) >= qmm_detail::wide_int_min_bytes() &&
+         qmm_detail::wide_available();
+}
+
+bool qmm_integer_form(GgmlType type, int64_t rows, int64_t cols, int64_t n) {
   if (!qmm_supported(type, kQmmChunk) || n < 1 || qmm_runs_wide(n)) return false;
+  if (qmm_runs_wide_int(type, rows, cols, n)) return true;
   bool r = false;
   qmm_detail::with_format(type, [&]<class T>() {
     if constexpr (qmm_detail::IntForm<T>)
@@ -397,7 +405,9 @@ int qmm_splits(int64_t rows, int64_t cols) {
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {
   if (n <= 8) return 0;  // the direct kernel (splits added in-block); 9-16 may run staged
   const int s = qmm_splits(rows, cols);
-  return qmm_detail::workspace_floats(s, rows, cols, n, qmm_runs_wide(n));
+  // from 33 tokens room for the wide kernels' x (the integer form's takes some matrices' 33-64)
+  const bool wide = n >= qmm_detail::kWideIntMinTokens && qmm_detail::wide_available();
+  return qmm_detail::workspace_floats(s, rows, cols, n, wide);
 }
 
 void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
@@ -453,8 +463,10 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   }
   const bool direct = qmm_detail::direct_call(type, rows, cols, n, splits);
   if (splits == 0 && !direct) splits = qmm_splits(rows, cols);
-  const bool wide = !direct && qmm_runs_wide(n);
-  const size_t need = direct ? 0 : qmm_detail::workspace_floats(splits, rows, cols, n, wide);
+  const bool wide_int = !direct && qmm_runs_wide_int(type, rows, cols, n);
+  const bool wide = !direct && !wide_int && qmm_runs_wide(n);
+  const size_t need =
+      direct ? 0 : qmm_detail::workspace_floats(splits, rows, cols, n, wide || wide_int);
   if (need > 0 && (!ws || ws_floats < need))
     throw Error(what() + ": workspace of " + std::to_string(ws_floats) + " floats, " +
                 std::to_string(need) + " needed");
@@ -462,10 +474,11 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   float* out = splits > 1 ? ws : y;
   const int64_t ld = splits > 1 ? rows : ldy;
   const int r = static_cast<int>(rows), k = static_cast<int>(cols), m = static_cast<int>(n);
-  if (wide) {
+  if (wide || wide_int) {
     float* xw = ws + qmm_detail::wide_x_offset(splits, rows, n);
     if (!aligned16(xw)) throw Error(what() + ": misaligned workspace");
-    qmm_detail::launch_wide(type, w, row_bytes, xp, xw, out, ld, r, k, m, splits, stream);
+    (wide ? qmm_detail::launch_wide : qmm_detail::launch_wide_int)(type, w, row_bytes, xp, xw, out,
+                                                                   ld, r, k, m, splits, stream);
   } else {
     with_format(type, [&]<class T>() {
       launch<T>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, direct, stream);

@@ -2,9 +2,9 @@
 //   y[t, r] = sum_c W[r, c] * x[t, c]     for t < n tokens, r < rows, c < cols
 // W stays in its GGUF block format (Q2_K .. Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS);
 // each warp decodes its rows' blocks to fp16 in registers, straight into the A operand of
-// mma.sync m16n8k16 (from 65 tokens on sm_90, of wgmma m64n128k16; fp32 accumulation), so a call
-// reads each weight byte from memory once
-// whatever n is and never writes a dequantized matrix. x must first be rounded to fp16 and permuted
+// mma.sync m16n8k16 (on sm_90 from 65 tokens, and 33-64 of large matrices, of wgmma; fp32
+// accumulation), so a call reads each weight byte from memory once whatever n is and never writes
+// a dequantized matrix. x must first be rounded to fp16 and permuted
 // by qmm_prepare_x (once per activation matrix: every weight type reads the same prepared x).
 // Design, measurements and the choice against gemv / cuBLAS: kernels/QMM.md.
 #pragma once
@@ -47,13 +47,18 @@ bool qmm_runs_direct(GgmlType type, int64_t rows, int64_t cols, int64_t n);
 // format there dequantizes to fp32 and rounds the weights to fp16 (no integer form).
 bool qmm_runs_wide(int64_t n);
 
-// Whether qmm multiplies n tokens of `type` in its integer form (kernels/QMM.md): the A operand is
-// the integer quant times its sub-block scale, exact in fp16 (Q6_K: rounded once above 2,048),
-// and the super-block scales are applied per chunk in fp32, so the weights are not rounded to
-// fp16. Q6_K (except where the wide kernel runs); Q4_K and Q5_K up to 24 tokens (past that the
-// staged kernel's larger token tiles dequantize to fp32 and round the weights to fp16, as every
-// other format does).
-bool qmm_integer_form(GgmlType type, int64_t n);
+// Whether qmm multiplies n tokens of this matrix with the wide kernel's integer form (wgmma,
+// sm_90): 33-64 tokens of Q4_K, Q5_K and Q6_K matrices of at least 32 MB, in place of the staged
+// kernel.
+bool qmm_runs_wide_int(GgmlType type, int64_t rows, int64_t cols, int64_t n);
+
+// Whether qmm multiplies n tokens of this matrix in its integer form (kernels/QMM.md): the A
+// operand is the integer quant times its sub-block scale, exact in fp16 (Q6_K: rounded once above
+// 2,048), and the super-block scales are applied per chunk in fp32, so the weights are not rounded
+// to fp16. Q6_K (except where the fp32 wide kernel runs, from 65 tokens); Q4_K and Q5_K up to 24
+// tokens (past that the staged kernel's larger token tiles dequantize to fp32 and round the
+// weights to fp16, as every other format does), and where qmm_runs_wide_int.
+bool qmm_integer_form(GgmlType type, int64_t rows, int64_t cols, int64_t n);
 
 // K splits qmm uses for a matrix shape on the current device (1 = none): few row tiles get
 // their columns split over several thread blocks, whose partial sums a second kernel adds in a
@@ -62,8 +67,8 @@ bool qmm_integer_form(GgmlType type, int64_t n);
 int qmm_splits(int64_t rows, int64_t cols);
 
 // Floats of workspace qmm needs for n tokens (0 when the shape does not split, and for up to 8
-// tokens, whose direct kernel adds its splits itself; from 9 tokens an upper bound; the wide
-// kernel's rearranged x besides).
+// tokens, whose direct kernel adds its splits itself; from 9 tokens an upper bound for every
+// count up to n; from 33 tokens on sm_90 the wide kernels' rearranged x besides).
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n);
 
 // Launches y = x · Wᵀ on `stream` (asynchronous).

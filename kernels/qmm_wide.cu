@@ -83,6 +83,24 @@ __device__ __forceinline__ void wgmma_m64n128(float (&d)[64], const uint4& a, ui
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(1));
 }
 
+// d = A B (scale_d 0) or d += A B, m64 n64 k16; operands as wgmma_m64n128's.
+__device__ __forceinline__ void wgmma_m64n64(float (&d)[32], const uint4& a, uint64_t desc,
+                                             int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(scale_d));
+}
+
 // B of step t of a chunk: the tile's N tokens x 16 k-slots, K-major without swizzle, as
 // [kc][token][8 k-slots] (16 bytes a token): the k-slots 8 kc .. 8 kc + 7 of the 8-token groups a
 // 128-byte core matrix each, one after another (SBO 128 bytes), the second k half N * 16 bytes
@@ -93,18 +111,13 @@ __device__ __forceinline__ uint64_t wide_desc(uint32_t addr) {
   return uint64_t((addr & 0x3FFFFu) >> 4) | (kLbo << 16) | (kSbo << 32);
 }
 
-// Bytes of one stage's x: N tokens x 256 columns of fp16, 16 steps of N * 32 bytes.
-template <int N>
-constexpr int wide_x_stage_bytes() {
-  return N * kQmmChunk * 2;
-}
-
 // xw [token tile][chunk][t][kc][token of the tile][8 halves] from qmm_prepare_x's xp, whose step
 // t of a chunk is a token's 32 bytes in (c, e) order (kernels/qmm_layout.cuh): words 2 c and
 // 2 c + 1 are thread c's k-slots {2c, 2c+1} and {2c+8, 2c+9}, so k-slots 0-7 are words 0, 2, 4, 6
 // and 8-15 words 1, 3, 5, 7. Tokens from n8 (past xp's rows) are zeros. A thread a (tile, chunk,
 // t, token), consecutive threads consecutive tokens.
-template <int N>
+// S: steps a chunk's x holds (17 in the integer form with mins: wide_xsum_kernel writes step 16).
+template <int N, int S = 16>
 __global__ void wide_x_kernel(const __half* __restrict__ xp, __half* __restrict__ xw, int n8,
                               int cols, int64_t units) {
   grid_dependency_wait();
@@ -124,9 +137,51 @@ __global__ void wide_x_kernel(const __half* __restrict__ xp, __half* __restrict_
     lo = s[0];
     hi = s[1];
   }
-  uint4* d = reinterpret_cast<uint4*>(xw) + (tc * 16 + t) * 2 * N + tok_in;
+  uint4* d = reinterpret_cast<uint4*>(xw) + (tc * S + t) * 2 * N + tok_in;
   d[0] = make_uint4(lo.x, lo.z, hi.x, hi.z);
   d[N] = make_uint4(lo.y, lo.w, hi.y, hi.w);
+}
+
+// The integer form's mins step (step 16 of a chunk's 17 in xw): k-slot s < 8 the sum of the
+// token's x over sub-block s of the chunk (columns 32 s .. 32 s + 31, fp16 values summed in fp32)
+// rounded to fp16, slot 8 + s what that rounding left (so hi + lo holds the sum to ~2^-22). In
+// xp, step t's quad c holds columns of sub-block 2 c + (t & 1) (kernels/qmm_layout.cuh). A thread a
+// (tile, chunk, token), consecutive threads consecutive tokens.
+template <int N>
+__global__ void wide_xsum_kernel(const __half* __restrict__ xp, __half* __restrict__ xw, int n8,
+                                 int cols, int64_t units) {
+  grid_dependency_wait();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= units) return;
+  const int chunks = cols / kQmmChunk;
+  const int tok_in = static_cast<int>(i % N);
+  const int64_t tc = i / N;  // tile * chunks + chunk
+  const int chunk = static_cast<int>(tc % chunks);
+  const int tok = static_cast<int>(tc / chunks) * N + tok_in;
+  float sum[8] = {};
+  if (tok < n8) {
+    const auto* s = reinterpret_cast<const uint2*>(xp + int64_t(tok) * cols + chunk * kQmmChunk);
+#pragma unroll
+    for (int t = 0; t < 16; ++t)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const uint2 q = s[4 * t + c];
+        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&q.x));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&q.y));
+        sum[2 * c + (t & 1)] += (a.x + a.y) + (b.x + b.y);
+      }
+  }
+  uint32_t hi[4], lo[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const __half2 h = __floats2half2_rn(sum[2 * j], sum[2 * j + 1]);
+    const float2 hf = __half22float2(h);
+    hi[j] = *reinterpret_cast<const uint32_t*>(&h);
+    lo[j] = pack_half2(sum[2 * j] - hf.x, sum[2 * j + 1] - hf.y);
+  }
+  uint4* d = reinterpret_cast<uint4*>(xw) + (tc * 17 + 16) * 2 * N + tok_in;
+  d[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+  d[N] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
 }
 
 // A chunk's 16 steps: the A operand of step t from the two rows' items (the staged kernel's
@@ -148,19 +203,89 @@ __device__ __forceinline__ void wide_chunk(const typename T::Item& ia, const typ
       ...);
 }
 
+// ---------------------------------------------------------------- the integer form, 33-64 tokens
+
+// The integer form's kernel (kernels/QMM.md, "The wide kernel's integer form"): the A operand of
+// each step is the integer form's (a_int: q * scale, exact in fp16; Q6_K's rounded above 2,048),
+// multiplied by wgmma m64n64k16 into the chunk's own sums qs, which are then scaled by the row's
+// d and added to acc in fp32. Q4_K / Q5_K's mins take one more step a chunk, straight into acc:
+// A = -dmin * m of thread c's two sub-blocks (as an fp16 hi + lo pair, two wgmmas), B = the
+// token's x summed over each sub-block (wide_xsum_kernel), instead of the second mma of every step
+// that the mma.sync kernels run. One 64-token tile (every token of a call up to 64), two
+// warpgroups a block, two stages, two blocks an SM.
+
+// Steps a chunk's x holds for T in the integer-form kernel: 16, and the mins step for Q4_K / Q5_K.
+template <class T>
+constexpr int wide_int_steps() {
+  if constexpr (T::kIntMins)
+    return 17;
+  else
+    return 16;
+}
+
+// Steps a chunk's x holds in the wide kernels' layouts (the fp32 form's 16).
+template <class T, bool kInt>
+constexpr int wide_steps() {
+  if constexpr (kInt)
+    return wide_int_steps<T>();
+  else
+    return 16;
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_n(float (&d)[N / 2], const uint4& a, uint64_t desc,
+                                        int scale_d) {
+  if constexpr (N == 64)
+    wgmma_m64n64(d, a, desc, scale_d);
+  else
+    static_assert(N == 64, "the integer form's wgmma shape: m64n64k16");
+}
+
+// Thread c's mins step A registers of one row: sub-blocks 2 c, 2 c + 1's -dmin * m (exact in
+// fp32: an fp16 times a 6-bit integer, at most 17 significant bits) as hi + lo, two fp16 pairs
+// whose sum holds it exactly but for lo's underflow below fp16's normal range (an error under
+// 2^-25); the k-slots 2 c, 2 c + 1, and the same registers again for the slots of the lo sums.
+template <class T>
+__device__ __forceinline__ uint2 wide_mins(const typename T::IntItem& it) {
+  const float m0 = -it.dmin * __low2float(*reinterpret_cast<const __half2*>(&it.m2[0]));
+  const float m1 = -it.dmin * __low2float(*reinterpret_cast<const __half2*>(&it.m2[1]));
+  const __half2 hi = __floats2half2_rn(m0, m1);
+  const float2 hf = __half22float2(hi);
+  return make_uint2(*reinterpret_cast<const uint32_t*>(&hi), pack_half2(m0 - hf.x, m1 - hf.y));
+}
+
+template <class T, int N, int... t>
+__device__ __forceinline__ void wide_int_chunk(const typename T::IntItem& ia,
+                                               const typename T::IntItem& ib, uint32_t xs,
+                                               float (&qs)[N / 2],
+                                               std::integer_sequence<int, t...>) {
+  (
+      [&] {
+        const uint2 ra = T::template a_int<t>(ia), rb = T::template a_int<t>(ib);
+        wg_fence();
+        wgmma_n<N>(qs, make_uint4(ra.x, rb.x, ra.y, rb.y), wide_desc<N>(xs + t * N * 32),
+                   t > 0 ? 1 : 0);
+        wg_commit();
+        wg_wait<1>();
+      }(),
+      ...);
+}
+
 // Grid: x = token tiles of N (fastest, so the blocks that share weight rows run together), y = row
 // tiles of 64 WG, z = K splits; block: WG warpgroups, warp w rows 16 w of the tile. out: y itself
 // (ld its row stride) or the split workspace [split][n][rows]. Two stages: chunk k + 1's x and
-// weight rows are copied while chunk k is multiplied.
-template <class T, int N, int WG>
-__global__ void __launch_bounds__(WG * 128, 1)
+// weight rows are copied while chunk k is multiplied. kInt: the integer form (one or two blocks an
+// SM), else the fp32 dequantization (one).
+template <class T, int N, int WG, bool kInt>
+__global__ void __launch_bounds__(WG * 128, kInt ? 2 : 1)
     qmm_wide_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
                     const uint8_t* __restrict__ xw, float* __restrict__ out, int64_t ld, int rows,
                     int cols, int n, int chunks_per_split) {
 #if defined(RZ_WGMMA_DEVICE)
   constexpr int kThreads = WG * 128, kRows = 64 * WG;
-  constexpr int kX = wide_x_stage_bytes<N>(), kW = kRows * w_row_stride<T>() + 16;
-  static_assert(kX % (16 * kThreads) == 0 && kX % 1024 == 0 && kW % 16 == 0);
+  constexpr int kX = wide_steps<T, kInt>() * N * 32;
+  constexpr int kW = kRows * w_row_stride<T>() + 16;
+  static_assert(kX % 1024 == 0 && kW % 16 == 0);
   extern __shared__ __align__(1024) uint8_t wide_smem[];
   grid_dependency_wait();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -172,21 +297,34 @@ __global__ void __launch_bounds__(WG * 128, 1)
   const bool clear = row_base + kRows < rows;  // stage_tile_rows may copy the whole tile
   // a warpgroup whose 64 rows all lie past the matrix skips the products (uniform in it)
   const bool active = row_base + 64 * (warp >> 2) < rows;
-  const uint8_t* xsrc = xw + int64_t(blockIdx.x) * chunks * kX + 16 * tid;
+  // the fp32 form's x stage is a whole number of 16-byte copies a thread (the integer form's is
+  // not with its mins step: it copies in a strided loop)
+  constexpr bool kWholeCopies = !kInt;
+  static_assert(!kWholeCopies || kX % (16 * kThreads) == 0);
+  const uint8_t* xsrc = xw + int64_t(blockIdx.x) * chunks * kX + (kWholeCopies ? 16 * tid : 0);
   uint8_t* const xs0 = wide_smem;
   uint8_t* const ws0 = wide_smem + 2 * kX;
   const auto stage = [&](int k, int s) {
     const uint8_t* src = xsrc + int64_t(k) * kX;
-    uint8_t* dst = xs0 + s * kX + 16 * tid;
+    if constexpr (kWholeCopies) {
+      uint8_t* dst = xs0 + s * kX + 16 * tid;
 #pragma unroll
-    for (int i = 0; i < kX / (16 * kThreads); ++i)
-      cp_async16(dst + i * 16 * kThreads, src + i * 16 * kThreads);
+      for (int i = 0; i < kX / (16 * kThreads); ++i)
+        cp_async16(dst + i * 16 * kThreads, src + i * 16 * kThreads);
+    } else {
+      uint8_t* dst = xs0 + s * kX;
+      for (int i = tid; i < kX / 16; i += kThreads) cp_async16(dst + 16 * i, src + 16 * i);
+    }
     stage_block_rows<T, kThreads>(ws0 + s * kW, w, row_bytes, w_end, row_base, rows, k, tid, clear);
   };
 
   float acc[N / 2];
+  [[maybe_unused]] float qs[kInt ? N / 2 : 1];  // the integer form's chunk sums
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < N / 2; ++i) {
+    acc[i] = 0.0f;
+    if constexpr (kInt) qs[i] = 0.0f;
+  }
   if (k0 < k1) stage(k0, 0);
   cp_async_commit();
   for (int k = k0; k < k1; ++k) {
@@ -200,10 +338,33 @@ __global__ void __launch_bounds__(WG * 128, 1)
       const uint8_t* ws = ws0 + s * kW;
       const uint8_t* ra = staged_row<T>(ws, w, row_bytes, warp * 16 + g, row_a, k);
       const uint8_t* rb = staged_row<T>(ws, w, row_bytes, warp * 16 + g + 8, row_b, k);
-      wide_chunk<T, N>(T::load(ra, c), T::load(rb, c), smem_addr(xs0 + s * kX), acc,
-                       std::make_integer_sequence<int, 16>{});
-      wg_wait<0>();
-      wg_pin(acc);
+      if constexpr (kInt) {
+        const typename T::IntItem ia = T::int_item(T::load_int_raw(ra, c), c);
+        const typename T::IntItem ib = T::int_item(T::load_int_raw(rb, c), c);
+        const uint32_t xs = smem_addr(xs0 + s * kX);
+        if constexpr (T::kIntMins) {  // acc -= dmin * sum(m * xsum), straight into the sums
+          const uint2 ma = wide_mins<T>(ia), mb = wide_mins<T>(ib);
+          const uint64_t desc = wide_desc<N>(xs + 16 * N * 32);
+          wg_fence();
+          wgmma_n<N>(acc, make_uint4(ma.x, mb.x, ma.x, mb.x), desc, 1);
+          wgmma_n<N>(acc, make_uint4(ma.y, mb.y, ma.y, mb.y), desc, 1);
+          wg_commit();
+        }
+        wide_int_chunk<T, N>(ia, ib, xs, qs, std::make_integer_sequence<int, 16>{});
+        wg_wait<0>();
+        wg_pin(qs);
+        wg_pin(acc);
+#pragma unroll
+        for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v)
+            acc[4 * j + v] = fmaf(v < 2 ? ia.d : ib.d, qs[4 * j + v], acc[4 * j + v]);
+      } else {
+        wide_chunk<T, N>(T::load(ra, c), T::load(rb, c), smem_addr(xs0 + s * kX), acc,
+                         std::make_integer_sequence<int, 16>{});
+        wg_wait<0>();
+        wg_pin(acc);
+      }
     }
     __syncthreads();  // stage s is refilled by the next iteration's copies
   }
@@ -226,37 +387,44 @@ __global__ void __launch_bounds__(WG * 128, 1)
 // an SM). Measured against 64 tokens with two or four warpgroups (H200, us at 65 / 128 / 256
 // tokens, bench/gpu-runs/2026-11-28-h200-qmm-wide.log): llama8b Q4_K gate+up 80 / 81 / 159
 // against 102 / 103 / 175 and 114 / 114 / 221, Q6_K ffn_down 73 / 76 / 121 against 95 / 97 /
-// 168 and 104 / 106 / 171.
-constexpr int kWideGroups = 2;  // and kWideTokens (kernels/qmm_wide.hpp)
+// 168 and 104 / 106 / 171. The integer form: 64 tokens, two warpgroups, 99-107 KB (two blocks).
+constexpr int kWideGroups = 2;  // and kWideTokens, kWideIntTokens (kernels/qmm_wide.hpp)
 
 // Shared memory of the N-token, WG-warpgroup tile: two stages of x and of the block's weight rows.
-template <class T, int N, int WG>
+template <class T, int N, int WG, bool kInt>
 size_t wide_smem() {
-  return size_t(2) * wide_x_stage_bytes<N>() + size_t(2) * (64 * WG * w_row_stride<T>() + 16);
+  return size_t(2) * wide_steps<T, kInt>() * N * 32 +
+         size_t(2) * (64 * WG * w_row_stride<T>() + 16);
 }
 
-template <class T, int N, int WG>
+template <class T, int N, int WG, bool kInt>
 void launch_tile(const void* w, int64_t row_bytes, const void* xp, void* xw, float* out, int64_t ld,
                  int rows, int cols, int n, int splits, cudaStream_t stream) {
-  const size_t smem = wide_smem<T, N, WG>();
+  constexpr int kSteps = wide_steps<T, kInt>();
+  const size_t smem = wide_smem<T, N, WG, kInt>();
   static const bool configured = [smem] {
-    RZ_CUDA_CHECK(cudaFuncSetAttribute(qmm_wide_kernel<T, N, WG>,
+    RZ_CUDA_CHECK(cudaFuncSetAttribute(qmm_wide_kernel<T, N, WG, kInt>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem)));
     return true;
   }();
   (void)configured;
-  const int chunks = cols / kQmmChunk, tiles = (n + N - 1) / N;
+  const int chunks = cols / kQmmChunk, tiles = (n + N - 1) / N, n8 = (n + 7) / 8 * 8;
   const int64_t units = int64_t(tiles) * chunks * 16 * N;
-  launch_kernel(wide_x_kernel<N>, static_cast<unsigned>((units + 255) / 256), 256, 0, stream,
-                static_cast<const __half*>(xp), static_cast<__half*>(xw), (n + 7) / 8 * 8, cols,
-                units);
+  launch_kernel(wide_x_kernel<N, kSteps>, static_cast<unsigned>((units + 255) / 256), 256, 0,
+                stream, static_cast<const __half*>(xp), static_cast<__half*>(xw), n8, cols, units);
   RZ_CUDA_CHECK_LAUNCH();
+  if constexpr (kSteps == 17) {  // the mins step
+    const int64_t sums = int64_t(tiles) * chunks * N;
+    launch_kernel(wide_xsum_kernel<N>, static_cast<unsigned>((sums + 255) / 256), 256, 0, stream,
+                  static_cast<const __half*>(xp), static_cast<__half*>(xw), n8, cols, sums);
+    RZ_CUDA_CHECK_LAUNCH();
+  }
   const int per_split = (chunks + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(tiles),
                   static_cast<unsigned>((rows + 64 * WG - 1) / (64 * WG)),
                   static_cast<unsigned>((chunks + per_split - 1) / per_split));
-  launch_kernel(qmm_wide_kernel<T, N, WG>, grid, WG * 128, smem, stream,
+  launch_kernel(qmm_wide_kernel<T, N, WG, kInt>, grid, WG * 128, smem, stream,
                 static_cast<const uint8_t*>(w), row_bytes, static_cast<const uint8_t*>(xw), out, ld,
                 rows, cols, n, per_split);
   RZ_CUDA_CHECK_LAUNCH();
@@ -288,7 +456,19 @@ bool wide_available() {
 }
 
 size_t wide_x_floats(int64_t n, int64_t cols) {
-  return size_t((n + kWideTokens - 1) / kWideTokens * kWideTokens) * size_t(cols) / 2;
+  if (n >= kWideMinTokens)  // the fp32 form's tiles of kWideTokens, 16 steps a chunk
+    return size_t((n + kWideTokens - 1) / kWideTokens * kWideTokens) * size_t(cols) / 2;
+  // the integer form's tile of kWideIntTokens, 17 steps a chunk (the mins step)
+  return size_t(kWideIntTokens) * size_t(cols / kQmmChunk) * 17 * 16 / 2;
+}
+
+bool wide_int_format(GgmlType type) {
+  return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+}
+
+double& wide_int_min_bytes() {
+  static double bytes = kWideIntMinBytes;
+  return bytes;
 }
 
 void launch_wide(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
@@ -296,8 +476,28 @@ void launch_wide(GgmlType type, const void* w, int64_t row_bytes, const void* xp
                  cudaStream_t stream) {
 #if defined(RZ_QMM_WIDE)
   with_format(type, [&]<class T>() {
-    launch_tile<T, kWideTokens, kWideGroups>(w, row_bytes, xp, xw, out, ld, rows, cols, n, splits,
-                                             stream);
+    launch_tile<T, kWideTokens, kWideGroups, false>(w, row_bytes, xp, xw, out, ld, rows, cols, n,
+                                                    splits, stream);
+  });
+#else
+  (void)type, (void)w, (void)row_bytes, (void)xp, (void)xw, (void)out, (void)ld, (void)rows,
+      (void)cols, (void)n, (void)splits, (void)stream;
+  throw Error("qmm: the wide kernel is not in this build (it needs the sm_90a target)");
+#endif
+}
+
+void launch_wide_int(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
+                     float* out, int64_t ld, int rows, int cols, int n, int splits,
+                     cudaStream_t stream) {
+#if defined(RZ_QMM_WIDE)
+  if (n > kWideIntTokens)
+    throw Error("qmm: the wide kernel's integer form takes at most 64 tokens");
+  with_format(type, [&]<class T>() {
+    if constexpr (IntForm<T>)
+      launch_tile<T, kWideIntTokens, kWideGroups, true>(w, row_bytes, xp, xw, out, ld, rows, cols,
+                                                        n, splits, stream);
+    else
+      throw Error("qmm: no integer form for this type");
   });
 #else
   (void)type, (void)w, (void)row_bytes, (void)xp, (void)xw, (void)out, (void)ld, (void)rows,

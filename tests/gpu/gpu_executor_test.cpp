@@ -32,7 +32,8 @@
 #include "gpu/gpu_executor.hpp"
 #include "gpu/gpu_weights.hpp"
 #include "gpu/test_support.hpp"
-#include "kernels/qmm.hpp"  // qmm_runs_wide
+#include "kernels/qmm.hpp"       // qmm_runs_wide
+#include "kernels/qmm_wide.hpp"  // qmm_detail::wide_int_min_bytes
 #include "model/model_weights.hpp"
 #include "model/sampling.hpp"
 #include "quants/quants.hpp"
@@ -157,7 +158,7 @@ double tol_for(SynthFormat f) { return 3 * measured_abs(f); }
 // Runs the same prompts on both executors, teacher-forced with the CPU's tokens, and checks
 // every step's logits. Returns the largest difference seen.
 double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, double tol,
-                       int steps = 12, double excused_share = 0.01) {
+                       int steps = 12, double excused_share = 0.01, int last_len = 70) {
   auto mf = ModelFile::open(path);
   CpuExecutor cpu(mf, CpuExecutorOptions{.slots = 4, .max_context = 256, .threads = 0});
   GpuExecutor gpu(mf, gopt);
@@ -165,7 +166,7 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
   cpu.set_keep_logits(true);
   gpu.set_keep_logits(true);
   std::mt19937 rng(1234);
-  const int lens[4] = {1, 7, 33, 70};
+  const int lens[4] = {1, 7, 33, last_len};  // one prefill pass of 41 + last_len tokens
   std::vector<PrefillRequest> reqs;
   for (int i = 0; i < 4; ++i)
     reqs.push_back({i, random_prompt(rng, lens[i], mf->config().n_vocab), SamplingParams{}});
@@ -532,6 +533,16 @@ TEST(GpuExecutor, NoCopiesMatchCpu) {
                     GpuExecutorOptions{.slots = 4, .max_context = 256, .fp16_copies = false},
                     tol_for(f), 2);
   }
+  // A 51-token prefill of Q4_K_M through the wide kernel's integer form (its size threshold
+  // lowered so that the tiny model's matrices take it; sm_90).
+  if (!qmm_runs_wide(65)) return;
+  const double saved = qmm_detail::wide_int_min_bytes();
+  qmm_detail::wide_int_min_bytes() = 0;
+  EXPECT_TRUE(qmm_runs_wide_int(GgmlType::Q4_K, 256, 256, 51));
+  run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
+                  GpuExecutorOptions{.slots = 4, .max_context = 256, .fp16_copies = false},
+                  tol_for(SynthFormat::Q4_K_M), 2, 0.01, 10);
+  qmm_detail::wide_int_min_bytes() = saved;
 }
 
 TEST(GpuExecutor, SmallBlocksMatchCpu) {

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -84,19 +85,43 @@ TEST(QmmChooser, SupportedTypesAndColumns) {
 
 // The integer form (kernels/QMM.md): Q6_K at every token count the direct and staged kernels
 // take; Q4_K and Q5_K while the staged kernel's token tiles hold at most 16 tokens (n <= 24), then
-// fp32 dequantization; no other type, and none in the wide kernel (from 65 tokens on sm_90).
+// fp32 dequantization; no other type, and none in the wide kernel (from 65 tokens on sm_90). On
+// sm_90 the wide kernel's integer form takes 33-64 tokens of Q4_K, Q5_K and Q6_K matrices of at
+// least 32 MB.
 TEST(QmmChooser, IntegerFormByTypeAndTokens) {
   for (int64_t n : {1, 8, 9, 16, 17, 24, 25, 32, 64, 128, 512}) {
-    EXPECT_EQ(qmm_integer_form(GgmlType::Q6_K, n), !qmm_runs_wide(n)) << n;
-    EXPECT_EQ(qmm_integer_form(GgmlType::Q4_K, n), n <= 24) << n;
-    EXPECT_EQ(qmm_integer_form(GgmlType::Q5_K, n), n <= 24) << n;
+    EXPECT_EQ(qmm_integer_form(GgmlType::Q6_K, 64, 256, n), !qmm_runs_wide(n)) << n;
+    EXPECT_EQ(qmm_integer_form(GgmlType::Q4_K, 64, 256, n), n <= 24) << n;
+    EXPECT_EQ(qmm_integer_form(GgmlType::Q5_K, 64, 256, n), n <= 24) << n;
     for (GgmlType t :
          {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::F16})
-      EXPECT_FALSE(qmm_integer_form(t, n)) << name_of(t) << " " << n;
+          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::F16}) {
+      EXPECT_FALSE(qmm_integer_form(t, 64, 256, n)) << name_of(t) << " " << n;
+      EXPECT_FALSE(qmm_runs_wide_int(t, 28672, 4096, n)) << name_of(t) << " " << n;
+    }
   }
-  EXPECT_FALSE(qmm_integer_form(GgmlType::Q6_K, 0));
+  EXPECT_FALSE(qmm_integer_form(GgmlType::Q6_K, 64, 256, 0));
+  // llama3.1-8b's gate+up (66 MB of Q4_K) and Q6_K output; a 4096 x 4096 Q4_K matrix (9.4 MB) not
+  const bool wide = qmm_runs_wide(65);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    for (int64_t n : {32, 33, 48, 64, 65}) {
+      const bool want = wide && n >= 33 && n <= 64;
+      EXPECT_EQ(qmm_runs_wide_int(t, 28672, 4096, n), want) << name_of(t) << " " << n;
+      EXPECT_EQ(qmm_integer_form(t, 28672, 4096, n), want) << name_of(t) << " " << n;
+      EXPECT_FALSE(qmm_runs_wide_int(t, 4096, 4096, n)) << name_of(t) << " " << n;
+    }
+  }
+  EXPECT_EQ(qmm_runs_wide_int(GgmlType::Q6_K, 128256, 4096, 40), wide);
+  EXPECT_FALSE(qmm_runs_wide_int(GgmlType::Q6_K, 128256, 4096, 65));
 }
+
+// Lowers the wide integer form's size threshold to 0 for a scope, so that the tests' small matrices
+// run it (33-64 tokens on sm_90).
+struct WideIntForAll {
+  double saved = qmm_detail::wide_int_min_bytes();
+  WideIntForAll() { qmm_detail::wide_int_min_bytes() = 0; }
+  ~WideIntForAll() { qmm_detail::wide_int_min_bytes() = saved; }
+};
 
 // The wide kernel takes 65 tokens and more where it is built and the device is compute capability
 // 9.0, and its x layout is part of qmm's workspace.
@@ -113,7 +138,9 @@ TEST(QmmChooser, WideKernelFromSixtyFiveTokens) {
   EXPECT_EQ(qmm_workspace_floats(1536, 8960, 100), s * 1536 * 100 + 128 * 8960 / 2);
   if (qmm_splits(151936, 1536) == 1) {  // no split: the x layout alone, two tiles of 128
     EXPECT_EQ(qmm_workspace_floats(151936, 1536, 129), size_t(256 * 1536 / 2));
-    EXPECT_EQ(qmm_workspace_floats(151936, 1536, 64), size_t(0));
+    // 64 tokens: the integer form's x, 17 steps of 64 tokens x 16 halves a chunk
+    EXPECT_EQ(qmm_workspace_floats(151936, 1536, 64), size_t(64 * 6 * 17 * 16 / 2));
+    EXPECT_EQ(qmm_workspace_floats(151936, 1536, 32), size_t(0));
   }
 }
 
@@ -283,8 +310,9 @@ std::vector<float> run_qmm(GgmlType t, const DeviceBuffer<uint8_t>& dw,
   DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(n, cols)));
   DeviceBuffer<float> y(size_t(n * ldy));
   // every split's sums, and the wide kernel's x after them
-  const size_t ws_floats = size_t(cols / kQmmChunk) * size_t(rows * n) + 4 +
-                           (qmm_runs_wide(n) ? qmm_detail::wide_x_floats(n, cols) : 0);
+  const size_t ws_floats =
+      size_t(cols / kQmmChunk) * size_t(rows * n) + 4 +
+      (n >= qmm_detail::kWideIntMinTokens ? qmm_detail::wide_x_floats(n, cols) : 0);
   DeviceBuffer<float> ws(std::max<size_t>(ws_floats, 1));
   y.fill_bytes(0xff);  // NaN: an output never written fails
   qmm_prepare_x(dx.get(), xp.get(), n, cols, nullptr);
@@ -310,8 +338,17 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
   };
   // rows: partial warps (1, 13), partial blocks (100), several blocks; cols 1..10 chunks
   const Shape shapes[] = {{1, 256}, {13, 768}, {100, 1024}, {64, 2560}, {300, 512}};
-  // 65 and more: the wide kernel on sm_90 (tiles of 128 tokens: 130 and 200 a partial second)
-  const int64_t token_counts[] = {1, 5, 8, 9, 13, 16, 17, 40, 64, 65, 130, 200};
+  // 65 and more: the wide kernel on sm_90 (tiles of 128 tokens: 130 and 200 a partial second);
+  // then, with its size threshold lowered (WideIntForAll), 33-64 in the wide kernel's integer form
+  struct Count {
+    int64_t n;
+    bool wide_int;
+  };
+  std::vector<Count> token_counts;
+  for (int64_t n : {1, 5, 8, 9, 13, 16, 17, 40, 64, 65, 130, 200})
+    token_counts.push_back({n, false});
+  if (qmm_runs_wide(65) && qmm_detail::wide_int_format(t))
+    for (int64_t n : {33, 40, 64}) token_counts.push_back({n, true});
   double worst = 0;
   std::string worst_at;
   int failures = 0;
@@ -329,12 +366,15 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
     DeviceBuffer<float> dx(x.size());
     dw.upload(w.bytes);
     dx.upload(x);
-    for (int64_t n : token_counts) {
+    for (const auto [n, wide_int] : token_counts) {
+      std::optional<WideIntForAll> lowered;
+      if (wide_int) lowered.emplace();
+      EXPECT_EQ(qmm_runs_wide_int(t, sh.rows, sh.cols, n), wide_int) << n;
       for (int split : {1, 2, 3, 10, 0}) {  // 10: more splits than the direct kernel's warps
         const int64_t ldy = sh.rows + (split == 2 ? 5 : 0);  // a slice of a wider output too
         const std::vector<float> y = run_qmm(t, dw, dx, sh.rows, sh.cols, n, ldy, split);
         // the integer form multiplies its own weights (int_form_values)
-        const bool int_form = qmm_integer_form(t, n);
+        const bool int_form = qmm_integer_form(t, sh.rows, sh.cols, n);
         const std::vector<double>& ref = int_form ? ref_int : ref16;
         const std::vector<double>& mag = int_form ? mag_int : mag16;
         for (int64_t tk = 0; tk < n; ++tk)
@@ -345,12 +385,14 @@ TEST_P(QmmTest, MatchesFloat64Reference) {
             if (!(err <= tol)) {  // NaN fails here
               if (++failures <= 10)
                 ADD_FAILURE() << name_of(t) << " [" << sh.rows << ", " << sh.cols << "] n " << n
-                              << " split " << split << " y[" << tk << ", " << r << "] = " << got
-                              << ", want " << want << " (error " << err << " > " << tol << ")";
+                              << (wide_int ? " (wide integer form)" : "") << " split " << split
+                              << " y[" << tk << ", " << r << "] = " << got << ", want " << want
+                              << " (error " << err << " > " << tol << ")";
             } else if (err / tol > worst) {
               worst = err / tol;
               worst_at = "[" + std::to_string(sh.rows) + ", " + std::to_string(sh.cols) + "] n " +
-                         std::to_string(n) + " split " + std::to_string(split);
+                         std::to_string(n) + (wide_int ? " (wide integer form)" : "") + " split " +
+                         std::to_string(split);
             }
           }
       }
@@ -387,6 +429,17 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
           << n_max;
     }
   }
+  // The wide kernel's integer form (33-64 tokens of large matrices; here of every size): its tokens
+  // match 64's whatever the count.
+  if (wide && qmm_detail::wide_int_format(t)) {
+    const WideIntForAll lowered;
+    const std::vector<float> t64 = run_qmm(t, dw, dx, rows, cols, 64, rows, split);
+    for (int64_t n : {33, 40}) {
+      const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
+      EXPECT_EQ(std::memcmp(part.data(), t64.data(), size_t(n * rows) * sizeof(float)), 0)
+          << name_of(t) << ": " << n << " tokens in the wide integer form differ from 64's";
+    }
+  }
   const int64_t n_staged = wide ? 64 : n_max;
   const std::vector<float> staged =
       wide ? run_qmm(t, dw, dx, rows, cols, n_staged, rows, split) : all;
@@ -409,7 +462,8 @@ void expect_token_independent(GgmlType t, int64_t rows, int64_t cols, int split)
     const std::vector<float> part = run_qmm(t, dw, dx, rows, cols, n, rows, split);
     const bool direct = split <= 64 && qmm_runs_direct(t, rows, cols, n);
     const bool own = direct && split == 0;
-    const bool same_form = qmm_integer_form(t, n) == qmm_integer_form(t, n_staged);
+    const bool same_form =
+        qmm_integer_form(t, rows, cols, n) == qmm_integer_form(t, rows, cols, n_staged);
     const std::vector<float>& ref = own ? (n <= 8 ? eight : sixteen) : same_form ? staged : t24;
     for (int64_t tk = 0; tk < n; ++tk)
       EXPECT_EQ(std::memcmp(part.data() + tk * rows, ref.data() + tk * rows, rows * sizeof(float)),
