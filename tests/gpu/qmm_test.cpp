@@ -640,8 +640,8 @@ TEST(QmmBench, DISABLED_Compare) {
   // RZ_QMM_BENCH_ONLY="Q4_K llama8b ffn_gate/up" (a substring of "TYPE SHAPE") runs only those
   // (e.g. under a profiler)
   const char* only = std::getenv("RZ_QMM_BENCH_ONLY");
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q3_K,
-                     GgmlType::Q2_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::IQ4_XS}) {
     for (const Shape& sh : shapes) {
       if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
       const RotatedWeights rw = rotated_weights(t, sh.rows, sh.cols, rng);
