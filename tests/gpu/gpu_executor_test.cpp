@@ -156,26 +156,34 @@ double measured_abs(SynthFormat f) {
 double tol_for(SynthFormat f) { return 3 * measured_abs(f); }
 
 // Runs the same prompts on both executors, teacher-forced with the CPU's tokens, and checks
-// every step's logits. Returns the largest difference seen.
+// every step's logits. One slot a prompt length in `lens` (gopt.slots at least as many), prefilled
+// in passes of `prefill_group` prompts (0: one pass). Returns the largest difference seen.
 double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, double tol,
-                       int steps = 12, double excused_share = 0.01, int last_len = 70) {
+                       int steps = 12, double excused_share = 0.01,
+                       const std::vector<int>& lens = {1, 7, 33, 70}, size_t prefill_group = 0) {
+  const int slots = static_cast<int>(lens.size());
   auto mf = ModelFile::open(path);
-  CpuExecutor cpu(mf, CpuExecutorOptions{.slots = 4, .max_context = 256, .threads = 0});
+  CpuExecutor cpu(mf, CpuExecutorOptions{.slots = slots, .max_context = 256, .threads = 0});
   GpuExecutor gpu(mf, gopt);
   SlotRunner cpu_run(cpu), gpu_run(gpu);
   cpu.set_keep_logits(true);
   gpu.set_keep_logits(true);
   std::mt19937 rng(1234);
-  const int lens[4] = {1, 7, 33, last_len};  // one prefill pass of 41 + last_len tokens
   std::vector<PrefillRequest> reqs;
-  for (int i = 0; i < 4; ++i)
-    reqs.push_back({i, random_prompt(rng, lens[i], mf->config().n_vocab), SamplingParams{}});
-  auto tc = cpu_run.prefill(reqs);
-  auto tg = gpu_run.prefill(reqs);
+  for (int i = 0; i < slots; ++i)
+    reqs.push_back(
+        {i, random_prompt(rng, lens[size_t(i)], mf->config().n_vocab), SamplingParams{}});
+  std::vector<int32_t> tc, tg;
+  const size_t group = prefill_group == 0 ? reqs.size() : prefill_group;
+  for (size_t b = 0; b < reqs.size(); b += group) {
+    const std::span<const PrefillRequest> part(reqs.data() + b, std::min(group, reqs.size() - b));
+    for (int32_t t : cpu_run.prefill(part)) tc.push_back(t);
+    for (int32_t t : gpu_run.prefill(part)) tg.push_back(t);
+  }
   double worst = 0;
   int excused = 0;
   for (int step = 0; step < steps; ++step) {
-    for (int s = 0; s < 4; ++s) {
+    for (int s = 0; s < slots; ++s) {
       const Diff d = compare(gpu.last_logits(s), cpu.last_logits(s));
       worst = std::max(worst, d.max_abs);
       EXPECT_LE(d.max_abs, tol) << path << " step " << step << " slot " << s << " (max |cpu logit| "
@@ -194,16 +202,16 @@ double run_against_cpu(const std::string& path, const GpuExecutorOptions& gopt, 
       }
     }
     std::vector<DecodeRequest> dec;
-    for (int s = 0; s < 4; ++s) dec.push_back({s, tc[s]});  // teacher forcing: the CPU's tokens
+    for (int s = 0; s < slots; ++s) dec.push_back({s, tc[s]});  // teacher forcing: the CPU's
     tc = cpu_run.decode(dec);
     tg = gpu_run.decode(dec);
   }
   // At most excused_share of the picks (1 %, rounded up) may differ, each excused as above.
-  const int cap = static_cast<int>(std::ceil(excused_share * 4 * steps - 1e-9));
-  EXPECT_LE(excused, cap) << path << ": divergences in " << excused << " of " << 4 * steps
+  const int cap = static_cast<int>(std::ceil(excused_share * slots * steps - 1e-9));
+  EXPECT_LE(excused, cap) << path << ": divergences in " << excused << " of " << slots * steps
                           << " picks";
   std::printf("[ %s ] max |gpu - cpu| logit %.3g (tol %.3g), divergences %d of %d picks\n",
-              path.c_str(), worst, tol, excused, 4 * steps);
+              path.c_str(), worst, tol, excused, slots * steps);
   return worst;
 }
 
@@ -533,15 +541,21 @@ TEST(GpuExecutor, NoCopiesMatchCpu) {
                     GpuExecutorOptions{.slots = 4, .max_context = 256, .fp16_copies = false},
                     tol_for(f), 2);
   }
-  // A 51-token prefill of Q4_K_M through the wide kernel's integer form (its size threshold
-  // lowered so that the tiny model's matrices take it; sm_90).
+  // The wide kernel's integer form (33-64 tokens; its size threshold lowered so that the tiny
+  // model's matrices take it; sm_90): a 51-token prefill, then 40 slots prefilled 20 at a time
+  // (30-50 tokens a pass) and decoded together, 40 tokens a step in CUDA graphs.
   if (!qmm_runs_wide(65)) return;
   const double saved = qmm_detail::wide_int_min_bytes();
   qmm_detail::wide_int_min_bytes() = 0;
   EXPECT_TRUE(qmm_runs_wide_int(GgmlType::Q4_K, 256, 256, 51));
   run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
                   GpuExecutorOptions{.slots = 4, .max_context = 256, .fp16_copies = false},
-                  tol_for(SynthFormat::Q4_K_M), 2, 0.01, 10);
+                  tol_for(SynthFormat::Q4_K_M), 2, 0.01, {1, 7, 33, 10});
+  std::vector<int> lens;
+  for (int i = 0; i < 40; ++i) lens.push_back(1 + i % 3);
+  run_against_cpu(tiny_model(SynthFormat::Q4_K_M),
+                  GpuExecutorOptions{.slots = 40, .max_context = 256, .fp16_copies = false},
+                  tol_for(SynthFormat::Q4_K_M), 4, 0.01, lens, 20);
   qmm_detail::wide_int_min_bytes() = saved;
 }
 
