@@ -57,6 +57,11 @@ __device__ __forceinline__ void wg_pin(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// Eight fp32 accumulators d[i .. i + 7] as read-write asm operands (the wgmma wrappers' lists).
+#define RZ_WG_ACC8(i)                                                                         \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+
 // d += A B, m64 n128 k16: A (64 x 16 fp16) from registers, each warp of the warpgroup its 16
 // rows in mma.sync's A layout (kernels/mma.cuh); B (16 x N fp16) from shared memory by `desc`;
 // d (64 x N fp32): d[4 j + 2 h + e] = row 16 warp + g + 8 h, column 8 j + 2 c + e.
@@ -70,16 +75,8 @@ __device__ __forceinline__ void wgmma_m64n128(float (&d)[64], const uint4& a, ui
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
       "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63])
+      : RZ_WG_ACC8(0), RZ_WG_ACC8(8), RZ_WG_ACC8(16), RZ_WG_ACC8(24), RZ_WG_ACC8(32),
+        RZ_WG_ACC8(40), RZ_WG_ACC8(48), RZ_WG_ACC8(56)
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(1));
 }
 
@@ -90,16 +87,13 @@ __device__ __forceinline__ void wgmma_m64n64(float (&d)[32], const uint4& a, uin
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
       "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : RZ_WG_ACC8(0), RZ_WG_ACC8(8), RZ_WG_ACC8(16), RZ_WG_ACC8(24)
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(scale_d));
 }
+#undef RZ_WG_ACC8
 
 // B of step t of a chunk: the tile's N tokens x 16 k-slots, K-major without swizzle, as
 // [kc][token][8 k-slots] (16 bytes a token): the k-slots 8 kc .. 8 kc + 7 of the 8-token groups a
@@ -109,6 +103,18 @@ template <int N>
 __device__ __forceinline__ uint64_t wide_desc(uint32_t addr) {
   constexpr uint64_t kLbo = (N * 16) >> 4, kSbo = 128 >> 4;
   return uint64_t((addr & 0x3FFFFu) >> 4) | (kLbo << 16) | (kSbo << 32);
+}
+
+// A token of the x layout's chunk tc (token tile * chunks + chunk): its place in the tile, the
+// chunk, and the token.
+struct WideUnit {
+  int64_t tc;
+  int tok_in, chunk, tok;
+};
+template <int N>
+__device__ __forceinline__ WideUnit wide_unit(int64_t tc, int tok_in, int cols) {
+  const int chunks = cols / kQmmChunk;
+  return {tc, tok_in, static_cast<int>(tc % chunks), static_cast<int>(tc / chunks) * N + tok_in};
 }
 
 // xw [token tile][chunk][t][kc][token of the tile][8 halves] from qmm_prepare_x's xp, whose step
@@ -123,13 +129,11 @@ __global__ void wide_x_kernel(const __half* __restrict__ xp, __half* __restrict_
   grid_dependency_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= units) return;
-  const int chunks = cols / kQmmChunk;
-  const int tok_in = static_cast<int>(i % N);
   const int64_t r = i / N;
   const int t = static_cast<int>(r % 16);
-  const int64_t tc = r / 16;  // tile * chunks + chunk
-  const int chunk = static_cast<int>(tc % chunks);
-  const int tok = static_cast<int>(tc / chunks) * N + tok_in;
+  const WideUnit u = wide_unit<N>(r / 16, static_cast<int>(i % N), cols);
+  const int64_t tc = u.tc;
+  const int tok_in = u.tok_in, chunk = u.chunk, tok = u.tok;
   uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
   if (tok < n8) {
     const auto* s =
@@ -153,11 +157,9 @@ __global__ void wide_xsum_kernel(const __half* __restrict__ xp, __half* __restri
   grid_dependency_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= units) return;
-  const int chunks = cols / kQmmChunk;
-  const int tok_in = static_cast<int>(i % N);
-  const int64_t tc = i / N;  // tile * chunks + chunk
-  const int chunk = static_cast<int>(tc % chunks);
-  const int tok = static_cast<int>(tc / chunks) * N + tok_in;
+  const WideUnit u = wide_unit<N>(i / N, static_cast<int>(i % N), cols);
+  const int64_t tc = u.tc;
+  const int tok_in = u.tok_in, chunk = u.chunk, tok = u.tok;
   float sum[8] = {};
   if (tok < n8) {
     const auto* s = reinterpret_cast<const uint2*>(xp + int64_t(tok) * cols + chunk * kQmmChunk);
