@@ -477,8 +477,7 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
   if (wide || wide_int) {
     float* xw = ws + qmm_detail::wide_x_offset(splits, rows, n);
     if (!aligned16(xw)) throw Error(what() + ": misaligned workspace");
-    (wide ? qmm_detail::launch_wide : qmm_detail::launch_wide_int)(type, w, row_bytes, xp, xw, out,
-                                                                   ld, r, k, m, splits, stream);
+    qmm_detail::launch_wide(type, w, row_bytes, xp, xw, out, ld, r, k, m, splits, wide_int, stream);
   } else {
     with_format(type, [&]<class T>() {
       launch<T>(w, row_bytes, xp, out, ld, y, ldy, r, k, m, splits, direct, stream);

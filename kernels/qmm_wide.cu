@@ -105,16 +105,14 @@ __device__ __forceinline__ uint64_t wide_desc(uint32_t addr) {
   return uint64_t((addr & 0x3FFFFu) >> 4) | (kLbo << 16) | (kSbo << 32);
 }
 
-// A token of the x layout's chunk tc (token tile * chunks + chunk): its place in the tile, the
-// chunk, and the token.
+// The chunk and the token of x-layout unit (tc = token tile * chunks + chunk, tok_in).
 struct WideUnit {
-  int64_t tc;
-  int tok_in, chunk, tok;
+  int chunk, tok;
 };
 template <int N>
 __device__ __forceinline__ WideUnit wide_unit(int64_t tc, int tok_in, int cols) {
   const int chunks = cols / kQmmChunk;
-  return {tc, tok_in, static_cast<int>(tc % chunks), static_cast<int>(tc / chunks) * N + tok_in};
+  return {static_cast<int>(tc % chunks), static_cast<int>(tc / chunks) * N + tok_in};
 }
 
 // xw [token tile][chunk][t][kc][token of the tile][8 halves] from qmm_prepare_x's xp, whose step
@@ -129,11 +127,11 @@ __global__ void wide_x_kernel(const __half* __restrict__ xp, __half* __restrict_
   grid_dependency_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= units) return;
+  const int tok_in = static_cast<int>(i % N);
   const int64_t r = i / N;
   const int t = static_cast<int>(r % 16);
-  const WideUnit u = wide_unit<N>(r / 16, static_cast<int>(i % N), cols);
-  const int64_t tc = u.tc;
-  const int tok_in = u.tok_in, chunk = u.chunk, tok = u.tok;
+  const int64_t tc = r / 16;  // tile * chunks + chunk
+  const auto [chunk, tok] = wide_unit<N>(tc, tok_in, cols);
   uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
   if (tok < n8) {
     const auto* s =
@@ -157,9 +155,9 @@ __global__ void wide_xsum_kernel(const __half* __restrict__ xp, __half* __restri
   grid_dependency_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= units) return;
-  const WideUnit u = wide_unit<N>(i / N, static_cast<int>(i % N), cols);
-  const int64_t tc = u.tc;
-  const int tok_in = u.tok_in, chunk = u.chunk, tok = u.tok;
+  const int tok_in = static_cast<int>(i % N);
+  const int64_t tc = i / N;  // tile * chunks + chunk
+  const auto [chunk, tok] = wide_unit<N>(tc, tok_in, cols);
   float sum[8] = {};
   if (tok < n8) {
     const auto* s = reinterpret_cast<const uint2*>(xp + int64_t(tok) * cols + chunk * kQmmChunk);
@@ -216,31 +214,14 @@ __device__ __forceinline__ void wide_chunk(const typename T::Item& ia, const typ
 // that the mma.sync kernels run. One 64-token tile (every token of a call up to 64), two
 // warpgroups a block, two stages, two blocks an SM.
 
-// Steps a chunk's x holds for T in the integer-form kernel: 16, and the mins step for Q4_K / Q5_K.
-template <class T>
-constexpr int wide_int_steps() {
-  if constexpr (T::kIntMins)
-    return 17;
-  else
-    return 16;
-}
-
-// Steps a chunk's x holds in the wide kernels' layouts (the fp32 form's 16).
+// Steps a chunk's x holds in the wide kernels' layouts: 16, and in the integer form the mins step
+// for Q4_K / Q5_K.
 template <class T, bool kInt>
 constexpr int wide_steps() {
-  if constexpr (kInt)
-    return wide_int_steps<T>();
-  else
-    return 16;
-}
-
-template <int N>
-__device__ __forceinline__ void wgmma_n(float (&d)[N / 2], const uint4& a, uint64_t desc,
-                                        int scale_d) {
-  if constexpr (N == 64)
-    wgmma_m64n64(d, a, desc, scale_d);
-  else
-    static_assert(N == 64, "the integer form's wgmma shape: m64n64k16");
+  if constexpr (kInt) {
+    if constexpr (T::kIntMins) return 17;
+  }
+  return 16;
 }
 
 // Thread c's mins step A registers of one row: sub-blocks 2 c, 2 c + 1's -dmin * m (exact in
@@ -265,8 +246,9 @@ __device__ __forceinline__ void wide_int_chunk(const typename T::IntItem& ia,
       [&] {
         const uint2 ra = T::template a_int<t>(ia), rb = T::template a_int<t>(ib);
         wg_fence();
-        wgmma_n<N>(qs, make_uint4(ra.x, rb.x, ra.y, rb.y), wide_desc<N>(xs + t * N * 32),
-                   t > 0 ? 1 : 0);
+        static_assert(N == 64, "the integer form's wgmma shape: m64n64k16");
+        wgmma_m64n64(qs, make_uint4(ra.x, rb.x, ra.y, rb.y), wide_desc<N>(xs + t * N * 32),
+                     t > 0 ? 1 : 0);
         wg_commit();
         wg_wait<1>();
       }(),
@@ -348,8 +330,8 @@ __global__ void __launch_bounds__(WG * 128, kInt ? 2 : 1)
           const uint2 ma = wide_mins<T>(ia), mb = wide_mins<T>(ib);
           const uint64_t desc = wide_desc<N>(xs + 16 * N * 32);
           wg_fence();
-          wgmma_n<N>(acc, make_uint4(ma.x, mb.x, ma.x, mb.x), desc, 1);
-          wgmma_n<N>(acc, make_uint4(ma.y, mb.y, ma.y, mb.y), desc, 1);
+          wgmma_m64n64(acc, make_uint4(ma.x, mb.x, ma.x, mb.x), desc, 1);
+          wgmma_m64n64(acc, make_uint4(ma.y, mb.y, ma.y, mb.y), desc, 1);
           wg_commit();
         }
         wide_int_chunk<T, N>(ia, ib, xs, qs, std::make_integer_sequence<int, 16>{});
@@ -474,28 +456,16 @@ double& wide_int_min_bytes() {
 }
 
 void launch_wide(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
-                 float* out, int64_t ld, int rows, int cols, int n, int splits,
+                 float* out, int64_t ld, int rows, int cols, int n, int splits, bool int_form,
                  cudaStream_t stream) {
 #if defined(RZ_QMM_WIDE)
-  with_format(type, [&]<class T>() {
-    launch_tile<T, kWideTokens, kWideGroups, false>(w, row_bytes, xp, xw, out, ld, rows, cols, n,
-                                                    splits, stream);
-  });
-#else
-  (void)type, (void)w, (void)row_bytes, (void)xp, (void)xw, (void)out, (void)ld, (void)rows,
-      (void)cols, (void)n, (void)splits, (void)stream;
-  throw Error("qmm: the wide kernel is not in this build (it needs the sm_90a target)");
-#endif
-}
-
-void launch_wide_int(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
-                     float* out, int64_t ld, int rows, int cols, int n, int splits,
-                     cudaStream_t stream) {
-#if defined(RZ_QMM_WIDE)
-  if (n > kWideIntTokens)
+  if (int_form && n > kWideIntTokens)
     throw Error("qmm: the wide kernel's integer form takes at most 64 tokens");
   with_format(type, [&]<class T>() {
-    if constexpr (IntForm<T>)
+    if (!int_form)
+      launch_tile<T, kWideTokens, kWideGroups, false>(w, row_bytes, xp, xw, out, ld, rows, cols, n,
+                                                      splits, stream);
+    else if constexpr (IntForm<T>)
       launch_tile<T, kWideIntTokens, kWideGroups, true>(w, row_bytes, xp, xw, out, ld, rows, cols,
                                                         n, splits, stream);
     else
@@ -503,7 +473,7 @@ void launch_wide_int(GgmlType type, const void* w, int64_t row_bytes, const void
   });
 #else
   (void)type, (void)w, (void)row_bytes, (void)xp, (void)xw, (void)out, (void)ld, (void)rows,
-      (void)cols, (void)n, (void)splits, (void)stream;
+      (void)cols, (void)n, (void)splits, (void)int_form, (void)stream;
   throw Error("qmm: the wide kernel is not in this build (it needs the sm_90a target)");
 #endif
 }

@@ -42,14 +42,10 @@ size_t wide_x_floats(int64_t n, int64_t cols);
 // y (or the split workspace out, ld) = x · Wᵀ by the wide kernel: xp is qmm_prepare_x's output,
 // xw wide_x_floats(n, cols) floats of scratch (16-byte aligned) that it first rearranges xp into.
 // Grid: token tiles × row tiles × `splits` K splits (out = the workspace when splits > 1, whose
-// sums the caller adds).
+// sums the caller adds). int_form: the integer form's kernel (at most 64 tokens; a type of
+// wide_int_format), else the fp32 form's.
 void launch_wide(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
-                 float* out, int64_t ld, int rows, int cols, int n, int splits,
+                 float* out, int64_t ld, int rows, int cols, int n, int splits, bool int_form,
                  cudaStream_t stream);
-
-// As launch_wide, by the integer form's kernel (1-64 tokens; a type of wide_int_format).
-void launch_wide_int(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
-                     float* out, int64_t ld, int rows, int cols, int n, int splits,
-                     cudaStream_t stream);
 
 }  // namespace rz::gpu::qmm_detail
