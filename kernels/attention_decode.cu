@@ -27,11 +27,15 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/act_forms.cuh"
+#include "kernels/attention_decode_common.cuh"
+#include "kernels/attention_decode_stream.cuh"
 #include "kernels/cuda_common.cuh"
 #include "kernels/dequant.hpp"  // convert_to_half
 #include "kernels/gemv_q8.hpp"  // quantize_x_q8
@@ -40,67 +44,10 @@
 namespace rz::gpu {
 namespace {
 
+using namespace attn_detail;
+
 constexpr int kThreads = 128;       // combine kernel; partition kernel with kAttnPartition
 constexpr int kSmallThreads = 256;  // partition kernel with kAttnSmallPartition: 8 tokens a warp
-
-// The first position a query at L - 1 attends to: L - window with a sliding window, else 0.
-// Partitions cover [window_start, L).
-__device__ __forceinline__ int window_start(int L, int window) {
-  return window > 0 && L > window ? L - window : 0;
-}
-
-// Block-wide max or sum, returned to every thread. Starts and ends with all threads synced, so
-// shared writes made before the call are visible after it and `red` may be reused at once.
-template <bool kMax, int kWarps>
-__device__ __forceinline__ float block_reduce(float v, float* red) {
-  v = kMax ? warp_max(v) : warp_sum(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // earlier readers of red are done
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float r = red[0];
-  for (int w = 1; w < kWarps; ++w) r = kMax ? fmaxf(r, red[w]) : r + red[w];
-  __syncthreads();
-  return r;
-}
-
-// row_s[i] = the element offset in the layer's cache of KV head kvh's row for token t0 + i
-// (i < n) of query row s, from its block table (row table_rows[s], or s when null); a block id
-// outside [0, n_blocks) sets *bad. Ends with the block synchronized.
-template <int kT>
-__device__ __forceinline__ void fill_rows(const int32_t* __restrict__ tables,
-                                          const int32_t* __restrict__ table_rows, int s,
-                                          int table_stride, int t0, int n, int n_blocks,
-                                          int n_head_kv, int kvh, int block_size, int head_dim,
-                                          int64_t* row_s, int* bad) {
-  const int32_t* __restrict__ table =
-      tables + int64_t(table_rows ? table_rows[s] : s) * table_stride;
-  for (int i = threadIdx.x; i < n; i += kT) {
-    const int pos = t0 + i;
-    const int32_t blk = table[pos / block_size];
-    if (blk < 0 || blk >= n_blocks) {
-      atomicExch(bad, 1);
-      row_s[i] = 0;
-    } else {
-      row_s[i] = ((int64_t(blk) * n_head_kv + kvh) * block_size + pos % block_size) * head_dim;
-    }
-  }
-  __syncthreads();
-}
-
-// The matmul input forms (f16, qmm; never q8) of `count` columns from col0 (multiples of 4) of
-// output row s, read back from out after the block wrote them there (the barrier makes the
-// block's writes visible to it), so they are what the preparation kernels make of out. n_rows:
-// the launch's rows. Every thread of the block calls it.
-__device__ __forceinline__ void store_out_forms(const ActForms& f, const float* out, int64_t s,
-                                                int64_t n_rows, int cols, int col0, int count) {
-  __syncthreads();
-  const float4* row = reinterpret_cast<const float4*>(out + s * cols + col0);
-  for (int i = threadIdx.x; i < count / 4; i += blockDim.x)
-    store_act_forms(f, s, n_rows, cols, col0 + 4 * i, row[i], true);
-}
-
-constexpr int kMaxGroup = 8;  // query heads a block of the grouped kernel serves
 
 // grid (n_head, n_slots, max_parts), block kT threads, kP tokens per partition. A "slot" here
 // is one query row; its block table is row table_rows[s] or row s when table_rows is null
@@ -154,8 +101,8 @@ __global__ void __launch_bounds__(kT)
     q2_s[j] = make_float2(v.x * scale, v.y * scale);
   }
   __syncthreads();  // bad_s initialised before anyone sets it
-  fill_rows<kT>(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
-                head_dim, row_s, &bad_s);
+  fill_rows(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
+            head_dim, row_s, &bad_s);
   const bool bad = bad_s != 0;  // uniform across the block
 
   if (!bad) {
@@ -275,9 +222,8 @@ __global__ void __launch_bounds__(kT)
   constexpr int kBatch = kRounds < 2 ? kRounds : 2;  // rounds of key loads in flight together
   constexpr int kVB = 16;                            // value pairs in flight per thread
   static_assert(kP % kR == 0, "whole rounds");
-  const int kvh = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int h0 = kvh * group;  // first query head of the group
+  const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int h0 = blockIdx.x * group;  // first query head of the group
 
   __shared__ __align__(16) float q_s[kMaxGroup][kHd];  // q * scale
   __shared__ float p_s[kMaxGroup][kP];                 // scores, then exp(score - m)
@@ -286,44 +232,16 @@ __global__ void __launch_bounds__(kT)
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ int bad_s;
 
-  // Before the wait for the kernel before this one: the lengths and the block tables, which the
-  // host writes before the step (attention_decode.hpp), so that their two dependent loads overlap
-  // that kernel's tail instead of leading this one's chain.
-  const int L = lens[s];
-  if (L < 0) return;  // not a decode row: nothing written (attention_decode.hpp)
-  const bool idle = L <= 0 || L > max_context;
-  const int first = idle ? 0 : window_start(L, window);
-  const int n_parts = idle ? 1 : (L - first - 1) / kP + 1;
-  if (part >= n_parts) return;
-  const int t0 = first + part * kP;
-  const int n = idle ? 0 : min(kP, L - t0);
-  if (!idle) {
-    if (tid == 0) bad_s = 0;
-    __syncthreads();  // bad_s initialised before anyone sets it
-    fill_rows<kT>(tables, table_rows, s, table_stride, t0, n, n_blocks, n_head_kv, kvh, block_size,
-                  head_dim, row_s, &bad_s);
-  }
-  // With one partition a slot the next kernel is the output projection (forms.qmm: qmm's rule
-  // of no early launch); with several it is the combine kernel.
-  if (max_parts > 1)
-    grid_dependency_sync();
-  else
-    act_forms_dependency_sync(forms);
-  const int cols = n_head * head_dim;
-  if (forms.qmm && s == 0 && part == 0)  // qmm's zero pad rows, for this block's columns
-    for (int r = gridDim.y; r < (gridDim.y + 7) / 8 * 8; ++r)
-      for (int i = tid; i < group * head_dim / 4; i += kT)
-        store_qmm_pad(forms, r, cols, qmm_quad_of(h0 * head_dim + 4 * i));
-  if (idle) {  // idle slot: zeros; impossible length: NaN
-    if (part == 0) {
-      for (int i = tid; i < group * head_dim; i += kT)
-        out[(int64_t(s) * n_head + h0) * head_dim + i] = L == 0 ? 0.0f : __int_as_float(0x7fc00000);
-      if (forms.any())
-        store_out_forms(forms, out, s, gridDim.y, cols, h0 * head_dim, group * head_dim);
-    }
+  // The lengths and block tables before the wait for the kernel before this one (so that their
+  // two dependent loads overlap that kernel's tail instead of leading this one's chain), the
+  // idle slots, qmm's pad rows.
+  GroupPart gp;
+  if (!group_part_begin<kP>(tables, table_rows, lens, out, n_head, group, n_blocks, n_head_kv,
+                            block_size, head_dim, table_stride, max_context, max_parts, window,
+                            forms, row_s, &bad_s, gp))
     return;
-  }
-  const bool bad = bad_s != 0;  // uniform across the block
+  const int n = gp.n;
+  const bool bad = gp.bad;
 
   // Then q, the first keys and the first values go out together.
   const int c = tid % kKeyLanes, tok = tid / kKeyLanes;
@@ -371,29 +289,11 @@ __global__ void __launch_bounds__(kT)
         for (int u = 0; u < kCpl; ++u) {
           const int j = c + kKeyLanes * u;
           if (j >= nchunks) continue;
-          const __half2* k2 = reinterpret_cast<const __half2*>(&kraw[b][u]);
           float kf[8];
+          unpack_half8(kraw[b][u], kf);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 f = __half22float2(k2[e]);
-            kf[2 * e] = f.x;
-            kf[2 * e + 1] = f.y;
-          }
-#pragma unroll
-          for (int h = 0; h < kMaxGroup; ++h) {
-            if (h < group) {
-              const float4 qa = reinterpret_cast<const float4*>(&q_s[h][8 * j])[0];
-              const float4 qb = reinterpret_cast<const float4*>(&q_s[h][8 * j])[1];
-              acc[h] = fmaf(qa.x, kf[0], acc[h]);
-              acc[h] = fmaf(qa.y, kf[1], acc[h]);
-              acc[h] = fmaf(qa.z, kf[2], acc[h]);
-              acc[h] = fmaf(qa.w, kf[3], acc[h]);
-              acc[h] = fmaf(qb.x, kf[4], acc[h]);
-              acc[h] = fmaf(qb.y, kf[5], acc[h]);
-              acc[h] = fmaf(qb.z, kf[6], acc[h]);
-              acc[h] = fmaf(qb.w, kf[7], acc[h]);
-            }
-          }
+          for (int h = 0; h < kMaxGroup; ++h)
+            if (h < group) acc[h] = dot8(&q_s[h][8 * j], kf, acc[h]);
         }
         // Every lane takes part in the butterflies (group is uniform over the block); lane c
         // then writes query head c's score.
@@ -472,25 +372,8 @@ __global__ void __launch_bounds__(kT)
   }
   __syncthreads();
 
-  const float nan = __int_as_float(0x7fc00000);
-  for (int i = tid; i < group * head_dim; i += kT) {
-    const int h = i / head_dim, d = i % head_dim;
-    float o = 0.0f;
-    for (int gg = 0; gg < groups; ++gg) o += o_s[(gg * kMaxGroup + h) * head_dim + d];
-    if (bad) o = nan;
-    const int64_t qh = int64_t(s) * n_head + h0 + h;
-    if (n_parts == 1)
-      out[qh * head_dim + d] = o / l_s[h];
-    else
-      part_o[(qh * max_parts + part) * head_dim + d] = o;
-  }
-  if (tid < group && n_parts > 1) {
-    const int64_t pidx = (int64_t(s) * n_head + h0 + tid) * max_parts + part;
-    part_m[pidx] = bad ? nan : m_s[tid];
-    part_l[pidx] = bad ? nan : l_s[tid];
-  }
-  if (n_parts == 1 && forms.any())
-    store_out_forms(forms, out, s, gridDim.y, cols, h0 * head_dim, group * head_dim);
+  group_part_end(gp, o_s, groups, m_s, l_s, out, part_o, part_m, part_l, n_head, group, head_dim,
+                 max_parts, forms);
 }
 
 // grid (n_head, n_slots), block kThreads, dynamic shared max_parts floats rounded up to 8 (kPre);
@@ -589,12 +472,68 @@ PartitionKernel group_kernel_of(int head_dim) {
   return attn_decode_group_kernel<kP, kT, kAttnMaxHeadDim>;
 }
 
-PartitionKernel group_kernel(int part_len, int head_dim) {
+// A partition kernel with its block size and dynamic shared memory.
+struct PartitionLaunch {
+  PartitionKernel kernel;
+  int threads;
+  size_t smem;
+  int64_t resident = 0;  // blocks the device holds at once (the streaming kernel's)
+};
+
+// The streaming kernel for a head-dim class and kG query heads a block (its shared memory above
+// the default 48 KiB allowed once per instantiation).
+template <int kHd, int kG, int kS>
+PartitionLaunch stream_launch() {
+  constexpr size_t smem = stream_smem_bytes<kHd, kG, kS>();
+  static const int64_t resident = [] {
+    const auto kernel = attn_decode_stream_kernel<kHd, kG, kS>;
+    RZ_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int per_sm = 0;
+    RZ_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, smem));
+    return int64_t(per_sm) * device_sm_count();
+  }();
+  return {attn_decode_stream_kernel<kHd, kG, kS>, kStreamThreads, smem, resident};
+}
+
+template <int kHd, int kS>
+PartitionLaunch stream_launch_for(int group) {
+  return group <= 2 ? stream_launch<kHd, 2, kS>()
+                    : (group <= 4 ? stream_launch<kHd, 4, kS>() : stream_launch<kHd, 8, kS>());
+}
+
+template <int kS>
+PartitionLaunch stream_launch_for(int head_dim, int group) {
+  if (head_dim <= 64) return stream_launch_for<64, kS>(group);
+  return head_dim <= 128 ? stream_launch_for<128, kS>(group)
+                         : stream_launch_for<kAttnMaxHeadDim, kS>(group);
+}
+
+// Whether grouped launches stream (attn_decode_stream_kernel); RZ_ATTN_STREAM_OFF=1 (A/B runs)
+// or attn_detail::set_streaming(false) (tests) keeps attn_decode_group_kernel's partitions.
+std::atomic<bool>& streaming_switch() {
+  static std::atomic<bool> on = [] {
+    const char* off = std::getenv("RZ_ATTN_STREAM_OFF");
+    return !(off && std::string(off) == "1");
+  }();
+  return on;
+}
+
+bool streaming() { return streaming_switch().load(std::memory_order_relaxed); }
+
+// The grouped kernel of a launch of `blocks` thread blocks. The streaming kernel keeps two tiles
+// in flight (three stages) where the device holds the whole grid at once; on larger grids one
+// (two stages), so that more blocks are resident (H200, AttentionDecodeBench: llama3.1-8b B = 256,
+// 2,048 blocks, 84 -> 78 us at contexts 128-256; qwen2.5-1.5b B = 256, 512 blocks, 41 -> 46).
+PartitionLaunch group_kernel(int part_len, int head_dim, int group, int64_t blocks) {
   if (part_len == kAttnTinyPartition)
-    return group_kernel_of<kAttnTinyPartition, kSmallThreads>(head_dim);
-  return part_len == kAttnSmallPartition
-             ? group_kernel_of<kAttnSmallPartition, kSmallThreads>(head_dim)
-             : group_kernel_of<kAttnPartition, kThreads>(head_dim);
+    return {group_kernel_of<kAttnTinyPartition, kSmallThreads>(head_dim), kSmallThreads, 0};
+  if (part_len == kAttnSmallPartition)
+    return {group_kernel_of<kAttnSmallPartition, kSmallThreads>(head_dim), kSmallThreads, 0};
+  if (!streaming()) return {group_kernel_of<kAttnPartition, kThreads>(head_dim), kThreads, 0};
+  const PartitionLaunch deep = stream_launch_for<3>(head_dim, group);
+  return blocks <= deep.resident ? deep : stream_launch_for<2>(head_dim, group);
 }
 
 // Small partitions for grouped launches also keep heads * partitions under this (34 MiB of
@@ -612,12 +551,22 @@ constexpr int64_t kSmallHeadParts = 65536;
 // block's own chain of instructions (scores, softmax, values for its tokens) is what the
 // attention costs, and halving its tokens shortens it more than the combine of twice the
 // partitions adds.
+// Past the tiny ones, grouped launches of at least kAttnStreamMinBlocks blocks of 256 tokens
+// (slots x KV heads x partitions of max_context) stream (attn_decode_stream_kernel). Measured on
+// an H200 (gpu_step_trace_bench, 32 decode steps after 128-token prompts, device span a step,
+// streaming against the small partitions): 128 blocks, qwen2.5-1.5b B = 64 2.33 -> 2.48 ms and
+// llama3.1-8b B = 16 4.41 -> 4.37; 256 blocks, qwen B = 128 2.91 -> 2.75 and llama B = 32 5.76 ->
+// 5.43. With one block of 4 warps an SM the streaming kernel waits on each tile's copies.
 int partition_for(const AttentionDecodeArgs& a) {
   const bool g = grouped(a);
   const int64_t unit = g ? a.cache.n_head_kv : a.n_head;
   if (g && int64_t(a.n_slots) * unit <= kAttnTinyBatchGroups &&
       parts_for(a.max_context, kAttnTinyPartition) <= kAttnTinyMaxParts)
     return kAttnTinyPartition;
+  if (g && streaming() &&
+      int64_t(a.n_slots) * a.cache.n_head_kv * parts_for(a.max_context, kAttnPartition) >=
+          kAttnStreamMinBlocks)
+    return kAttnPartition;
   const int parts_small = parts_for(a.max_context, kAttnSmallPartition);
   const int64_t cap = g ? kAttnSmallBatchGroups : kAttnSmallBatchHeads;
   const bool small = int64_t(a.n_slots) * unit <= cap && parts_small <= kMaxParts &&
@@ -708,19 +657,21 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   // head, slot, partition) for the group's query heads; else a block per (query head, slot,
   // partition).
   const bool small = part_len == kAttnSmallPartition, g = grouped(a);
-  const PartitionKernel kernel =
-      g ? group_kernel(part_len, c.head_dim)
-        : (small ? attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>
-                 : attn_decode_partition_kernel<kAttnPartition, kThreads>);
+  const PartitionLaunch pl =
+      g ? group_kernel(part_len, c.head_dim, group, int64_t(c.n_head_kv) * a.n_slots * max_parts)
+        : (small ? PartitionLaunch{attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>,
+                                   kSmallThreads, 0}
+                 : PartitionLaunch{attn_decode_partition_kernel<kAttnPartition, kThreads>, kThreads,
+                                   0});
   // The grouped kernel and the combine kernel write the f16 and qmm forms (head_dim a multiple
   // of 8 there, and out 16-byte aligned); the rest come from the preparation kernels after them.
   const bool out16 = (reinterpret_cast<uintptr_t>(out) & 15u) == 0;  // read back as float4
   const ActForms fused = g && out16 ? ActForms{.f16 = forms.f16, .qmm = forms.qmm} : ActForms{};
   const dim3 grid(g ? c.n_head_kv : a.n_head, a.n_slots, max_parts);
-  launch_kernel(kernel, grid, part_len == kAttnPartition ? kThreads : kSmallThreads, 0, stream, q,
-                kc, vc, block_tables, table_rows, context_lens, out, part_o, part_m, part_l,
-                a.n_head, group, c.n_blocks, c.n_head_kv, c.block_size, c.head_dim, a.table_stride,
-                a.max_context, max_parts, scale, a.window, fused);
+  launch_kernel(pl.kernel, grid, pl.threads, pl.smem, stream, q, kc, vc, block_tables, table_rows,
+                context_lens, out, part_o, part_m, part_l, a.n_head, group, c.n_blocks, c.n_head_kv,
+                c.block_size, c.head_dim, a.table_stride, a.max_context, max_parts, scale, a.window,
+                fused);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     launch_kernel(attn_decode_combine_kernel, dim3(a.n_head, a.n_slots), kThreads,
@@ -733,6 +684,14 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
     convert_to_half(out, forms.f16, HalfType::f16, a.n_slots * cols, stream);
   if (forms.qmm && !fused.qmm) qmm_prepare_x(out, forms.qmm, a.n_slots, cols, stream);
   if (forms.q8) quantize_x_q8(out, forms.q8, a.n_slots, cols, stream);
+}
+
+void attn_detail::set_streaming(bool on) {
+  streaming_switch().store(on, std::memory_order_relaxed);
+}
+
+bool attn_detail::streams(const AttentionDecodeArgs& a) {
+  return streaming() && grouped(a) && partition_for(a) == kAttnPartition;
 }
 
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,

@@ -14,7 +14,11 @@
 // latency); one thread block per (KV head, slot, partition) for all the query heads sharing that
 // KV head (at most 8 of them and head_dim a multiple of 8; otherwise one block per query head)
 // writes that partition's max score m, sum of exp(score - m) and unnormalized output per query
-// head; a second kernel combines the partitions of slots that have more than one. Slots with a
+// head; a second kernel combines the partitions of slots that have more than one. Grouped
+// launches of at least kAttnStreamMinBlocks such blocks at kAttnPartition tokens (slots x KV
+// heads x partitions of max_context) take kAttnPartition-token partitions in a kernel that
+// streams each partition's keys and values through shared memory, 32-token tiles copied ahead
+// of their use, with an online softmax (kernels/attention_decode_stream.cuh). Slots with a
 // single partition are finished by the first kernel. The partition length is chosen from the
 // shapes and max_context only (never from the lengths on the device), so a captured graph stays
 // valid.
@@ -36,6 +40,8 @@ inline constexpr int kAttnSmallBatchGroups = 512;  // ... of the grouped kernel 
 inline constexpr int kAttnTinyPartition = 32;      // grouped launches of very few KV-head blocks:
 inline constexpr int kAttnTinyBatchGroups = 64;    // blocks per partition at most this, and
 inline constexpr int kAttnTinyMaxParts = 32;       // at most this many partitions (1,024 tokens)
+inline constexpr int kAttnStreamMinBlocks = 256;   // grouped launches streaming from this many
+                                                   // (KV head, slot, 256-token partition) blocks
 inline constexpr int kAttnMaxHeadDim = 256;
 
 struct AttentionDecodeArgs {
@@ -90,5 +96,13 @@ void attention_decode_rows(const float* q, const uint16_t* k_cache, const uint16
                            const int32_t* context_lens, float* out, float* workspace,
                            const AttentionDecodeArgs& a, cudaStream_t stream,
                            const ActForms& forms = {});
+
+namespace attn_detail {
+// Test seam: whether grouped launches stream (initially on unless RZ_ATTN_STREAM_OFF=1); off, the
+// launches the streaming kernel would take run attn_decode_group_kernel's partitions instead.
+void set_streaming(bool on);
+// Whether a launch of these shapes runs the streaming kernel.
+bool streams(const AttentionDecodeArgs& a);
+}  // namespace attn_detail
 
 }  // namespace rz::gpu

@@ -365,13 +365,11 @@ void for_each_config(std::initializer_list<int> head_dims, std::initializer_list
 // all boundary lengths in one batch (plus an idle slot), then each length alone at batch 1 with
 // the grid sized for max_context 5096 (graph replay launches all partitions; those past a
 // slot's length must leave it alone).
-TEST(AttentionDecode, SmallBatchPartitionBoundaries) {
-  RZ_REQUIRE_GPU();
+// (Grouped batches of kAttnStreamMinBlocks or more 256-token blocks stream; the same batches
+// without streaming are in WithoutStreaming below.)
+void small_batch_partition_boundaries(std::mt19937_64& rng) {
   static_assert(kAttnSmallPartition == 64 && kAttnPartition == 256,
                 "the boundary lengths below assume 64- and 256-token partitions");
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
   int k = 0;
   for_each_config({64, 128}, {1, 6, 8}, [&](const Config& cf, const std::string& what) {
     std::vector<int32_t> lens = kBoundaryLens;
@@ -387,6 +385,14 @@ TEST(AttentionDecode, SmallBatchPartitionBoundaries) {
   std::vector<int32_t> lens(kAttnSmallBatchHeads / 16);
   for (size_t s = 0; s < lens.size(); ++s) lens[s] = kBoundaryLens[s % kBoundaryLens.size()];
   run_batch({128, 2, 8, 16}, lens, 2000, rng, "16 slots x 16 heads, max_context + 2000");
+}
+
+TEST(AttentionDecode, SmallBatchPartitionBoundaries) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  small_batch_partition_boundaries(rng);
 }
 
 // The grouped kernel's tiny partitions (kAttnTinyPartition tokens, up to kAttnTinyBatchGroups
@@ -423,11 +429,8 @@ TEST(AttentionDecode, TinyPartitionBoundaries) {
 // kAttnPartition-token partitions, same boundaries: the per-head kernel past kAttnSmallBatchHeads
 // query heads, the grouped kernel past kAttnSmallBatchGroups KV heads or past the small
 // partitions' head-partition cap.
-TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
-  RZ_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+// The grouped ones stream unless streaming is off (WithoutStreaming).
+void large_batch_partition_boundaries(std::mt19937_64& rng) {
   std::vector<int32_t> lens = kBoundaryLens;
   for (int L : {0, 2, 511, 512, 513, 767, 768, 769}) lens.push_back(L);  // 17 slots
   for (int hd : {64, 128})
@@ -458,6 +461,83 @@ TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
               "65 slots x 4 KV heads, context 8300 (grouped, 256-token partitions), head_dim " +
                   std::to_string(hd));
   }
+}
+
+TEST(AttentionDecode, LargeBatchPartitionBoundaries) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  large_batch_partition_boundaries(rng);
+}
+
+// With streaming off (RZ_ATTN_STREAM_OFF=1), the grouped launches the streaming kernel takes run
+// attn_decode_group_kernel's small and 256-token partitions: both batches above again.
+TEST(AttentionDecode, WithoutStreaming) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct Off {
+    Off() { attn_detail::set_streaming(false); }
+    ~Off() { attn_detail::set_streaming(true); }
+  } off;
+  small_batch_partition_boundaries(rng);
+  if (!::testing::Test::HasFailure()) large_batch_partition_boundaries(rng);
+}
+
+// Which launches stream: grouped ones of at least kAttnStreamMinBlocks (KV head, slot, 256-token
+// partition of max_context) blocks, unless the tiny partitions take them; never per-head ones.
+TEST(AttentionDecode, StreamingRule) {
+  const auto args = [](int n_slots, int n_head, int n_head_kv, int max_context) {
+    AttentionDecodeArgs a;
+    a.n_slots = n_slots;
+    a.n_head = n_head;
+    a.cache = KvCacheShape{1, n_head_kv, 16, 128};
+    a.max_context = max_context;
+    a.table_stride = (max_context + 15) / 16;
+    return a;
+  };
+  static_assert(kAttnStreamMinBlocks == 256, "the cases below assume 256 blocks");
+  EXPECT_TRUE(attn_detail::streams(args(32, 32, 8, 256)));    // llama3.1-8b B = 32: 256 blocks
+  EXPECT_FALSE(attn_detail::streams(args(31, 32, 8, 256)));   // 248
+  EXPECT_FALSE(attn_detail::streams(args(16, 32, 8, 256)));   // 128
+  EXPECT_TRUE(attn_detail::streams(args(16, 32, 8, 512)));    // 2 partitions: 256
+  EXPECT_TRUE(attn_detail::streams(args(256, 12, 2, 256)));   // qwen2.5-1.5b B = 256: 512
+  EXPECT_TRUE(attn_detail::streams(args(128, 12, 2, 256)));   // 256
+  EXPECT_FALSE(attn_detail::streams(args(64, 12, 2, 256)));   // 128
+  EXPECT_FALSE(attn_detail::streams(args(32, 12, 2, 256)));   // 64 blocks (tiny partitions)
+  EXPECT_TRUE(attn_detail::streams(args(16, 12, 2, 2048)));   // 32 KV-head blocks x 8 partitions
+  EXPECT_FALSE(attn_detail::streams(args(1, 32, 8, 4096)));   // 128
+  EXPECT_TRUE(attn_detail::streams(args(1, 32, 8, 8192)));    // 256
+  EXPECT_FALSE(attn_detail::streams(args(8, 32, 8, 1024)));   // tiny: 64 KV-head blocks, 1,024
+  EXPECT_FALSE(attn_detail::streams(args(256, 32, 2, 256)));  // 16 heads a KV head: per head
+  attn_detail::set_streaming(false);
+  EXPECT_FALSE(attn_detail::streams(args(256, 12, 2, 256)));
+  attn_detail::set_streaming(true);
+}
+
+// The streaming kernel (grouped launches of kAttnStreamMinBlocks 256-token blocks or more) at
+// each head-dim class and head set it is instantiated for (groups of 1-2, 3-4 and 5-8 query heads
+// a KV head), over its 32-token tiles' and the partitions' boundaries, with sliding windows.
+TEST(AttentionDecode, StreamingTilesHeadSetsAndWindows) {
+  RZ_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> lens = kBoundaryLens;
+  for (int L : {0, 2, 31, 32, 33, 95, 96, 97, 511, 513}) lens.push_back(L);
+  std::vector<int32_t> many(130);  // 130 slots x 4 KV heads > kAttnSmallBatchGroups
+  ASSERT_GT(int(many.size()) * 4, kAttnSmallBatchGroups);
+  for (int hd : {64, 128, 256})
+    for (int ratio : {1, 3, 4, 6, 8}) {
+      for (size_t s = 0; s < many.size(); ++s) many[s] = lens[(s * 7 + ratio) % lens.size()];
+      std::shuffle(many.begin(), many.end(), rng);
+      const std::string what = "head_dim " + std::to_string(hd) + " ratio " + std::to_string(ratio);
+      run_batch({hd, 4, ratio, 16}, many, ratio == 4 ? 2000 : 0, rng, what);
+      if (hd == 128) run_batch({hd, 4, ratio, 16}, many, 0, rng, what + " window 40", 40);
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 // Decode steps over block tables kept as the scheduler keeps them (blocks from a KvBlockManager,
@@ -561,10 +641,13 @@ TEST(AttentionDecode, DecodeLoopWithBlockTables) {
 // read), the other slots are still right.
 TEST(AttentionDecode, BadTablesAndLengthsGiveNaN) {
   RZ_REQUIRE_GPU();
-  for (int n_head : {2, 80}) {  // 8 query heads: 64-token partitions; 320: 256-token partitions
-    SCOPED_TRACE("n_head " + std::to_string(n_head));
+  // 2 query heads a KV head: the grouped kernel, tiny partitions; 80 heads of one KV head: the
+  // per-head kernel, 256-token partitions; 320 heads of 160 KV heads (640 KV-head blocks): the
+  // streaming kernel.
+  for (auto [n_head, n_head_kv] : {std::pair{2, 1}, std::pair{80, 1}, std::pair{320, 160}}) {
+    SCOPED_TRACE("n_head " + std::to_string(n_head) + " n_head_kv " + std::to_string(n_head_kv));
     const int hd = 64, bs = 16, n_blocks = 4, table_stride = 40;
-    const KvCacheShape sh{n_blocks, 1, bs, hd};
+    const KvCacheShape sh{n_blocks, n_head_kv, bs, hd};
     std::vector<uint16_t> kc(sh.layer_elems()), vc(sh.layer_elems());
     std::mt19937_64 rng(7);
     for (auto& x : kc) x = fp32_to_fp16(std::normal_distribution<float>(0, 1)(rng));

@@ -138,4 +138,23 @@ inline ::testing::AssertionResult throws_shape_error(const std::function<void()>
          << "no exception (wanted one containing \"" << needle << "\")";
 }
 
+// µs per call of fn(i) on the default stream, i the call's index from 0: `warmup` calls, then the
+// mean of the next `iters`, timed with events (for the DISABLED_ benchmarks).
+template <class F>
+double mean_call_us(F&& fn, int warmup = 3, int iters = 20) {
+  for (int i = 0; i < warmup; ++i) fn(i);
+  cudaEvent_t a, b;
+  RZ_CUDA_CHECK(cudaEventCreate(&a));
+  RZ_CUDA_CHECK(cudaEventCreate(&b));
+  RZ_CUDA_CHECK(cudaEventRecord(a, nullptr));
+  for (int i = 0; i < iters; ++i) fn(warmup + i);
+  RZ_CUDA_CHECK(cudaEventRecord(b, nullptr));
+  RZ_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return 1000.0 * ms / iters;
+}
+
 }  // namespace rz::gpu::elem_test

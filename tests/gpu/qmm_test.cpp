@@ -38,6 +38,7 @@
 #include "kernels/qmm.hpp"
 #include "kernels/qmm_wide.hpp"
 #include "quants/quants.hpp"
+#include "tests/gpu/elem_test_util.hpp"  // mean_call_us
 #include "tests/gpu/quant_weights_util.hpp"
 
 namespace rz::gpu {
@@ -536,20 +537,7 @@ RotatedWeights rotated_weights(GgmlType t, int64_t rows, int64_t cols, std::mt19
 // the copy rotating.
 template <class F>
 double bench_us(F&& fn, int copies) {
-  for (int i = 0; i < 3; ++i) fn(i % copies);
-  cudaEvent_t a, b;
-  RZ_CUDA_CHECK(cudaEventCreate(&a));
-  RZ_CUDA_CHECK(cudaEventCreate(&b));
-  const int iters = 20;
-  RZ_CUDA_CHECK(cudaEventRecord(a, nullptr));
-  for (int i = 0; i < iters; ++i) fn((i + 3) % copies);
-  RZ_CUDA_CHECK(cudaEventRecord(b, nullptr));
-  RZ_CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  RZ_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return 1000.0 * ms / iters;
+  return elem_test::mean_call_us([&](int i) { fn(i % copies); });
 }
 
 // The direct kernel at n = 1 with each split count (past 8 in clusters of blocks; the chosen one
