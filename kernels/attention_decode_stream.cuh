@@ -28,6 +28,15 @@
 //   softmax: warp w takes heads w, w + 4 (a lane per token of the tile)
 //   values: a thread per dim pair and token group (kT / (kHd / 2) groups), the tile's tokens of
 //           its group in order, kG heads at once
+//
+// Measured (H200, AttentionDecodeBench, bench/gpu-runs/2026-11-28-h200-attn-stream.log):
+// predicted bandwidth-bound, ~3 TB/s of the cache at B = 256; measured 2.6 TB/s at contexts
+// 128-256 and 3.3-3.5 at 1-4k tokens on llama3.1-8b's shapes (qwen2.5-1.5b's, 6 heads a KV head
+// padded to 8, 1.2-1.9). Why not more: `ncu` of the three-stage kernel showed 4 blocks an SM
+// (shared memory), 0.93 eligible warps a scheduler and the shared-memory reads of q and the tiles
+// as the top stall; two stages (6 blocks an SM) were faster on grids larger than the device holds
+// (84 -> 78 us), four slower everywhere. With one block an SM (128 blocks) it lost to the small
+// partitions in the engine, hence the 256-block threshold.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
