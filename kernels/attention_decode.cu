@@ -524,8 +524,9 @@ bool streaming() { return streaming_switch().load(std::memory_order_relaxed); }
 
 // The grouped kernel of a launch of `blocks` thread blocks. The streaming kernel keeps two tiles
 // in flight (three stages) where the device holds the whole grid at once; on larger grids one
-// (two stages), so that more blocks are resident (H200, AttentionDecodeBench: llama3.1-8b B = 256,
-// 2,048 blocks, 84 -> 78 us at contexts 128-256; qwen2.5-1.5b B = 256, 512 blocks, 41 -> 46).
+// (two stages), so that more blocks are resident (H200, AttentionDecodeBench, contexts 128-256:
+// llama3.1-8b B = 256, 2,048 blocks, 84 us with three stages and 78 with two; qwen2.5-1.5b
+// B = 256, 512 blocks, 41 with three and 46 with two).
 PartitionLaunch group_kernel(int part_len, int head_dim, int group, int64_t blocks) {
   if (part_len == kAttnTinyPartition)
     return {group_kernel_of<kAttnTinyPartition, kSmallThreads>(head_dim), kSmallThreads, 0};
