@@ -53,17 +53,7 @@ constexpr int kSmallThreads = 256;  // partition kernel with kAttnSmallPartition
 // is one query row; its block table is row table_rows[s] or row s when table_rows is null
 // (decode passes null).
 template <int kP, int kT>
-__global__ void __launch_bounds__(kT)
-    attn_decode_partition_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
-                                 const __half* __restrict__ v_cache,
-                                 const int32_t* __restrict__ tables,
-                                 const int32_t* __restrict__ table_rows,
-                                 const int32_t* __restrict__ lens, float* __restrict__ out,
-                                 float* __restrict__ part_o, float* __restrict__ part_m,
-                                 float* __restrict__ part_l, int n_head, int group, int n_blocks,
-                                 int n_head_kv, int block_size, int head_dim, int table_stride,
-                                 int max_context, int max_parts, float scale, int window,
-                                 ActForms /*forms: the grouped kernel's only*/) {
+__global__ void __launch_bounds__(kT) attn_decode_partition_kernel(RZ_ATTN_PARTITION_PARAMS) {
   grid_dependency_sync();
   static_assert(kT % 32 == 0 && kT >= kAttnMaxHeadDim / 2, "a thread per dim pair");
   constexpr int kW = kT / 32;
@@ -203,16 +193,7 @@ __global__ void __launch_bounds__(kT)
 constexpr int kKeyLanes = 8;  // lanes per token in the scores
 
 template <int kP, int kT, int kHd>
-__global__ void __launch_bounds__(kT)
-    attn_decode_group_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
-                             const __half* __restrict__ v_cache, const int32_t* __restrict__ tables,
-                             const int32_t* __restrict__ table_rows,
-                             const int32_t* __restrict__ lens, float* __restrict__ out,
-                             float* __restrict__ part_o, float* __restrict__ part_m,
-                             float* __restrict__ part_l, int n_head, int group, int n_blocks,
-                             int n_head_kv, int block_size, int head_dim, int table_stride,
-                             int max_context, int max_parts, float scale, int window,
-                             ActForms forms) {
+__global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION_PARAMS) {
   static_assert(kT % 32 == 0 && kT >= kHd / 2, "a thread per dim pair");
   static_assert(kHd % (8 * kKeyLanes) == 0 && kHd <= kAttnMaxHeadDim, "whole chunks per lane");
   constexpr int kW = kT / 32;

@@ -15,7 +15,19 @@
 
 namespace rz::gpu::attn_detail {
 
-constexpr int kMaxGroup = 8;  // query heads a block of the grouped kernels serves
+constexpr int kMaxGroup = 8;  // query heads a block of the grouped kernels serve
+
+// The partition kernels' parameters, one list for all three (attn_decode_partition_kernel,
+// attn_decode_group_kernel, attn_decode_stream_kernel: the launch passes the same arguments to
+// whichever it runs). forms: the grouped kernels' only.
+#define RZ_ATTN_PARTITION_PARAMS                                                                   \
+  const float *__restrict__ q, const __half *__restrict__ k_cache,                                 \
+      const __half *__restrict__ v_cache, const int32_t *__restrict__ tables,                      \
+      const int32_t *__restrict__ table_rows, const int32_t *__restrict__ lens,                    \
+      float *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_m,             \
+      float *__restrict__ part_l, int n_head, int group, int n_blocks, int n_head_kv,              \
+      int block_size, int head_dim, int table_stride, int max_context, int max_parts, float scale, \
+      int window, ActForms forms
 
 // The first position a query at L - 1 attends to: L - window with a sliding window, else 0.
 // Partitions cover [window_start, L).

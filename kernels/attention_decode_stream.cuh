@@ -65,16 +65,7 @@ constexpr size_t stream_smem_bytes() {
 
 template <int kHd, int kG, int kStages>
 __global__ void __launch_bounds__(kStreamThreads)
-    attn_decode_stream_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
-                              const __half* __restrict__ v_cache,
-                              const int32_t* __restrict__ tables,
-                              const int32_t* __restrict__ table_rows,
-                              const int32_t* __restrict__ lens, float* __restrict__ out,
-                              float* __restrict__ part_o, float* __restrict__ part_m,
-                              float* __restrict__ part_l, int n_head, int group, int n_blocks,
-                              int n_head_kv, int block_size, int head_dim, int table_stride,
-                              int max_context, int max_parts, float scale, int window,
-                              ActForms forms) {
+    attn_decode_stream_kernel(RZ_ATTN_PARTITION_PARAMS) {
   constexpr int kT = kStreamThreads, kTile = kStreamTile, kS = kStages;
   constexpr int kP = kAttnPartition;
   constexpr int kRow = kHd / 8;             // 16-byte chunks of a row in a stage
