@@ -111,10 +111,10 @@ __device__ __forceinline__ float dot8(const float* q, const float (&k)[8], float
 }
 
 // What a grouped kernel's block works on once group_part_begin returned true: its slot's
-// partitions and its own tokens [t0, t0 + n) (n >= 1), whose cache rows are in row_s; bad: a
-// block id out of range (the output becomes NaN).
+// partitions and the count n >= 1 of its own tokens, whose cache rows are in row_s; bad: a block
+// id out of range (the output becomes NaN).
 struct GroupPart {
-  int n_parts, t0, n;
+  int n_parts, n;
   bool bad;
 };
 
@@ -138,13 +138,13 @@ __device__ __forceinline__ bool group_part_begin(
   const int first = idle ? 0 : window_start(L, window);
   gp.n_parts = idle ? 1 : (L - first - 1) / kP + 1;
   if (part >= gp.n_parts) return false;
-  gp.t0 = first + part * kP;
-  gp.n = idle ? 0 : min(kP, L - gp.t0);
+  const int t0 = first + part * kP;
+  gp.n = idle ? 0 : min(kP, L - t0);
   if (!idle) {
     if (tid == 0) *bad_s = 0;
     __syncthreads();  // bad_s initialised before anyone sets it
-    fill_rows(tables, table_rows, s, table_stride, gp.t0, gp.n, n_blocks, n_head_kv, kvh,
-              block_size, head_dim, row_s, bad_s);
+    fill_rows(tables, table_rows, s, table_stride, t0, gp.n, n_blocks, n_head_kv, kvh, block_size,
+              head_dim, row_s, bad_s);
   }
   // With one partition a slot the next kernel is the output projection (forms.qmm: qmm's rule
   // of no early launch); with several it is the combine kernel.
