@@ -478,10 +478,16 @@ PartitionLaunch stream_launch() {
   return {attn_decode_stream_kernel<kHd, kG, kS>, kStreamThreads, smem, resident};
 }
 
+// The group rounded up to 2, 4, 6 or 8 query heads a block. Six (qwen2.5-1.5b's 12 / 2) padded
+// to eight had wasted a quarter of the scores' and values' arithmetic and q's shared-memory
+// reads; its own instantiation measured (H200, AttentionDecodeBench, qwen2.5-1.5b B = 256) 41.2
+// -> 34.4 us at contexts 128-256 and 484 -> 392 at 3,000-4,000, rz bench B = 256 +4 to +5 %
+// (bench/gpu-runs/2026-11-28-h200-attn-kg6.log).
 template <int kHd, int kS>
 PartitionLaunch stream_launch_for(int group) {
-  return group <= 2 ? stream_launch<kHd, 2, kS>()
-                    : (group <= 4 ? stream_launch<kHd, 4, kS>() : stream_launch<kHd, 8, kS>());
+  if (group <= 2) return stream_launch<kHd, 2, kS>();
+  if (group <= 4) return stream_launch<kHd, 4, kS>();
+  return group <= 6 ? stream_launch<kHd, 6, kS>() : stream_launch<kHd, 8, kS>();
 }
 
 template <int kS>

@@ -23,7 +23,7 @@
 //           values' reads (a warp: one token's 32 consecutive dim pairs) are free of bank
 //           conflicts; tokens past the partition are zero-filled (p = 0 times a zero value)
 //   scores: 4 lanes a token (lane quarter c takes chunks c, c + 4, ...), kG query heads at once
-//           (the group rounded up to 2, 4 or 8; the padding heads' q are zeros), an xor
+//           (the group rounded up to 2, 4, 6 or 8; the padding heads' q are zeros), an xor
 //           butterfly over the 4 lanes, head h's score written by lane h % 4
 //   softmax: warp w takes heads w, w + 4 (a lane per token of the tile)
 //   values: a thread per dim pair and token group (kT / (kHd / 2) groups), the tile's tokens of
@@ -32,7 +32,8 @@
 // Measured (H200, AttentionDecodeBench, bench/gpu-runs/2026-11-28-h200-attn-stream.log):
 // predicted bandwidth-bound, ~3 TB/s of the cache at B = 256; measured 2.6 TB/s at contexts
 // 128-256 and 3.3-3.5 at 1-4k tokens on llama3.1-8b's shapes (qwen2.5-1.5b's, 6 heads a KV head
-// padded to 8, 1.2-1.9). Why not more: `ncu` of the three-stage kernel showed 4 blocks an SM
+// padded to 8, 1.2-1.9; with kG = 6 since, 1.5-2.3: bench/gpu-runs/2026-11-28-h200-attn-kg6.log).
+// Why not more: `ncu` of the three-stage kernel showed 4 blocks an SM
 // (shared memory), 0.93 eligible warps a scheduler and the shared-memory reads of q and the tiles
 // as the top stall; two stages (6 blocks an SM) were faster on grids larger than the device holds
 // (84 -> 78 us), four slower everywhere. With one block an SM (128 blocks) it lost to the small
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kStreamThreads)
   constexpr int kHeadSets = (kG + 3) / 4;   // softmax heads a warp: w, w + 4
   static_assert(kHd % 64 == 0 && kHd <= kAttnMaxHeadDim, "rows of whole 8-chunk groups");
   static_assert(kT % kPairs == 0 && kTile % kGroups == 0 && kT == 4 * kTile, "thread layout");
-  static_assert(kG == 2 || kG == 4 || kG == 8, "head sets");
+  static_assert(kG % 2 == 0 && kG <= kMaxGroup, "head pairs (the weights are read two at a time)");
   static_assert(size_t(kS) * kStage * 16 >= size_t(kGroups) * kMaxGroup * kHd * 4,
                 "the partial outputs fit in the stages");
   extern __shared__ uint4 smem[];

@@ -518,8 +518,8 @@ TEST(AttentionDecode, StreamingRule) {
 }
 
 // The streaming kernel (grouped launches of kAttnStreamMinBlocks 256-token blocks or more) at
-// each head-dim class and head set it is instantiated for (groups of 1-2, 3-4 and 5-8 query heads
-// a KV head), over its 32-token tiles' and the partitions' boundaries, with sliding windows.
+// each head-dim class and head set it is instantiated for (groups of 1-2, 3-4, 5-6 and 7-8 query
+// heads a KV head), over its 32-token tiles' and the partitions' boundaries, with sliding windows.
 TEST(AttentionDecode, StreamingTilesHeadSetsAndWindows) {
   RZ_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
@@ -530,7 +530,7 @@ TEST(AttentionDecode, StreamingTilesHeadSetsAndWindows) {
   std::vector<int32_t> many(130);  // 130 slots x 4 KV heads > kAttnSmallBatchGroups
   ASSERT_GT(int(many.size()) * 4, kAttnSmallBatchGroups);
   for (int hd : {64, 128, 256})
-    for (int ratio : {1, 3, 4, 6, 8}) {
+    for (int ratio : {1, 3, 4, 5, 6, 8}) {
       for (size_t s = 0; s < many.size(); ++s) many[s] = lens[(s * 7 + ratio) % lens.size()];
       std::shuffle(many.begin(), many.end(), rng);
       const std::string what = "head_dim " + std::to_string(hd) + " ratio " + std::to_string(ratio);
