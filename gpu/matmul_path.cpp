@@ -27,10 +27,8 @@ MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, 
   if (type == GgmlType::F32) return MatmulPath::gemm;
   const double bytes = double(row_size(type, cols)) * double(rows);
   if (use.int8 && gemv_q8_supported(type, n) && (n <= 2 || bytes < 4e6)) return MatmulPath::gemv_q8;
-  // F16 goes to cuBLAS as it is (no dequantization): past 8 tokens gemv is FMA-bound (F16 at 16
-  // tokens: 1.2 TB/s vs 2.7 at 8, kernels/GEMV.md) and qwen's F16 decode at B = 16 ran at 0.84x
-  // llama.cpp through it.
-  if (type == GgmlType::F16 && n > 8) return MatmulPath::gemm;
+  // F16 goes to cuBLAS as it is (no dequantization) from kF16GemmFromTokens tokens.
+  if (type == GgmlType::F16 && n >= kF16GemmFromTokens) return MatmulPath::gemm;
   if (use.f16_copy && n >= kCopyGemmFromTokens) return MatmulPath::gemm;
   if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens &&
       qmm_wins(bytes, cols, n, use.qmm_wide))

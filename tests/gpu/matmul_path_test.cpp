@@ -56,9 +56,11 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   // no qmm kernel: 896 columns (no multiple of 256), F16, F32
   EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 32, kFp32), P::gemm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q8_0, 4864, 896, 4, kFp32), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 8, kFp32), P::gemv);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, kFp32), P::gemm);
-  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 9, kNoQmm), P::gemm);
+  EXPECT_EQ(kF16GemmFromTokens, 2);  // F16: gemv for one token, cuBLAS from two
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 1, kFp32), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 2, kFp32), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 8, kNoQmm), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::F16, 151936, 1536, 1, kNoQmm), P::gemv);
   EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 16, kFp32), P::gemv);
   EXPECT_EQ(choose_matmul_path(GgmlType::F32, 8960, 1536, 1, kFp32), P::gemm);
 }
