@@ -27,8 +27,11 @@ MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, 
   if (type == GgmlType::F32) return MatmulPath::gemm;
   const double bytes = double(row_size(type, cols)) * double(rows);
   if (use.int8 && gemv_q8_supported(type, n) && (n <= 2 || bytes < 4e6)) return MatmulPath::gemv_q8;
-  // F16 goes to cuBLAS as it is (no dequantization) from kF16GemmFromTokens tokens.
-  if (type == GgmlType::F16 && n >= kF16GemmFromTokens) return MatmulPath::gemm;
+  // F16 goes to cuBLAS as it is (no dequantization) from kF16GemmFromTokens tokens, and BF16 on its
+  // fp16 copy where it has one.
+  if ((type == GgmlType::F16 || (type == GgmlType::BF16 && use.f16_copy)) &&
+      n >= kF16GemmFromTokens)
+    return MatmulPath::gemm;
   if (use.f16_copy && n >= kCopyGemmFromTokens) return MatmulPath::gemm;
   if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens &&
       qmm_wins(bytes, cols, n, use.qmm_wide))

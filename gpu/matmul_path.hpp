@@ -16,10 +16,10 @@
 // gate+up Q4_K at 128 / 256 tokens 81 / 159 us against dequantize + cuBLAS's 235 / 249; without
 // the copies llama3.1-8b's decode at B = 128 8,000 -> 13,000 tokens/s); inside qmm its integer
 // form takes 33-64 tokens of the matrices of 32 MB and more (kernels/qmm_wide.hpp). F16 matrices go
-// to cuBLAS as they are from 2 tokens (kF16GemmFromTokens). With int8 activations on (opt-in),
-// gemv_q8 (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2 tokens, and matrices under 4
-// MB to 4 tokens. A quantized matrix with an fp16 copy (the default where the copies fit,
-// GpuExecutorOptions::fp16_copies) goes to cuBLAS on the copy from 17 tokens.
+// to cuBLAS as they are from 2 tokens (kF16GemmFromTokens), BF16 ones on their fp16 copy. With int8
+// activations on (opt-in), gemv_q8 (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2
+// tokens, and matrices under 4 MB to 4 tokens. A quantized matrix with an fp16 copy (the default
+// where the copies fit, GpuExecutorOptions::fp16_copies) goes to cuBLAS on the copy from 17 tokens.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -54,14 +54,18 @@ struct MatmulChoices {
 // llama3.1-8b's B = 24 step 5.53 -> 6.86 ms, qwen2.5-1.5b's 2.07 -> 2.53.
 constexpr int kCopyGemmFromTokens = 17;
 
-// F16 matrices take cuBLAS on the matrix as it is from this many tokens; one token takes gemv
-// (fp32 activations, the CUDA cores). It was 9: past 8 tokens gemv is FMA-bound (F16 at 16 tokens
-// 1.2 TB/s against 2.7 at 8, kernels/GEMV.md). From 2 (H200, qwen2.5-1.5b F16, rz bench, prompt
-// 128 + 128 generated, two alternating rounds,
-// bench/gpu-runs/2026-11-28-h200-f16-cublas-from-2.log): B = 2 1,150 / 1,135 -> 1,147 / 1,166
-// tokens/s, B = 3 1,334 -> 1,693 / 1,728, B = 4 1,833 -> 2,112 / 2,153, B = 6 1,944 -> 3,176 /
-// 3,206, B = 8 2,734 -> 4,148 / 4,238; a B = 4 step (PDL off, own times) spent 617 + 484 us in gemv
-// on gate+up and ffn_down, 496 + 267 (+ 43 of split-K reduction) in cuBLAS.
+// F16 matrices take cuBLAS on the matrix as it is from this many tokens, and BF16 matrices on
+// their fp16 copy where they have one; one token takes gemv (fp32 activations, the CUDA cores). It
+// was 9: past 8 tokens gemv is FMA-bound (F16 at 16 tokens 1.2 TB/s against 2.7 at 8,
+// kernels/GEMV.md). From 2 (H200, qwen2.5-1.5b F16, rz bench, prompt 128 + 128 generated, two
+// alternating rounds, bench/gpu-runs/2026-11-28-h200-f16-cublas-from-2.log): B = 2 1,150 / 1,135 ->
+// 1,147 / 1,166 tokens/s, B = 3 1,334 -> 1,693 / 1,728, B = 4 1,833 -> 2,112 / 2,153, B = 6 1,944
+// -> 3,176 / 3,206, B = 8 2,734 -> 4,148 / 4,238; a B = 4 step (PDL off, own times) spent 617 + 484
+// us in gemv on gate+up and ffn_down, 496 + 267 (+ 43 of split-K reduction) in cuBLAS. BF16 with
+// its fp16 copy had gemv to 16 tokens; from 2 on the copy (qwen2.5-1.5b BF16,
+// bench/gpu-runs/2026-11-28-h200-bf16-copy-from-2.log): B = 4 1,810 / 1,810 -> 2,277 / 2,324, B = 8
+// 2,724 / 2,718 -> 4,237 / 4,251, B = 16 3,045 / 3,030 -> 7,616 / 7,746 tokens/s, B = 2 level.
+// (Without a copy BF16 keeps gemv to 16 tokens: cuBLAS would need the matrix converted each call.)
 constexpr int kF16GemmFromTokens = 2;
 
 // The path for a [rows, cols] matrix of `type` times n tokens. F32 matrices always take gemm

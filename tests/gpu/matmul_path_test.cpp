@@ -61,6 +61,10 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 2, kFp32), P::gemm);
   EXPECT_EQ(choose_matmul_path(GgmlType::F16, 8960, 1536, 8, kNoQmm), P::gemm);
   EXPECT_EQ(choose_matmul_path(GgmlType::F16, 151936, 1536, 1, kNoQmm), P::gemv);
+  // BF16: on its fp16 copy from two tokens too, else gemv to 16
+  EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 1, {.f16_copy = true}), P::gemv);
+  EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 2, {.f16_copy = true}), P::gemm);
+  EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 2, kFp32), P::gemv);
   EXPECT_EQ(choose_matmul_path(GgmlType::BF16, 8960, 1536, 16, kFp32), P::gemv);
   EXPECT_EQ(choose_matmul_path(GgmlType::F32, 8960, 1536, 1, kFp32), P::gemm);
 }
@@ -73,8 +77,9 @@ TEST(MatmulPath, Fp16CopiesTakeCublasFromSeventeenTokens) {
     EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 64, copy), P::gemm);
     EXPECT_EQ(choose_matmul_path(t, 8960, 1536, 1, copy),
               choose_matmul_path(t, 8960, 1536, 1, kFp32));  // decode: unchanged
-    EXPECT_EQ(choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, copy),
-              choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, kFp32));
+    if (t != GgmlType::BF16)  // (BF16 takes its copy from kF16GemmFromTokens)
+      EXPECT_EQ(choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, copy),
+                choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, kFp32));
   }
   EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 16, copy), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 32, kFp32), P::qmm);  // no copy
