@@ -66,6 +66,8 @@ constexpr int kCopyGemmFromTokens = 17;
 // bench/gpu-runs/2026-11-28-h200-bf16-copy-from-2.log): B = 4 1,810 / 1,810 -> 2,277 / 2,324, B = 8
 // 2,724 / 2,718 -> 4,237 / 4,251, B = 16 3,045 / 3,030 -> 7,616 / 7,746 tokens/s, B = 2 level.
 // (Without a copy BF16 keeps gemv to 16 tokens: cuBLAS would need the matrix converted each call.)
+// One token stays on gemv: cuBLAS from 1 made qwen2.5-1.5b F16's tg128 659 -> 589 tokens/s (the
+// F16 log, call 12).
 constexpr int kF16GemmFromTokens = 2;
 
 // The path for a [rows, cols] matrix of `type` times n tokens. F32 matrices always take gemm
