@@ -77,9 +77,10 @@ TEST(MatmulPath, Fp16CopiesTakeCublasFromSeventeenTokens) {
     EXPECT_EQ(choose_matmul_path(t, 151936, 1536, 64, copy), P::gemm);
     EXPECT_EQ(choose_matmul_path(t, 8960, 1536, 1, copy),
               choose_matmul_path(t, 8960, 1536, 1, kFp32));  // decode: unchanged
-    if (t != GgmlType::BF16)  // (BF16 takes its copy from kF16GemmFromTokens)
+    if (t != GgmlType::BF16) {  // (BF16 takes its copy from kF16GemmFromTokens)
       EXPECT_EQ(choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, copy),
                 choose_matmul_path(t, 8960, 1536, kCopyGemmFromTokens - 1, kFp32));
+    }
   }
   EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 16, copy), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q4_K, 1536, 1536, 32, kFp32), P::qmm);  // no copy
