@@ -88,8 +88,9 @@ using KeyFields = proto::Fields<kKeyCount>;
 [[noreturn]] void bad(const std::string& field, std::string_view what) {
   fail_field(ErrorCode::bad_value, field, what);
 }
+// what: a plural subject ("tool messages"), the message "<what> are not supported by this server".
 [[noreturn]] void unsupported(const std::string& field, std::string_view what) {
-  fail_field(ErrorCode::bad_value, field, std::string(what) + " (not supported by this server)");
+  fail_field(ErrorCode::bad_value, field, std::string(what) + " are not supported by this server");
 }
 
 // A message's content: a string, or an array of {"type":"text","text":...} parts (joined with
@@ -112,7 +113,8 @@ std::string parse_content(element e, const std::string& at, bool null_ok) {
     auto type = f.get(kType);
     if (!type) fail_field(ErrorCode::missing_field, f.path(kType), "required");
     const std::string_view t = get_string(*type, f.path(kType));
-    if (t != "text") unsupported(f.path(kType), "\"" + std::string(t.substr(0, 32)) + "\" parts");
+    if (t != "text")
+      unsupported(f.path(kType), "\"" + std::string(t.substr(0, 32)) + "\" content parts");
     auto text = f.get(kText);
     if (!text) fail_field(ErrorCode::missing_field, f.path(kText), "required");
     if (!out.empty()) out.push_back('\n');
@@ -158,7 +160,7 @@ std::string parse_prompt(element e) {
   simdjson::dom::array arr;
   if (e.get_array().get(arr)) wrong_type("prompt", "a string", e);
   if (arr.size() != 1 || !arr.at(0).value_unsafe().is_string())
-    unsupported("prompt", "arrays other than one string (token arrays, several prompts)");
+    unsupported("prompt", "prompt arrays other than one string (token arrays, several prompts)");
   return std::string(get_string(arr.at(0).value_unsafe(), "prompt[0]"));
 }
 
@@ -240,16 +242,18 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
       r.top_logprobs = int(get_int(*e, "logprobs", 0, kMaxTopLogprobs));
       r.logprobs = true;
     }
-    if (auto e = f.get(kEcho); e && get_bool(*e, "echo")) unsupported("echo", "true");
+    if (auto e = f.get(kEcho); e && get_bool(*e, "echo"))
+      unsupported("echo", "echoed prompts (echo: true)");
     if (auto e = f.get(kSuffix); e && !get_string(*e, "suffix").empty())
-      unsupported("suffix", "a suffix");
+      unsupported("suffix", "suffixes");
     if (auto e = f.get(kBestOf); e && get_int(*e, "best_of", 1, kMaxChoices) != r.n)
-      unsupported("best_of", "best_of other than n");
+      unsupported("best_of", "best_of values other than n");
   }
   for (int k : {kTools, kFunctions}) {
     auto e = f.get(k);
     simdjson::dom::array arr;
-    if (e && (e->get_array().get(arr) || arr.size() > 0)) unsupported(f.path(k), "tools");
+    if (e && (e->get_array().get(arr) || arr.size() > 0))
+      unsupported(f.path(k), "tools and functions");
   }
   if (auto e = f.get(kResponseFormat)) {
     simdjson::dom::object obj;
@@ -257,7 +261,7 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
     KeyFields o(obj, kKeyNames, "response_format.");
     auto t = o.get(kType);
     if (t && get_string(*t, o.path(kType)) != "text")
-      unsupported(o.path(kType), "formats but text");
+      unsupported(o.path(kType), "response formats other than \"text\"");
   }
   return r;
 }

@@ -207,6 +207,30 @@ TEST(OpenAiParse, ErrorsNameTheParamInOpenAisShape) {
   EXPECT_EQ(err(kText, R"({"prompt":"a long enough body"})", small).status, 413);
 }
 
+// What the server does not do is said as a sentence after the field: "<field>: <what> are not
+// supported by this server".
+TEST(OpenAiParse, UnsupportedFeaturesSaySo) {
+  const auto msg = [](ApiKind kind, const char* body) { return err(kind, body).message; };
+  EXPECT_EQ(
+      msg(kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"),
+      "tools: tools and functions are not supported by this server");
+  EXPECT_EQ(msg(kChat, R"({"messages":[{"role":"user","content":"x"}],
+                           "response_format":{"type":"json_object"}})"),
+            "response_format.type: response formats other than \"text\" are not supported by this "
+            "server");
+  EXPECT_EQ(msg(kChat, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})"),
+            "messages[0].content[0].type: \"image_url\" content parts are not supported by this "
+            "server");
+  EXPECT_EQ(msg(kChat, R"({"messages":[{"role":"tool","content":"x"}]})"),
+            "messages[0].role: tool messages are not supported by this server");
+  EXPECT_EQ(msg(kText, R"({"prompt":"x","echo":true})"),
+            "echo: echoed prompts (echo: true) are not supported by this server");
+  EXPECT_EQ(msg(kText, R"({"prompt":"x","suffix":"y"})"),
+            "suffix: suffixes are not supported by this server");
+  EXPECT_EQ(msg(kText, R"({"prompt":"x","best_of":3})"),
+            "best_of: best_of values other than n are not supported by this server");
+}
+
 TEST(OpenAiParse, EngineErrorsMapToHttpStatuses) {
   EXPECT_EQ(api_error_of({ErrorCode::overloaded, "busy", "0"}).status, 503);
   EXPECT_EQ(api_error_of({ErrorCode::overloaded, "busy", "0"}).type, "server_error");
