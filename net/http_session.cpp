@@ -209,7 +209,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void do_read() {
     parser_.emplace();
     parser_->header_limit(16 << 10);
-    parser_->body_limit(std::max<std::size_t>(64 << 10, state_->limits.max_frame_bytes));
+    parser_->body_limit(body_limit());
     // The first request by the deadline set at start; later keep-alive ones within the handshake
     // timeout.
     if (got_request_)
@@ -228,6 +228,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void on_read(beast::error_code ec, std::size_t) {
     if (ec == http::error::end_of_stream) return close_gracefully();
     if (ec == beast::error::timeout && !got_request_) state_->counters.first_frame_timeouts++;
+    if (ec == http::error::body_limit) return refuse_large_body();
     if (ec) return;  // timeout, reset, malformed request: drop the connection
     got_request_ = true;
     http::request<http::string_body> req = parser_->release();
@@ -265,6 +266,59 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
           req, path == "/v1/completions" ? proto::ApiKind::completion : proto::ApiKind::chat);
     const std::string_view method(req.method_string().data(), req.method_string().size());
     reply(route_http(method, target, [this] { return take_snapshot(*state_); }), false);
+  }
+
+  // A body over the parser's limit (do_read): Beast stopped at the end of the header, which it
+  // parsed. The client gets the 413 of any over-long body (parse_openai_request's, OpenAI's error
+  // shape) and the connection closes after it, since the rest of the body was never read; that
+  // rest is read and dropped first (drain), as closing a socket with unread bytes resets the
+  // connection, which can destroy the answer before the client reads it.
+  void refuse_large_body() {
+    got_request_ = true;
+    state_->counters.http_requests++;
+    const auto& head = parser_->get();
+    version_ = head.version();
+    keep_alive_ = false;
+    head_ = false;
+    cors_.clear();
+    drain_before_close_ = true;
+    const auto length = parser_->content_length();  // none when chunked
+    reply(openai_error_response(413, "invalid_request_error",
+                                (length ? "the body of " + std::to_string(*length) + " bytes"
+                                        : std::string("the body")) +
+                                    " exceeds the limit of " + std::to_string(body_limit()) +
+                                    " bytes",
+                                "too_large"),
+          true);
+  }
+
+  std::size_t body_limit() const {
+    return std::max<std::size_t>(64 << 10, state_->limits.max_frame_bytes);
+  }
+
+  // After a refused body: what the client still sends is read and dropped until it closes or
+  // stops (the handshake timeout, or kDrainMax bytes), then the connection closes as usual.
+  static constexpr std::size_t kDrainMax = std::size_t{64} << 20;
+  void drain() {
+    if constexpr (!kIsTls<Stream>) {  // the answer is whole: say so, then read what is left
+      beast::error_code ignored;
+      tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    }
+    tcp().expires_after(state_->config.handshake_timeout);
+    drain_more(0);
+  }
+  void drain_more(std::size_t drained) {
+    buf_.consume(buf_.size());
+    if (drained >= kDrainMax) return close_gracefully();
+    stream_.async_read_some(buf_.prepare(64 << 10), [self = this->shared_from_this(), drained](
+                                                        beast::error_code ec, std::size_t n) {
+      if (ec) {
+        if constexpr (kIsTls<Stream>) self->close_gracefully();
+        return;
+      }
+      self->buf_.commit(n);
+      self->drain_more(drained + n);
+    });
   }
 
   // The answer to an OPTIONS request: a CORS preflight (the origin was checked) or a plain one.
@@ -347,7 +401,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void after_write(beast::error_code ec, bool keep_alive) {
     if (ec) return end_exchange();
     end_exchange();
-    if (!keep_alive) return close_gracefully();
+    if (!keep_alive) return drain_before_close_ ? drain() : close_gracefully();
     if (watching_) {  // the peer watch read is still pending: cancel it, then read on
       resume_after_watch_ = true;
       // Bounded: over TLS a read that got part of a record reads on, past the cancel.
@@ -490,6 +544,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool head_ = false;
+  bool drain_before_close_ = false;                        // refuse_large_body
   std::vector<std::pair<std::string, std::string>> cors_;  // CORS header fields of this request
 
   std::optional<OpenAiExchange> ex_;

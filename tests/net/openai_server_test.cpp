@@ -1,8 +1,8 @@
 // The OpenAI-compatible API end to end, in process (tests/net/server_fixture.hpp): completions
 // and chat, whole and streamed (chunked server-sent events), against the greedy tokens of a
 // fresh CPU executor; n seeded choices; usage and cached prompt tokens; /v1/models; the error
-// cases with their HTTP statuses; and a client that goes away mid-stream or mid-request, whose
-// requests are cancelled (slots and KV blocks back to idle).
+// cases with their HTTP statuses (an over-long body's 413 among them); and a client that goes away
+// mid-stream or mid-request, whose requests are cancelled (slots and KV blocks back to idle).
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -85,8 +85,8 @@ TEST_F(OpenAiServerTest, ChatWholeAndStreamedAndSeededChoices) {
   start();
   const std::string msgs = R"("messages":[{"role":"system","content":"Be brief."},
       {"role":"user","content":"What is the capital of France?"}])";
-  HttpResult r = http_send(port_, "/v1/chat/completions",
-                           "{" + msgs + R"(,"max_tokens":10,"temperature":0})");
+  HttpResult r =
+      http_send(port_, "/v1/chat/completions", "{" + msgs + R"(,"max_tokens":10,"temperature":0})");
   ASSERT_EQ(r.status, 200) << r.body;
   simdjson::dom::parser p;
   auto e = json(p, r.body);
@@ -150,17 +150,30 @@ TEST_F(OpenAiServerTest, ErrorsComeInOpenAisShapeWithTheirStatus) {
   };
   check(http_send(port_, "/v1/completions", "{nope"), 400, "bad_json", nullptr);
   check(http_send(port_, "/v1/completions", R"({"prompt":"x","n":99})"), 400, "bad_value", "n");
-  check(http_send(port_, "/v1/chat/completions",
-                  R"({"messages":[{"role":"user","content":"hi"}]})"),
-        400, "bad_value", "messages");
+  check(
+      http_send(port_, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})"),
+      400, "bad_value", "messages");
   // Prompt + max_tokens beyond the context (2048), streamed or not: a 400 before any event.
   std::string long_prompt;
   for (int i = 0; i < 300; ++i) long_prompt += "word ";
   for (const char* stream : {"false", "true"})
-    check(http_send(port_, "/v1/completions",
-                    R"({"prompt":")" + long_prompt + R"(","max_tokens":2000,"stream":)" + stream +
-                        "}"),
+    check(http_send(
+              port_, "/v1/completions",
+              R"({"prompt":")" + long_prompt + R"(","max_tokens":2000,"stream":)" + stream + "}"),
           400, "context_length_exceeded", nullptr);
+  // A body over --max-frame-bytes (1 MiB here): 413 too_large, the body read and dropped first
+  // (the client's whole write goes through), whether a chunked one or one with its length.
+  check(http_send(port_, "/v1/completions", std::string(3 << 20, ' ')), 413, "too_large", nullptr);
+  {
+    std::string chunked;
+    for (int i = 0; i < 40; ++i) chunked += "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
+    check(exchange_http(port_,
+                        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                            chunked + "0\r\n\r\n",
+                        "", 60),
+          413, "too_large", nullptr);
+  }
   const HttpResult get = http_send(port_, "/v1/chat/completions", "", "GET");
   check(get, 405, "method_not_allowed", nullptr);
   EXPECT_NE(get.headers.find("Allow: POST"), std::string::npos) << get.headers;
@@ -252,8 +265,9 @@ TEST_F(OpenAiServerTest, ClientGoneMidStreamOrMidRequestCancelsItsRequests) {
   {
     const int fd = connect_loopback(port_);
     const std::string b = body + R"(,"stream":true})";
-    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                            std::to_string(b.size()) + "\r\n\r\n" + b;
+    const std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(b.size()) +
+        "\r\n\r\n" + b;
     ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
     std::string got;
     char buf[4096];
@@ -271,8 +285,9 @@ TEST_F(OpenAiServerTest, ClientGoneMidStreamOrMidRequestCancelsItsRequests) {
   {
     const int fd = connect_loopback(port_);
     const std::string b = body + "}";
-    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                            std::to_string(b.size()) + "\r\n\r\n" + b;
+    const std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(b.size()) +
+        "\r\n\r\n" + b;
     ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
     EXPECT_TRUE(wait_metric("rz_active_slots", 2, 5s)) << metrics();
     ::close(fd);

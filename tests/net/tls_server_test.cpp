@@ -73,6 +73,12 @@ TEST_F(TlsServerTest, HealthMetricsAndCompletionsWholeAndStreamedOverHttps) {
 
   EXPECT_EQ(metric(metrics(), "rz_requests_started_total"), 2);
   EXPECT_EQ(metric(metrics(), "rz_tls_handshake_failures_total"), 0);
+
+  // A body over --max-frame-bytes over TLS too: the 413, the rest of the body read and dropped.
+  r = http_send(ep(), "/v1/completions", std::string(3 << 20, ' '));
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_NE(r.body.find("\"too_large\""), std::string::npos) << r.body;
+  EXPECT_EQ(http_request(ep(), "/health").status, 200);
 }
 
 // One TLS connection: a streamed response, then more requests on it (the read that watched for
