@@ -27,8 +27,8 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // also session ->
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using slow_atom = caf::atom_constant<caf::atom("slowcons")>;  // slow_consumer()
 using close_atom = caf::atom_constant<caf::atom("close")>;
-using orphan_atom = caf::atom_constant<caf::atom("orphan")>;  // the last handle was dropped
-using estop_atom = caf::atom_constant<caf::atom("estop")>;    // engine shutdown: end and stop
+using orphan_atom = caf::atom_constant<caf::atom("orphan")>;      // the last handle was dropped
+using estop_atom = caf::atom_constant<caf::atom("estop")>;        // engine shutdown: end and stop
 using rtimeout_atom = caf::atom_constant<caf::atom("rtimeout")>;  // a request's time bound
 // Session <-> batcher.
 using submit_atom = caf::atom_constant<caf::atom("submit")>;
@@ -86,10 +86,14 @@ typename Inspector::result_type inspect(Inspector& f, TokenLogprobs& x) {
   return f(caf::meta::type_name("TokenLogprobs"), x.present, x.logprob, x.top_ids, x.top_logprobs);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LogitBias& x) {
+  return f(caf::meta::type_name("LogitBias"), x.id, x.bias);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
            x.repetition_penalty, x.repetition_last_n, x.presence_penalty, x.frequency_penalty,
-           x.logprobs, x.seed);
+           x.logit_bias, x.logprobs, x.seed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepSeq& x) {

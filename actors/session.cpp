@@ -211,6 +211,12 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
   if (req.max_tokens < 1 || req.max_tokens > ctx.config.limits.max_tokens)
     return refuse(proto::ErrorCode::bad_value, "max_tokens: must be between 1 and " +
                                                    std::to_string(ctx.config.limits.max_tokens));
+  if (const auto& bias = req.sampling.logit_bias;  // sorted by id: the largest is last
+      !bias.empty() && bias.back().first >= ctx.tokenizer->n_vocab())
+    return refuse(proto::ErrorCode::bad_value,
+                  "logit_bias: token id " + std::to_string(bias.back().first) +
+                      " is not in the vocabulary (ids 0 to " +
+                      std::to_string(ctx.tokenizer->n_vocab() - 1) + ")");
   std::vector<int32_t> prompt;
   try {
     if (!req.is_chat()) {
@@ -296,8 +302,8 @@ void on_timeout(Self* self, uint64_t gid, uint32_t timeout_ms) {
     st.ctx->metrics->request_done(proto::FinishReason::timeout);
     std::string why = "the request's time bound of " + std::to_string(timeout_ms) +
                       " ms ran out before its first token (timeout_ms, --request-timeout)";
-    if (deliver(self, proto::ErrorFrame{proto::ErrorCode::timeout, std::move(why), key.first,
-                                        choice}))
+    if (deliver(self,
+                proto::ErrorFrame{proto::ErrorCode::timeout, std::move(why), key.first, choice}))
       maybe_quit_orphan(self);
     return;
   }

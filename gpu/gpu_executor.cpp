@@ -248,9 +248,10 @@ void GpuExecutor::Impl::allocate_scratch() {
   bytes += sample_ws.bytes();
 
   // Per-step arguments: one pinned host buffer, copied up in one transfer.
-  // Tables: one row per slot, and one for the pad rows of a pass (gpu_forward.cpp).
-  args_layout =
-      StepArgsLayout::make(cap, opt.slots + 1, table_stride, int64_t(opt.slots) * max_ctx);
+  // Tables: one row per slot, and one for the pad rows of a pass (gpu_forward.cpp). Penalty
+  // entries: a slot's distinct history ids (at most its context) and its logit bias.
+  args_layout = StepArgsLayout::make(cap, opt.slots + 1, table_stride,
+                                     int64_t(opt.slots) * (max_ctx + kMaxLogitBias));
   args_dev = DeviceBuffer<uint8_t>(args_layout.total);
   bytes += args_dev.bytes();
   void* h = nullptr;

@@ -6,7 +6,8 @@
 //                          seen in the last `repetition_last_n` history tokens (a positive logit
 //                          is divided by it, a negative one multiplied: llama.cpp / Hugging
 //                          Face), then presence + frequency * occurrences subtracted for ids the
-//                          generated tokens hold (OpenAI / vLLM); this edits `logits` in place
+//                          generated tokens hold (OpenAI / vLLM) and the request's logit bias
+//                          added for its ids (OpenAI's logit_bias); this edits `logits` in place
 //   2. greedy              temperature <= 0: argmax, ties to the lowest id, one pass; stop here
 //   3. top-k               keep the k largest logits (one scan with a k-sized heap, no full sort)
 //   4. temperature         logit / temperature on the candidates
@@ -78,7 +79,8 @@ void sorted_tail(std::span<const int32_t> history, size_t n, int n_vocab,
 }  // namespace
 
 bool penalty_active(const SamplingParams& p) {
-  return repetition_active(p) || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  return repetition_active(p) || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+         !p.logit_bias.empty();
 }
 
 void penalty_entries(const SamplingParams& p, std::span<const int32_t> history, size_t generated,
@@ -91,11 +93,17 @@ void penalty_entries(const SamplingParams& p, std::span<const int32_t> history, 
   }
   if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
     sorted_tail(history, generated, n_vocab, gen);
-  // Merge the two sorted lists: one entry per distinct id.
-  size_t i = 0, j = 0;
-  while (i < window.size() || j < gen.size()) {
+  // The logit bias's ids in range (sorted and distinct already: SamplingParams::logit_bias).
+  std::span<const LogitBias> bias(p.logit_bias);
+  while (!bias.empty() && bias.front().id < 0) bias = bias.subspan(1);
+  while (!bias.empty() && bias.back().id >= n_vocab) bias = bias.first(bias.size() - 1);
+  // Merge the three sorted lists: one entry per distinct id.
+  constexpr int32_t kEnd = std::numeric_limits<int32_t>::max();
+  size_t i = 0, j = 0, b = 0;
+  while (i < window.size() || j < gen.size() || b < bias.size()) {
     const int32_t id =
-        j == gen.size() || (i < window.size() && window[i] < gen[j]) ? window[i] : gen[j];
+        std::min({i < window.size() ? window[i] : kEnd, j < gen.size() ? gen[j] : kEnd,
+                  b < bias.size() ? bias[b].id : kEnd});
     PenaltyEntry e{id, 1.0f, 0.0f};
     if (i < window.size() && window[i] == id) {
       e.repeat = p.repetition_penalty;
@@ -104,6 +112,7 @@ void penalty_entries(const SamplingParams& p, std::span<const int32_t> history, 
     int count = 0;
     while (j < gen.size() && gen[j] == id) ++j, ++count;
     if (count > 0) e.subtract = p.presence_penalty + p.frequency_penalty * float(count);
+    if (b < bias.size() && bias[b].id == id) e.subtract -= bias[b++].bias;
     out.push_back(e);
   }
 }

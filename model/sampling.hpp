@@ -11,6 +11,13 @@
 
 namespace rz {
 
+// One entry of OpenAI's logit_bias: `bias` added to the logit of token `id` before sampling.
+struct LogitBias {
+  int32_t id = 0;
+  float bias = 0.0f;
+};
+inline constexpr int kMaxLogitBias = 1024;  // entries a request may give
+
 struct SamplingParams {
   float temperature = 0.0f;         // <= 0: greedy (argmax; ties go to the lowest id)
   int top_k = 0;                    // 0: off
@@ -22,6 +29,9 @@ struct SamplingParams {
   // they hold loses presence_penalty once and frequency_penalty per occurrence. 0: off.
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  // OpenAI's logit_bias, sorted by id, each id once, at most kMaxLogitBias: added to those ids'
+  // logits with the penalties (after the repetition penalty), before temperature and the rest.
+  std::vector<LogitBias> logit_bias;
   // < 0: no log-probabilities; k >= 0: the chosen token's and the k most likely tokens' (k at
   // most kMaxLogprobs), of the model's own distribution (see TokenLogprobs).
   int logprobs = -1;
@@ -33,7 +43,7 @@ inline constexpr int kMaxLogprobs = 20;
 // One id's penalties, as both samplers apply them to its logit l (repetition first, as Hugging
 // Face and vLLM do):
 //   l = l > 0 ? l / repeat : l * repeat     (repeat 1: no repetition penalty)
-//   l = l - subtract                        (presence + frequency * occurrences)
+//   l = l - subtract                        (presence + frequency * occurrences - logit bias)
 struct PenaltyEntry {
   int32_t id = 0;
   float repeat = 1.0f;
@@ -74,11 +84,12 @@ int32_t argmax(std::span<const float> logits);
 
 // The pieces of Sampler::sample that the GPU sampler (kernels/sampling.hpp) shares:
 // whether any of p's penalties is on (repetition: not 1, above 0, over a non-empty window;
-// presence or frequency: not 0);
+// presence or frequency: not 0; a logit bias: any entry);
 bool penalty_active(const SamplingParams& p);
 // the entries they make, sorted by id, each id once, ids outside [0, n_vocab) left out: the
 // repetition penalty for the distinct ids of the last repetition_last_n history tokens (all
-// when negative), presence and frequency for those of the last `generated` ones;
+// when negative), presence and frequency for those of the last `generated` ones, the logit
+// bias for its ids;
 void penalty_entries(const SamplingParams& p, std::span<const int32_t> history, size_t generated,
                      int n_vocab, std::vector<PenaltyEntry>& out);
 // the log-probabilities of `chosen` and of the top_n most likely ids, from the raw logits:

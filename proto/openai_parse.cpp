@@ -36,6 +36,7 @@ enum Key : int {
   kIncludeUsage,
   kPresencePenalty,
   kFrequencyPenalty,
+  kLogitBias,
   kLogprobs,
   kTopLogprobs,
   kEcho,
@@ -70,6 +71,7 @@ constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"model",
                                                                "include_usage",
                                                                "presence_penalty",
                                                                "frequency_penalty",
+                                                               "logit_bias",
                                                                "logprobs",
                                                                "top_logprobs",
                                                                "echo",
@@ -120,6 +122,38 @@ std::string parse_content(element e, const std::string& at, bool null_ok) {
     if (!out.empty()) out.push_back('\n');
     out.append(get_string(*text, f.path(kText)));
   }
+  return out;
+}
+
+// OpenAI's logit_bias: {"<token id>": bias, ...}, ids as decimal strings, biases in [-100, 100],
+// at most kMaxLogitBiasEntries; sorted by id, biases of 0 left out. (Whether the ids are in the
+// model's vocabulary is the session's check: only it knows the vocabulary.)
+std::vector<std::pair<int32_t, float>> parse_logit_bias(element e) {
+  simdjson::dom::object obj;
+  if (e.get_object().get(obj)) wrong_type("logit_bias", "an object", e);
+  if (obj.size() > std::size_t(kMaxLogitBiasEntries))
+    bad("logit_bias", "more than " + std::to_string(kMaxLogitBiasEntries) + " entries");
+  std::vector<std::pair<int32_t, float>> out;
+  for (auto [key, value] : obj) {
+    const std::string shown = "\"" + std::string(key.substr(0, 32)) + "\"";
+    int64_t id = 0;
+    const bool digits =
+        !key.empty() && key.size() <= 10 &&
+        std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (digits)
+      for (char ch : key) id = id * 10 + (ch - '0');
+    if (!digits || id > std::numeric_limits<int32_t>::max())
+      bad("logit_bias", "the key " + shown + " is not a token id (a decimal integer)");
+    const float v = get_float(value, "logit_bias");
+    if (!std::isfinite(v) || v < -100.0f || v > 100.0f)
+      bad("logit_bias", "the bias of " + shown + " must be in [-100, 100]");
+    out.emplace_back(int32_t(id), v);
+  }
+  std::sort(out.begin(), out.end());
+  for (std::size_t i = 1; i < out.size(); ++i)
+    if (out[i].first == out[i - 1].first)
+      bad("logit_bias", "token id " + std::to_string(out[i].first) + " is given twice");
+  std::erase_if(out, [](const auto& b) { return b.second == 0.0f; });
   return out;
 }
 
@@ -231,6 +265,7 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
     s.presence_penalty = ranged_float(f, kPresencePenalty, -2.0f, 2.0f, "[-2, 2]");
   if (f.get(kFrequencyPenalty))
     s.frequency_penalty = ranged_float(f, kFrequencyPenalty, -2.0f, 2.0f, "[-2, 2]");
+  if (auto e = f.get(kLogitBias)) s.logit_bias = parse_logit_bias(*e);
   if (kind == ApiKind::chat) {
     if (auto e = f.get(kLogprobs)) r.logprobs = get_bool(*e, "logprobs");
     if (auto e = f.get(kTopLogprobs)) {

@@ -9,6 +9,8 @@
 
 namespace rz::proto {
 
+static_assert(kMaxLogitBiasEntries == kMaxLogitBias, "one bound for the request and the executor");
+
 // `random_seed` is used when the request gave no seed (the caller draws it, e.g. from
 // std::random_device, so that this stays deterministic and testable). repetition_last_n keeps
 // SamplingParams' default: the protocol does not expose it.
@@ -22,6 +24,8 @@ inline SamplingParams to_sampling_params(const Sampling& s, uint64_t random_seed
   p.presence_penalty = s.presence_penalty;
   p.frequency_penalty = s.frequency_penalty;
   p.seed = s.seed.value_or(random_seed);
+  p.logit_bias.reserve(s.logit_bias.size());
+  for (const auto& [id, bias] : s.logit_bias) p.logit_bias.push_back({id, bias});
   return p;
 }
 

@@ -435,6 +435,7 @@ TEST(GpuExecutor, ChunkedPrefillMatchesCpu) {
 // format's logit tolerance (logprob = logit - log-sum-exp), the same top-5 ids except where the
 // CPU's logits of the two ids at a rank are closer than that, and the same picks except where the
 // CPU's penalised top-2 margin is below the tolerance.
+// (With logit_bias in two slots: the same entries on both executors.)
 TEST(GpuExecutor, LogprobsAndPenaltiesMatchCpu) {
   RZ_REQUIRE_GPU();
   const SynthFormat f = SynthFormat::Q8_0;
@@ -454,6 +455,13 @@ TEST(GpuExecutor, LogprobsAndPenaltiesMatchCpu) {
     sp.presence_penalty = 0.6f * float(i);
     sp.frequency_penalty = i == 3 ? 0.4f : 0.0f;
     sp.logprobs = i == 0 ? 0 : 5;
+    // OpenAI's logit_bias as penalty entries: slot 0 has nothing else (a bias alone takes the
+    // sampling path, not the plain argmax), slot 2 beside its presence penalty
+    if (i == 0 || i == 2) {
+      const int32_t a = int32_t(rng() % uint32_t(V / 2)),
+                    b = int32_t(V / 2 + rng() % uint32_t(V / 2));
+      sp.logit_bias = {{a, i == 0 ? 6.0f : -100.0f}, {b, 4.0f}};
+    }
     reqs.push_back({i, random_prompt(rng, 3 + 9 * i, V), sp});
     history[size_t(i)] = reqs.back().tokens;
   }

@@ -404,6 +404,55 @@ TEST(Sampler, PenaltyEntriesMergeTheRepetitionWindowWithTheGeneratedCounts) {
   EXPECT_FALSE(rz::penalty_active(rz::SamplingParams{}));
 }
 
+// OpenAI's logit_bias: added to its ids' logits after the repetition penalty, with presence and
+// frequency in one entry per id; ids outside the vocabulary left out; a bias alone turns the
+// penalties on (and so the GPU's sampling path rather than its plain argmax).
+TEST(Sampler, LogitBiasJoinsThePenaltyEntries) {
+  rz::SamplingParams p;
+  EXPECT_FALSE(rz::penalty_active(p));
+  p.logit_bias = {{-3, 5.0f}, {1, 2.5f}, {3, -100.0f}, {4, 0.5f}, {12, 1.0f}};
+  EXPECT_TRUE(rz::penalty_active(p));
+  std::vector<rz::PenaltyEntry> e;
+  rz::penalty_entries(p, std::vector<int32_t>{3, 3}, 1, 10, e);  // no penalty on: bias only
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].id, 1);
+  EXPECT_FLOAT_EQ(e[0].subtract, -2.5f);
+  EXPECT_EQ(e[1].id, 3);
+  EXPECT_FLOAT_EQ(e[1].subtract, 100.0f);
+  EXPECT_EQ(e[2].id, 4);
+  EXPECT_FLOAT_EQ(e[2].subtract, -0.5f);
+
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 0.5f;
+  // history [3, 4, 3], the last two generated: id 3 once, id 4 once; window all three
+  rz::penalty_entries(p, std::vector<int32_t>{3, 4, 3}, 2, 10, e);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].id, 1);
+  EXPECT_EQ(e[0].repeat, 1.0f);
+  EXPECT_FLOAT_EQ(e[0].subtract, -2.5f);
+  EXPECT_EQ(e[1].id, 3);
+  EXPECT_EQ(e[1].repeat, 2.0f);
+  EXPECT_FLOAT_EQ(e[1].subtract, 0.5f + 100.0f);
+  EXPECT_EQ(e[2].id, 4);
+  EXPECT_FLOAT_EQ(e[2].subtract, 0.5f - 0.5f);
+
+  // In the sampler: the bias moves the argmax, and -100 keeps a token out.
+  rz::SamplingParams q;
+  q.logit_bias = {{2, 3.0f}};
+  rz::Sampler s(q);
+  std::vector<float> l = {4.0f, 1.0f, 1.5f};
+  EXPECT_EQ(s.sample(l, {}), 2);
+  EXPECT_FLOAT_EQ(l[2], 4.5f);
+  q.logit_bias = {{0, -100.0f}};
+  q.temperature = 1.0f;
+  q.seed = 7;
+  rz::Sampler t(q);
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> m = {30.0f, 0.0f, 0.0f};
+    EXPECT_NE(t.sample(m, {}), 0);
+  }
+}
+
 // log-softmax in long double, the reference for token_logprobs.
 std::vector<double> log_softmax(const std::vector<float>& l) {
   long double mx = -INFINITY, sum = 0;

@@ -189,6 +189,41 @@ TEST_F(OpenAiServerTest, ErrorsComeInOpenAisShapeWithTheirStatus) {
   EXPECT_EQ(http_send(port_, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})").status, 200);
 }
 
+// logit_bias end to end: +100 on a token makes greedy decoding pick it at every step (the CPU
+// executor's sampler), -100 on the greedy first token makes it go; an id outside the vocabulary
+// is a 400 naming logit_bias, and so is a malformed map.
+TEST_F(OpenAiServerTest, LogitBiasSteersTheTokens) {
+  start();
+  simdjson::dom::parser p;
+  auto text = [&](const std::string& bias) {
+    const HttpResult r = http_send(
+        port_, "/v1/completions",
+        R"({"prompt":"The capital of France is","max_tokens":3,"temperature":0,"logit_bias":)" +
+            bias + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return std::string(std::string_view(json(p, r.body)["choices"].at(0)["text"]));
+  };
+  const int32_t forced = tok_->encode(" Lyon", false, false).at(0);
+  EXPECT_EQ(text("{\"" + std::to_string(forced) + "\":100}"),
+            tok_->decode(std::vector<int32_t>(3, forced)));
+  const std::vector<int64_t> greedy = direct_greedy(kPrompt, 1);
+  ASSERT_EQ(greedy.size(), 1u);
+  const std::string first = tok_->decode(std::vector<int32_t>{int32_t(greedy[0])});
+  const std::string banned = text("{\"" + std::to_string(greedy[0]) + "\":-100}");
+  EXPECT_NE(banned.substr(0, first.size()), first) << banned;
+
+  const std::string out_of_vocab = std::to_string(tok_->n_vocab());
+  const HttpResult r = http_send(port_, "/v1/completions",
+                                 R"({"prompt":"x","logit_bias":{")" + out_of_vocab + R"(":1}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  auto e = json(p, r.body);
+  EXPECT_EQ(std::string_view(e["error"]["param"]), "logit_bias") << r.body;
+  EXPECT_EQ(std::string_view(e["error"]["code"]), "bad_value") << r.body;
+  EXPECT_EQ(http_send(port_, "/v1/completions", R"({"prompt":"x","logit_bias":{"x":1}})").status,
+            400);
+  EXPECT_EQ(metric(metrics(), "rz_active_slots"), 0);
+}
+
 // The server's bound (--request-timeout) ends a long completion: finish_reason "timeout" with
 // the text so far, or a 408 with code timeout when no token came in time.
 TEST_F(OpenAiServerTest, RequestTimeoutEndsALongCompletion) {

@@ -74,7 +74,7 @@ TEST(OpenAiParse, EveryField) {
     "presence_penalty":0.5,"frequency_penalty":-0.25,"user":"someone","top_k":-1,"min_p":0.1,
     "logprobs":true,"top_logprobs":3,
     "repetition_penalty":1.1,"ignore_eos":true,"timeout_ms":2500,"unknown_field":{"deep":[1,2]},
-    "tools":[],"response_format":{"type":"text"},"logit_bias":{}})");
+    "tools":[],"response_format":{"type":"text"},"logit_bias":{"50256":-100,"7":2.5,"12":0}})");
   ASSERT_EQ(r.messages.size(), 4u);
   EXPECT_EQ(r.messages[0].role, "system");  // developer is OpenAI's new name for it
   EXPECT_EQ(r.messages[1].content, "a\nb");
@@ -109,6 +109,10 @@ TEST(OpenAiParse, EveryField) {
   EXPECT_EQ(g[0].sampling.seed, UINT64_MAX);
   EXPECT_FLOAT_EQ(g[0].sampling.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(g[0].sampling.frequency_penalty, -0.25f);
+  // logit_bias: sorted by id, the zero bias left out
+  const std::vector<std::pair<int32_t, float>> bias = {{7, 2.5f}, {50256, -100.0f}};
+  EXPECT_EQ(r.sampling.logit_bias, bias);
+  EXPECT_EQ(g[0].sampling.logit_bias, bias);
   EXPECT_EQ(g[0].stop, r.stop);
   EXPECT_TRUE(g[0].ignore_eos);
   EXPECT_EQ(g[0].timeout_ms, 2500u);
@@ -186,6 +190,13 @@ TEST(OpenAiParse, ErrorsNameTheParamInOpenAisShape) {
        "tools", "bad_value"},
       {kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400,
        "top_logprobs", "bad_value"},
+      {kText, R"({"prompt":"x","logit_bias":[1]})", 400, "logit_bias", "bad_value"},
+      {kText, R"({"prompt":"x","logit_bias":{"a":1}})", 400, "logit_bias", "bad_value"},
+      {kText, R"({"prompt":"x","logit_bias":{"-1":1}})", 400, "logit_bias", "bad_value"},
+      {kText, R"({"prompt":"x","logit_bias":{"99999999999":1}})", 400, "logit_bias", "bad_value"},
+      {kText, R"({"prompt":"x","logit_bias":{"5":101}})", 400, "logit_bias", "bad_value"},
+      {kText, R"({"prompt":"x","logit_bias":{"5":"1"}})", 400, "logit_bias", "bad_value"},
+      {kText, R"({"prompt":"x","logit_bias":{"5":1,"05":2}})", 400, "logit_bias", "bad_value"},
       {kChat, R"({"messages":[{"role":"user","content":"x"}],
                   "response_format":{"type":"json_object"}})",
        400, "response_format.type", "bad_value"},
@@ -229,6 +240,17 @@ TEST(OpenAiParse, UnsupportedFeaturesSaySo) {
             "suffix: suffixes are not supported by this server");
   EXPECT_EQ(msg(kText, R"({"prompt":"x","best_of":3})"),
             "best_of: best_of values other than n are not supported by this server");
+}
+
+TEST(OpenAiParse, LogitBiasHasABoundAndNullIsAbsent) {
+  std::string many = R"({"prompt":"x","logit_bias":{)";
+  for (int i = 0; i <= kMaxLogitBiasEntries; ++i)
+    many += (i ? "," : "") + std::string("\"") + std::to_string(i) + "\":1";
+  many += "}}";
+  EXPECT_EQ(err(kText, many).message, "logit_bias: more than 1024 entries");
+  many.replace(many.find(R"("0":1,)"), 6, "");  // 1024 entries: fine
+  EXPECT_EQ(ok(kText, many).sampling.logit_bias.size(), std::size_t(kMaxLogitBiasEntries));
+  EXPECT_TRUE(ok(kText, R"({"prompt":"x","logit_bias":null})").sampling.logit_bias.empty());
 }
 
 TEST(OpenAiParse, EngineErrorsMapToHttpStatuses) {
