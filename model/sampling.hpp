@@ -31,7 +31,7 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   // OpenAI's logit_bias, sorted by id, each id once, at most kMaxLogitBias: added to those ids'
   // logits with the penalties (after the repetition penalty), before temperature and the rest.
-  std::vector<LogitBias> logit_bias;
+  std::vector<LogitBias> logit_bias{};
   // < 0: no log-probabilities; k >= 0: the chosen token's and the k most likely tokens' (k at
   // most kMaxLogprobs), of the model's own distribution (see TokenLogprobs).
   int logprobs = -1;

@@ -31,7 +31,7 @@ struct Sampling {
   float frequency_penalty = 0.0f;   // [-2, 2]; 0: off
   // OpenAI's logit_bias (the HTTP API only): (token id, bias in [-100, 100]) sorted by id, each
   // id once, at most kMaxLogitBiasEntries; the session refuses ids outside the vocabulary.
-  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<std::pair<int32_t, float>> logit_bias{};
 };
 inline constexpr int kMaxLogitBiasEntries = 1024;  // rz::kMaxLogitBias
 
