@@ -268,11 +268,12 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     reply(route_http(method, target, [this] { return take_snapshot(*state_); }), false);
   }
 
-  // A body over the parser's limit (do_read): Beast stopped at the end of the header, which it
-  // parsed. The client gets the 413 of any over-long body (parse_openai_request's, OpenAI's error
-  // shape) and the connection closes after it, since the rest of the body was never read; that
-  // rest is read and dropped first (drain), as closing a socket with unread bytes resets the
-  // connection, which can destroy the answer before the client reads it.
+  // A body over the parser's limit (do_read): Beast stopped reading, at a Content-Length field
+  // over the limit (the header not yet done) or where a chunked body passed it; the request line
+  // was parsed. The client gets the 413 of any over-long body (parse_openai_request's, OpenAI's
+  // error shape) and the connection closes after it, since the rest of the request was never
+  // read; that rest is read and dropped first (drain), as closing a socket with unread bytes
+  // resets the connection, which can destroy the answer before the client reads it.
   void refuse_large_body() {
     got_request_ = true;
     state_->counters.http_requests++;
@@ -282,7 +283,9 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
     head_ = false;
     cors_.clear();
     drain_before_close_ = true;
-    const auto length = parser_->content_length();  // none when chunked
+    // Beast refuses a Content-Length over the limit while it reads the header (so the length is
+    // not to be asked of it then), a chunked body when the chunks pass it.
+    const auto length = parser_->is_header_done() ? parser_->content_length() : boost::none;
     reply(openai_error_response(413, "invalid_request_error",
                                 (length ? "the body of " + std::to_string(*length) + " bytes"
                                         : std::string("the body")) +
