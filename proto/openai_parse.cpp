@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -136,18 +137,15 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(element e) {
   std::vector<std::pair<int32_t, float>> out;
   for (auto [key, value] : obj) {
     const std::string shown = "\"" + std::string(key.substr(0, 32)) + "\"";
-    int64_t id = 0;
-    const bool digits =
-        !key.empty() && key.size() <= 10 &&
-        std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (digits)
-      for (char ch : key) id = id * 10 + (ch - '0');
-    if (!digits || id > std::numeric_limits<int32_t>::max())
+    int32_t id = -1;
+    const char* end = key.data() + key.size();
+    if (const auto r = std::from_chars(key.data(), end, id);
+        r.ec != std::errc{} || r.ptr != end || id < 0)
       bad("logit_bias", "the key " + shown + " is not a token id (a decimal integer)");
     const float v = get_float(value, "logit_bias");
     if (!std::isfinite(v) || v < -100.0f || v > 100.0f)
       bad("logit_bias", "the bias of " + shown + " must be in [-100, 100]");
-    out.emplace_back(int32_t(id), v);
+    out.emplace_back(id, v);
   }
   std::sort(out.begin(), out.end());
   for (std::size_t i = 1; i < out.size(); ++i)
