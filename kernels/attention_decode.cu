@@ -461,13 +461,13 @@ struct PartitionLaunch {
   int64_t resident = 0;  // blocks the device holds at once (the streaming kernel's)
 };
 
-// The streaming kernel for a head-dim class and kG query heads a block (its shared memory above
-// the default 48 KiB allowed once per instantiation).
-template <int kHd, int kG, int kS>
+// The streaming kernel for a head-dim class (its shared memory above the default 48 KiB allowed
+// once per instantiation). Its mma rows serve every group of up to kMaxGroup query heads.
+template <int kHd, int kS>
 PartitionLaunch stream_launch() {
-  constexpr size_t smem = stream_smem_bytes<kHd, kG, kS>();
+  constexpr size_t smem = stream_smem_bytes<kHd, kS>();
   static const int64_t resident = [] {
-    const auto kernel = attn_decode_stream_kernel<kHd, kG, kS>;
+    const auto kernel = attn_decode_stream_kernel<kHd, kS>;
     RZ_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     int per_sm = 0;
@@ -475,26 +475,13 @@ PartitionLaunch stream_launch() {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, smem));
     return int64_t(per_sm) * device_sm_count();
   }();
-  return {attn_decode_stream_kernel<kHd, kG, kS>, kStreamThreads, smem, resident};
-}
-
-// The group rounded up to 2, 4, 6 or 8 query heads a block. Six (qwen2.5-1.5b's 12 / 2) padded
-// to eight had wasted a quarter of the scores' and values' arithmetic and q's shared-memory
-// reads; its own instantiation measured (H200, AttentionDecodeBench, qwen2.5-1.5b B = 256) 41.2
-// -> 34.4 us at contexts 128-256 and 484 -> 392 at 3,000-4,000, rz bench B = 256 +4 to +5 %
-// (bench/gpu-runs/2026-11-28-h200-attn-kg6.log).
-template <int kHd, int kS>
-PartitionLaunch stream_launch_for(int group) {
-  if (group <= 2) return stream_launch<kHd, 2, kS>();
-  if (group <= 4) return stream_launch<kHd, 4, kS>();
-  return group <= 6 ? stream_launch<kHd, 6, kS>() : stream_launch<kHd, 8, kS>();
+  return {attn_decode_stream_kernel<kHd, kS>, kStreamThreads, smem, resident};
 }
 
 template <int kS>
-PartitionLaunch stream_launch_for(int head_dim, int group) {
-  if (head_dim <= 64) return stream_launch_for<64, kS>(group);
-  return head_dim <= 128 ? stream_launch_for<128, kS>(group)
-                         : stream_launch_for<kAttnMaxHeadDim, kS>(group);
+PartitionLaunch stream_launch_for(int head_dim) {
+  if (head_dim <= 64) return stream_launch<64, kS>();
+  return head_dim <= 128 ? stream_launch<128, kS>() : stream_launch<kAttnMaxHeadDim, kS>();
 }
 
 // Whether grouped launches stream (attn_decode_stream_kernel); RZ_ATTN_STREAM_OFF=1 (A/B runs)
@@ -513,15 +500,16 @@ bool streaming() { return streaming_switch().load(std::memory_order_relaxed); }
 // in flight (three stages) where the device holds the whole grid at once; on larger grids one
 // (two stages), so that more blocks are resident (H200, AttentionDecodeBench, contexts 128-256:
 // llama3.1-8b B = 256, 2,048 blocks, 84 us with three stages and 78 with two; qwen2.5-1.5b
-// B = 256, 512 blocks, 41 with three and 46 with two).
-PartitionLaunch group_kernel(int part_len, int head_dim, int group, int64_t blocks) {
+// B = 256, 512 blocks, 41 with three and 46 with two; measured on the FMA kernel that preceded
+// the tensor-core one, which keeps the rule).
+PartitionLaunch group_kernel(int part_len, int head_dim, int64_t blocks) {
   if (part_len == kAttnTinyPartition)
     return {group_kernel_of<kAttnTinyPartition, kSmallThreads>(head_dim), kSmallThreads, 0};
   if (part_len == kAttnSmallPartition)
     return {group_kernel_of<kAttnSmallPartition, kSmallThreads>(head_dim), kSmallThreads, 0};
   if (!streaming()) return {group_kernel_of<kAttnPartition, kThreads>(head_dim), kThreads, 0};
-  const PartitionLaunch deep = stream_launch_for<3>(head_dim, group);
-  return blocks <= deep.resident ? deep : stream_launch_for<2>(head_dim, group);
+  const PartitionLaunch deep = stream_launch_for<3>(head_dim);
+  return blocks <= deep.resident ? deep : stream_launch_for<2>(head_dim);
 }
 
 // Small partitions for grouped launches also keep heads * partitions under this (34 MiB of
@@ -544,7 +532,11 @@ constexpr int64_t kSmallHeadParts = 65536;
 // an H200 (gpu_step_trace_bench, 32 decode steps after 128-token prompts, device span a step,
 // streaming against the small partitions): 128 blocks, qwen2.5-1.5b B = 64 2.33 -> 2.48 ms and
 // llama3.1-8b B = 16 4.41 -> 4.37; 256 blocks, qwen B = 128 2.91 -> 2.75 and llama B = 32 5.76 ->
-// 5.43. With one block of 4 warps an SM the streaming kernel waits on each tile's copies.
+// 5.43. With one block of 4 warps an SM the FMA streaming kernel of then waited on each tile's
+// copies; its tensor-core successor (2026-11-29) made 128 blocks pay: rz bench, prompt 128, gen
+// 128, two rounds, 256 -> 128 blocks, llama3.1-8b B = 16 3,557 / 3,571 -> 3,673 / 3,677 tokens/s,
+// qwen2.5-1.5b B = 64 26,936 / 25,999 -> 27,845 / 28,236
+// (bench/gpu-runs/2026-11-29-h200-attn-mma-ab.log).
 int partition_for(const AttentionDecodeArgs& a) {
   const bool g = grouped(a);
   const int64_t unit = g ? a.cache.n_head_kv : a.n_head;
@@ -646,7 +638,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   // partition).
   const bool small = part_len == kAttnSmallPartition, g = grouped(a);
   const PartitionLaunch pl =
-      g ? group_kernel(part_len, c.head_dim, group, int64_t(c.n_head_kv) * a.n_slots * max_parts)
+      g ? group_kernel(part_len, c.head_dim, int64_t(c.n_head_kv) * a.n_slots * max_parts)
         : (small ? PartitionLaunch{attn_decode_partition_kernel<kAttnSmallPartition, kSmallThreads>,
                                    kSmallThreads, 0}
                  : PartitionLaunch{attn_decode_partition_kernel<kAttnPartition, kThreads>, kThreads,

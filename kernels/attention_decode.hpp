@@ -40,7 +40,7 @@ inline constexpr int kAttnSmallBatchGroups = 512;  // ... of the grouped kernel 
 inline constexpr int kAttnTinyPartition = 32;      // grouped launches of very few KV-head blocks:
 inline constexpr int kAttnTinyBatchGroups = 64;    // blocks per partition at most this, and
 inline constexpr int kAttnTinyMaxParts = 32;       // at most this many partitions (1,024 tokens)
-inline constexpr int kAttnStreamMinBlocks = 256;   // grouped launches streaming from this many
+inline constexpr int kAttnStreamMinBlocks = 128;   // grouped launches streaming from this many
                                                    // (KV head, slot, 256-token partition) blocks
 inline constexpr int kAttnMaxHeadDim = 256;
 

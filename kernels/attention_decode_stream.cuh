@@ -17,27 +17,29 @@
 // m_new) when the maximum grows. At the end o, m and l are what the grouped kernel writes (o
 // relative to the final m), so group_part_end and the combine kernel serve both. Two or three
 // stages: the launch takes three where the whole grid is resident at once, else two (more blocks
-// resident).
-//   copies: a tile's rows are 16-byte chunks; a token's chunk c sits at c ^ 4 on odd tokens, so
-//           that the scores' reads (8 lanes: two tokens, four quarters of the row) and the
-//           values' reads (a warp: one token's 32 consecutive dim pairs) are free of bank
-//           conflicts; tokens past the partition are zero-filled (p = 0 times a zero value)
-//   scores: 4 lanes a token (lane quarter c takes chunks c, c + 4, ...), kG query heads at once
-//           (the group rounded up to 2, 4, 6 or 8; the padding heads' q are zeros), an xor
-//           butterfly over the 4 lanes, head h's score written by lane h % 4
+// resident). Both products run on tensor cores (mma.sync m16n8k16, fp32 accumulators); the rows
+// of A are the query heads (up to kMaxGroup of the 16; the rest zero), so one instantiation a
+// head-dim class serves every group:
+//   scores: warp w takes tokens 8 w .. 8 w + 7 of the tile; B = the keys by ldmatrix (a token a
+//           row), A = q * scale split into hi + lo fp16 halves (two mma a k-step: one fp16 would
+//           move a score by ~5e-4 of |q| |k|, the pair holds q to ~2^-22 of it)
 //   softmax: warp w takes heads w, w + 4 (a lane per token of the tile)
-//   values: a thread per dim pair and token group (kT / (kHd / 2) groups), the tile's tokens of
-//           its group in order, kG heads at once
+//   values: warp w takes dims [w kHd / 4, (w + 1) kHd / 4); B = the values by ldmatrix.trans,
+//           A = the weights p split the same way
+//   copies: a tile's rows hold 16-byte chunk c at c ^ (token & 7), so that the 8 rows an
+//           ldmatrix reads (8 tokens, one chunk) fall on 8 different bank groups; chunks past
+//           head_dim and tokens past the partition are zero-filled (0 * garbage could be NaN)
 //
-// Measured (H200, AttentionDecodeBench, bench/gpu-runs/2026-11-28-h200-attn-stream.log):
-// predicted bandwidth-bound, ~3 TB/s of the cache at B = 256; measured 2.6 TB/s at contexts
-// 128-256 and 3.3-3.5 at 1-4k tokens on llama3.1-8b's shapes (qwen2.5-1.5b's, 6 heads a KV head
-// padded to 8, 1.2-1.9; with kG = 6 since, 1.5-2.3: bench/gpu-runs/2026-11-28-h200-attn-kg6.log).
-// Why not more: `ncu` of the three-stage kernel showed 4 blocks an SM
-// (shared memory), 0.93 eligible warps a scheduler and the shared-memory reads of q and the tiles
-// as the top stall; two stages (6 blocks an SM) were faster on grids larger than the device holds
-// (84 -> 78 us), four slower everywhere. With one block an SM (128 blocks) it lost to the small
-// partitions in the engine, hence the 256-block threshold.
+// Measured (H200, AttentionDecodeBench, bench/gpu-runs/2026-11-29-h200-attn-mma-ab.log), a layer
+// at contexts 128-256 / 1,024-1,152 / 3,000-4,000, the FMA streaming kernel this replaced (4 lanes
+// a token, an xor butterfly, a thread a dim pair for the values; kG = 2, 4, 6, 8 instantiations)
+// -> this one: llama3.1-8b B = 256 77.6 / 350.6 / 1,073 -> 63.3 / 313.5 / 948.8 us (2.6 -> 3.2,
+// 3.2 -> 3.6, 3.5 -> 3.9 TB/s of the cache), B = 64 25.6 -> 19.4 us at 128-256; qwen2.5-1.5b
+// B = 256 34.5 / 138.6 / 392.9 -> 22.2 / 94.8 / 263.6 us. `ncu` of the FMA kernel had shown the
+// shared-memory reads of q and the tiles as the top stall (4 blocks an SM by shared memory, 0.93
+// eligible warps a scheduler); the mma fragments read each tile's chunk once a warp. rz bench
+// (prompt 128, gen 128): llama B = 128 / 256 +4 / +3 %, qwen B = 128 / 256 +8 / +8 %.
+
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -55,39 +57,51 @@ namespace rz::gpu::attn_detail {
 constexpr int kStreamThreads = 128;
 constexpr int kStreamTile = 32;  // tokens a tile: a lane each in the softmax
 
-// Shared memory of the streaming kernel for head-dim class kHd, kG query heads a block and kStages:
-// the stages (keys then values of a tile), q * scale, the tile's scores / weights, the heads'
-// rescale factors, maxima and sums, the partition's row offsets, the bad-block flag.
-template <int kHd, int kG, int kStages>
+// Shared memory of the streaming kernel for head-dim class kHd and kStages: the stages (keys then
+// values of a tile), q * scale as mma fragments (kMaxGroup x kHd words), the tile's scores /
+// weights, the heads' rescale factors, maxima and sums, the partition's row offsets, the bad-block
+// flag.
+template <int kHd, int kStages>
 constexpr size_t stream_smem_bytes() {
-  return size_t(kStages) * 2 * kStreamTile * kHd * 2 + size_t(kG) * kHd * 4 +
-         size_t(kStreamTile) * kG * 4 + 3 * kMaxGroup * 4 + size_t(kAttnPartition) * 8 + 16;
+  return size_t(kStages) * 2 * kStreamTile * kHd * 2 + size_t(kMaxGroup) * kHd * 4 +
+         size_t(kStreamTile) * kMaxGroup * 4 + 3 * kMaxGroup * 4 + size_t(kAttnPartition) * 8 + 16;
 }
 
-template <int kHd, int kG, int kStages>
+// q * scale or a weight p as two fp16 (hi + lo: the pair holds the float to ~2^-22 of it, where
+// one fp16 would move a score by ~5e-4 of |q| |k|), for the mma operands.
+__device__ __forceinline__ void split_half2(float x, float y, uint32_t& hi, uint32_t& lo) {
+  const __half hx = __float2half_rn(x), hy = __float2half_rn(y);
+  hi = pack_half2(__half2float(hx), __half2float(hy));
+  lo = pack_half2(x - __half2float(hx), y - __half2float(hy));
+}
+
+// The kernel (the file comment says how).
+template <int kHd, int kStages>
 __global__ void __launch_bounds__(kStreamThreads)
     attn_decode_stream_kernel(RZ_ATTN_PARTITION_PARAMS) {
   constexpr int kT = kStreamThreads, kTile = kStreamTile, kS = kStages;
-  constexpr int kP = kAttnPartition;
+  constexpr int kP = kAttnPartition, kG = kMaxGroup;
   constexpr int kRow = kHd / 8;             // 16-byte chunks of a row in a stage
   constexpr int kStage = 2 * kTile * kRow;  // chunks of a stage: keys, then values
-  constexpr int kPairs = kHd / 2;           // value threads: a dim pair each ...
-  constexpr int kGroups = kT / kPairs;      // ... in this many token groups
-  constexpr int kHeadSets = (kG + 3) / 4;   // softmax heads a warp: w, w + 4
+  constexpr int kSteps = kHd / 16;          // k-steps of the scores
+  constexpr int kWarpChunks = kRow / 4;     // value chunks (8 dims each) a warp owns
+  constexpr int kHeadSets = kG / 4;         // softmax heads a warp: w, w + 4
   static_assert(kHd % 64 == 0 && kHd <= kAttnMaxHeadDim, "rows of whole 8-chunk groups");
-  static_assert(kT % kPairs == 0 && kTile % kGroups == 0 && kT == 4 * kTile, "thread layout");
-  static_assert(kG % 2 == 0 && kG <= kMaxGroup, "head pairs (the weights are read two at a time)");
-  static_assert(size_t(kS) * kStage * 16 >= size_t(kGroups) * kMaxGroup * kHd * 4,
-                "the partial outputs fit in the stages");
+  static_assert(kT == 128 && kTile == 32, "4 warps: 8 tokens each in the scores");
+  static_assert(kWarpChunks % 2 == 0 && kSteps % 2 == 0, "ldmatrix x4 pairs");
   extern __shared__ uint4 smem[];
   uint4* stages = smem;
-  float* q_s = reinterpret_cast<float*>(smem + kS * kStage);     // [kG][kHd] q * scale
-  float* p_s = q_s + kG * kHd;                                   // [kTile][kG] scores, weights
+  // [kSteps][32 lanes] the scores' A fragments (q * scale: hi a0, hi a2, lo a0, lo a2)
+  uint4* qf_s = smem + kS * kStage;
+  float* p_s = reinterpret_cast<float*>(qf_s) + kG * kHd;        // [kTile][kG] scores, weights
   float* alpha_s = p_s + kTile * kG;                             // [kMaxGroup] rescale a tile
   float* m_s = alpha_s + kMaxGroup;                              // [kMaxGroup]
   float* l_s = m_s + kMaxGroup;                                  // [kMaxGroup]
   int64_t* row_s = reinterpret_cast<int64_t*>(l_s + kMaxGroup);  // [kP]
   int* bad_s = reinterpret_cast<int*>(row_s + kP);
+  static_assert(kSteps * 32 * 4 == kG * kHd, "the fragments fill their kMaxGroup x kHd words");
+  static_assert(size_t(kS) * kStage * 16 >= size_t(kMaxGroup) * kHd * 4,
+                "the partial outputs fit in the stages");
 
   GroupPart gp;
   if (!group_part_begin<kP>(tables, table_rows, lens, out, n_head, group, n_blocks, n_head_kv,
@@ -95,23 +109,20 @@ __global__ void __launch_bounds__(kStreamThreads)
                             forms, row_s, bad_s, gp))
     return;
   const int n = gp.n, s = blockIdx.y, h0 = blockIdx.x * group;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int nchunks = head_dim / 8;
   const int n_tiles = (n + kTile - 1) / kTile;
 
-  // Tile t's keys and values into stage t % kS (every thread its share; tokens past n, and all
-  // of a bad block's, zero-filled).
   const auto issue = [&](int t) {
     uint4* kst = stages + (t % kS) * kStage;
     uint4* vst = kst + kTile * kRow;
 #pragma unroll
     for (int e = tid; e < kTile * kRow; e += kT) {
-      const int tok = e / kRow, c = e % kRow;
-      if (c >= nchunks) continue;
+      const int tok = e / kRow, ch = e % kRow;
       const int i = t * kTile + tok;
-      const bool ok = i < n && !gp.bad;
-      const int64_t off = ok ? row_s[i] + 8 * c : 0;
-      const int at = tok * kRow + (c ^ ((tok & 1) << 2));
+      const bool ok = i < n && ch < nchunks && !gp.bad;
+      const int64_t off = ok ? row_s[i] + 8 * ch : 0;
+      const int at = tok * kRow + (ch ^ (tok & 7));
       cp_async16_zfill(kst + at, k_cache + off, ok ? 16 : 0);
       cp_async16_zfill(vst + at, v_cache + off, ok ? 16 : 0);
     }
@@ -121,24 +132,32 @@ __global__ void __launch_bounds__(kStreamThreads)
     if (t < n_tiles) issue(t);
     cp_async_commit();
   }
-  for (int i = tid; i < kG * kHd; i += kT) {
-    const int h = i / kHd, d = i % kHd;
-    q_s[i] =
-        h < group && d < head_dim ? q[(int64_t(s) * n_head + h0 + h) * head_dim + d] * scale : 0.0f;
+  // A of the scores for lane (g, c) of k-step ks: row g (query head g), k-slots {2c, 2c+1} and
+  // {2c+8, 2c+9}, i.e. dims 16 ks + 2c, + 1 and + 8, + 9
+  for (int e = tid; e < kSteps * 32; e += kT) {
+    const int ks = e / 32, gg = (e % 32) / 4, d = 16 * ks + 2 * (e % 4);
+    const float* qr = q + (int64_t(s) * n_head + h0 + gg) * head_dim;
+    const bool h_ok = gg < group;
+    const float x0 = h_ok && d < head_dim ? qr[d] * scale : 0.0f;
+    const float x1 = h_ok && d < head_dim ? qr[d + 1] * scale : 0.0f;
+    const float x8 = h_ok && d + 8 < head_dim ? qr[d + 8] * scale : 0.0f;
+    const float x9 = h_ok && d + 8 < head_dim ? qr[d + 9] * scale : 0.0f;
+    uint4 f;
+    split_half2(x0, x1, f.x, f.z);
+    split_half2(x8, x9, f.y, f.w);
+    qf_s[e] = f;
   }
 
-  const int tok = tid / 4, qc = tid % 4;          // scores: token, quarter of the row
-  const int pr = tid % kPairs, g = tid / kPairs;  // values: dim pair, token group
-  const bool v_thread = pr < head_dim / 2;
-  float2 o[kG];
+  float o[kWarpChunks][4];  // rows g (head g; rows g + 8 stay zero), dims of the warp's chunks
 #pragma unroll
-  for (int h = 0; h < kG; ++h) o[h] = make_float2(0.0f, 0.0f);
+  for (int j = 0; j < kWarpChunks; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m_run[kHeadSets], l_run[kHeadSets];
 #pragma unroll
   for (int k = 0; k < kHeadSets; ++k) {
     m_run[k] = -INFINITY;
     l_run[k] = 0.0f;
   }
+  const int mat = lane / 8, r8 = lane % 8;  // ldmatrix: lane's matrix and row
 
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<kS - 2>();  // this thread's copies of tile t have landed
@@ -148,25 +167,25 @@ __global__ void __launch_bounds__(kStreamThreads)
     const uint4* kst = stages + (t % kS) * kStage;
     const uint4* vst = kst + kTile * kRow;
 
-    float acc[kG];
+    // scores of tokens 8 warp .. + 7 (columns) for heads g (rows)
+    float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    {
+      const int tok = 8 * warp + r8;
 #pragma unroll
-    for (int h = 0; h < kG; ++h) acc[h] = 0.0f;
-#pragma unroll
-    for (int u = 0; u < kRow / 4; ++u) {
-      const int c = qc + 4 * u;
-      if (c < nchunks) {
-        float kf[8];
-        unpack_half8(kst[tok * kRow + (c ^ ((tok & 1) << 2))], kf);
-#pragma unroll
-        for (int h = 0; h < kG; ++h) acc[h] = dot8(q_s + h * kHd + 8 * c, kf, acc[h]);
+      for (int ks = 0; ks < kSteps; ks += 2) {
+        uint32_t kb[4];  // chunks 2 ks + mat: b0, b1 of k-step ks, then of ks + 1
+        ldmatrix_x4(kb, kst + tok * kRow + ((2 * ks + mat) ^ (tok & 7)));
+        const uint4 qa = qf_s[ks * 32 + lane], qb = qf_s[(ks + 1) * 32 + lane];
+        mma_16816(sc, qa.x, 0u, qa.y, 0u, kb[0], kb[1]);
+        mma_16816(sc, qa.z, 0u, qa.w, 0u, kb[0], kb[1]);
+        mma_16816(sc, qb.x, 0u, qb.y, 0u, kb[2], kb[3]);
+        mma_16816(sc, qb.z, 0u, qb.w, 0u, kb[2], kb[3]);
       }
     }
-    const bool valid = t * kTile + tok < n;
-#pragma unroll
-    for (int h = 0; h < kG; ++h) {
-      acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], 1);
-      acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], 2);
-      if ((h & 3) == qc) p_s[tok * kG + h] = valid ? acc[h] : -INFINITY;
+    if (g < group) {
+      const int tk = 8 * warp + 2 * c;
+      p_s[tk * kG + g] = t * kTile + tk < n ? sc[0] : -INFINITY;
+      p_s[(tk + 1) * kG + g] = t * kTile + tk + 1 < n ? sc[1] : -INFINITY;
     }
     __syncthreads();
 
@@ -174,9 +193,9 @@ __global__ void __launch_bounds__(kStreamThreads)
     for (int k = 0; k < kHeadSets; ++k) {
       const int h = warp + 4 * k;
       if (h < group) {  // uniform over the warp
-        const float sc = p_s[lane * kG + h];
-        const float m_new = fmaxf(m_run[k], warp_max(sc));  // finite: the tile's token 0 is valid
-        const float p = expf(sc - m_new);
+        const float x = p_s[lane * kG + h];
+        const float m_new = fmaxf(m_run[k], warp_max(x));  // finite: the tile's token 0 is valid
+        const float p = expf(x - m_new);
         const float alpha = expf(m_run[k] - m_new);  // 0 on the first tile
         l_run[k] = fmaf(l_run[k], alpha, warp_sum(p));
         m_run[k] = m_new;
@@ -186,50 +205,47 @@ __global__ void __launch_bounds__(kStreamThreads)
     }
     __syncthreads();
 
-    if (v_thread) {
+    const float a = g < group ? alpha_s[g] : 1.0f;
 #pragma unroll
-      for (int h = 0; h < kG; ++h) {
-        if (h < group) {
-          const float a = alpha_s[h];
-          o[h].x *= a;
-          o[h].y *= a;
-        }
-      }
-      const int c = pr / 4;
-#pragma unroll 4
-      for (int j = 0; j < kTile / kGroups; ++j) {
-        const int tk = g + kGroups * j;
-        const uint32_t* row =
-            reinterpret_cast<const uint32_t*>(vst + tk * kRow + (c ^ ((tk & 1) << 2)));
-        __half2 vh;
-        const uint32_t bits = row[pr % 4];
-        memcpy(&vh, &bits, sizeof(vh));
-        const float2 vf = __half22float2(vh);
-        float p[kG];
+    for (int j = 0; j < kWarpChunks; ++j) {
+      o[j][0] *= a;
+      o[j][1] *= a;
+    }
 #pragma unroll
-        for (int h4 = 0; h4 < kG; h4 += 2) {
-          const float2 pp = reinterpret_cast<const float2*>(p_s + tk * kG)[h4 / 2];
-          p[h4] = pp.x;
-          p[h4 + 1] = pp.y;
-        }
+    for (int ks = 0; ks < kTile / 16; ++ks) {
+      // A: weights of head g for tokens 16 ks + {2c, 2c+1} and + {2c+8, 2c+9}
+      const int t0 = 16 * ks + 2 * c;
+      const bool live = g < group;
+      const float p0 = live ? p_s[t0 * kG + g] : 0.0f, p1 = live ? p_s[(t0 + 1) * kG + g] : 0.0f;
+      const float p8 = live ? p_s[(t0 + 8) * kG + g] : 0.0f,
+                  p9 = live ? p_s[(t0 + 9) * kG + g] : 0.0f;
+      uint32_t ph0, pl0, ph2, pl2;
+      split_half2(p0, p1, ph0, pl0);
+      split_half2(p8, p9, ph2, pl2);
+      const int tok = 16 * ks + 8 * (mat & 1) + r8;
 #pragma unroll
-        for (int h = 0; h < kG; ++h) {
-          o[h].x = fmaf(p[h], vf.x, o[h].x);
-          o[h].y = fmaf(p[h], vf.y, o[h].y);
-        }
+      for (int j = 0; j < kWarpChunks; j += 2) {
+        const int ch = warp * kWarpChunks + j + (mat >> 1);
+        uint32_t vb[4];  // b0, b1 of chunk j, then of chunk j + 1
+        ldmatrix_x4_trans(vb, vst + tok * kRow + (ch ^ (tok & 7)));
+        mma_16816(o[j], ph0, 0u, ph2, 0u, vb[0], vb[1]);
+        mma_16816(o[j], pl0, 0u, pl2, 0u, vb[0], vb[1]);
+        mma_16816(o[j + 1], ph0, 0u, ph2, 0u, vb[2], vb[3]);
+        mma_16816(o[j + 1], pl0, 0u, pl2, 0u, vb[2], vb[3]);
       }
     }
   }
   cp_async_wait<0>();
   __syncthreads();  // every stage read: they take the partial outputs now
 
-  float* o_s = reinterpret_cast<float*>(stages);  // [kGroups][kMaxGroup][head_dim]
-  if (v_thread) {
+  float* o_s = reinterpret_cast<float*>(stages);  // [kMaxGroup][head_dim]: one group
+  if (g < group) {
 #pragma unroll
-    for (int h = 0; h < kG; ++h) {
-      if (h < group) {
-        o_s[(g * kMaxGroup + h) * head_dim + 2 * pr] = o[h].x;
-        o_s[(g * kMaxGroup + h) * head_dim + 2 * pr + 1] = o[h].y;
+    for (int j = 0; j < kWarpChunks; ++j) {
+      const int d = 8 * (warp * kWarpChunks + j) + 2 * c;
+      if (d < head_dim) {
+        o_s[g * head_dim + d] = o[j][0];
+        o_s[g * head_dim + d + 1] = o[j][1];
       }
     }
   }
@@ -242,7 +258,7 @@ __global__ void __launch_bounds__(kStreamThreads)
     }
   }
   __syncthreads();
-  group_part_end(gp, o_s, kGroups, m_s, l_s, out, part_o, part_m, part_l, n_head, group, head_dim,
+  group_part_end(gp, o_s, 1, m_s, l_s, out, part_o, part_m, part_l, n_head, group, head_dim,
                  max_parts, forms);
 }
 

@@ -498,18 +498,18 @@ TEST(AttentionDecode, StreamingRule) {
     a.table_stride = (max_context + 15) / 16;
     return a;
   };
-  static_assert(kAttnStreamMinBlocks == 256, "the cases below assume 256 blocks");
+  static_assert(kAttnStreamMinBlocks == 128, "the cases below assume 128 blocks");
   EXPECT_TRUE(attn_detail::streams(args(32, 32, 8, 256)));    // llama3.1-8b B = 32: 256 blocks
-  EXPECT_FALSE(attn_detail::streams(args(31, 32, 8, 256)));   // 248
-  EXPECT_FALSE(attn_detail::streams(args(16, 32, 8, 256)));   // 128
-  EXPECT_TRUE(attn_detail::streams(args(16, 32, 8, 512)));    // 2 partitions: 256
+  EXPECT_TRUE(attn_detail::streams(args(16, 32, 8, 256)));    // 128
+  EXPECT_FALSE(attn_detail::streams(args(15, 32, 8, 256)));   // 120
+  EXPECT_TRUE(attn_detail::streams(args(15, 32, 8, 1536)));   // 6 partitions: 720
   EXPECT_TRUE(attn_detail::streams(args(256, 12, 2, 256)));   // qwen2.5-1.5b B = 256: 512
-  EXPECT_TRUE(attn_detail::streams(args(128, 12, 2, 256)));   // 256
-  EXPECT_FALSE(attn_detail::streams(args(64, 12, 2, 256)));   // 128
+  EXPECT_TRUE(attn_detail::streams(args(64, 12, 2, 256)));    // 128
+  EXPECT_FALSE(attn_detail::streams(args(63, 12, 2, 256)));   // 126
   EXPECT_FALSE(attn_detail::streams(args(32, 12, 2, 256)));   // 64 blocks (tiny partitions)
   EXPECT_TRUE(attn_detail::streams(args(16, 12, 2, 2048)));   // 32 KV-head blocks x 8 partitions
-  EXPECT_FALSE(attn_detail::streams(args(1, 32, 8, 4096)));   // 128
-  EXPECT_TRUE(attn_detail::streams(args(1, 32, 8, 8192)));    // 256
+  EXPECT_FALSE(attn_detail::streams(args(1, 32, 8, 2048)));   // 64
+  EXPECT_TRUE(attn_detail::streams(args(1, 32, 8, 4096)));    // 128
   EXPECT_FALSE(attn_detail::streams(args(8, 32, 8, 1024)));   // tiny: 64 KV-head blocks, 1,024
   EXPECT_FALSE(attn_detail::streams(args(256, 32, 2, 256)));  // 16 heads a KV head: per head
   attn_detail::set_streaming(false);
@@ -518,8 +518,9 @@ TEST(AttentionDecode, StreamingRule) {
 }
 
 // The streaming kernel (grouped launches of kAttnStreamMinBlocks 256-token blocks or more) at
-// each head-dim class and head set it is instantiated for (groups of 1-2, 3-4, 5-6 and 7-8 query
-// heads a KV head), over its 32-token tiles' and the partitions' boundaries, with sliding windows.
+// each head-dim class it is instantiated for and groups of 1 to 8 query heads a KV head (its mma
+// rows past the group are zero), over its 32-token tiles' and the partitions' boundaries, with
+// sliding windows.
 TEST(AttentionDecode, StreamingTilesHeadSetsAndWindows) {
   RZ_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
