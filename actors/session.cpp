@@ -219,7 +219,15 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
                       std::to_string(ctx.tokenizer->n_vocab() - 1) + ")");
   std::vector<int32_t> prompt;
   try {
-    if (!req.is_chat()) {
+    if (!req.prompt_tokens.empty()) {  // token ids as given (the HTTP API's token prompts)
+      const int32_t n_vocab = ctx.tokenizer->n_vocab();
+      for (int32_t t : req.prompt_tokens)
+        if (t < 0 || t >= n_vocab)
+          return refuse(proto::ErrorCode::bad_value, "prompt: token id " + std::to_string(t) +
+                                                         " is not in the vocabulary (ids 0 to " +
+                                                         std::to_string(n_vocab - 1) + ")");
+      prompt = std::move(req.prompt_tokens);
+    } else if (!req.is_chat()) {
       prompt = ctx.tokenizer->encode(*req.prompt, true, false);
     } else {
       if (!ctx.chat)

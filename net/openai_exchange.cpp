@@ -1,18 +1,33 @@
 // One OpenAI API request's response (see openai_exchange.hpp).
 #include "net/openai_exchange.hpp"
 
+#include <charconv>
+
 #include "proto/json_writer.hpp"
 
 namespace rz::net {
 
 OpenAiExchange::OpenAiExchange(proto::OpenAiRequest req, proto::ResponseMeta meta)
-    : req_(std::move(req)), meta_(std::move(meta)), choices_(static_cast<std::size_t>(req_.n)) {
+    : req_(std::move(req)),
+      meta_(std::move(meta)),
+      prompts_(req_.kind == proto::ApiKind::chat ? std::size_t{1} : req_.prompts.size()) {
   meta_.kind = req_.kind;
+  choices_.resize(prompts_.size() * static_cast<std::size_t>(req_.n));
 }
 
-int OpenAiExchange::choice_of(const std::optional<int>& choice) const {
-  const int i = choice.value_or(0);
-  return i >= 0 && i < static_cast<int>(choices_.size()) ? i : -1;
+int OpenAiExchange::total() const { return static_cast<int>(choices_.size()); }
+
+int OpenAiExchange::choice_of(std::string_view id, const std::optional<int>& choice) const {
+  const int p = prompt_of(id);
+  const int c = choice.value_or(0);
+  return p >= 0 && c >= 0 && c < req_.n ? p * req_.n + c : -1;
+}
+
+int OpenAiExchange::prompt_of(std::string_view id) const {
+  int p = -1;
+  const char* end = id.data() + id.size();
+  const auto [at, ec] = std::from_chars(id.data(), end, p);
+  return ec == std::errc{} && at == end && p >= 0 && p < static_cast<int>(prompts_.size()) ? p : -1;
 }
 
 void OpenAiExchange::start_stream(Output& out) {
@@ -22,7 +37,7 @@ void OpenAiExchange::start_stream(Output& out) {
   out.content_type = "text/event-stream";
   out.event_stream = true;
   if (req_.kind != proto::ApiKind::chat) return;
-  for (int i = 0; i < req_.n; ++i)
+  for (int i = 0; i < total(); ++i)
     proto::append_sse(
         out.body, proto::chunk_json(meta_, i, "assistant", "", std::nullopt, req_.include_usage));
 }
@@ -30,6 +45,11 @@ void OpenAiExchange::start_stream(Output& out) {
 void OpenAiExchange::finish(Output& out) {
   ended_ = true;
   out.end = true;
+  usage_.prompt_tokens = usage_.cached_tokens = 0;
+  for (const PromptUsage& p : prompts_) {
+    usage_.prompt_tokens += p.prompt_tokens;
+    usage_.cached_tokens += p.cached_tokens;
+  }
   if (req_.stream) {
     if (req_.include_usage) proto::append_sse(out.body, proto::usage_chunk_json(meta_, usage_));
     out.body.append(proto::kSseDone);
@@ -71,22 +91,22 @@ void OpenAiExchange::end_choice(Output& out, int i, std::string reason) {
                                                   reason, req_.include_usage));
   }
   choices_[i].finish_reason = std::move(reason);
-  if (++done_ == req_.n) finish(out);
+  if (++done_ == total()) finish(out);
 }
 
 OpenAiExchange::Output OpenAiExchange::on_frame(const proto::ServerFrame& f) {
   Output out;
   if (ended_) return out;
   if (const auto* e = std::get_if<proto::ErrorFrame>(&f)) {
-    const int i = choice_of(e->choice);
+    const int i = choice_of(e->id ? std::string_view(*e->id) : std::string_view(), e->choice);
     if (e->code != proto::ErrorCode::timeout || !e->choice || i < 0) return on_error(*e);
     if (choices_[i].finish_reason) return out;
-    if (++timed_out_empty_ == req_.n && !head_sent_) return on_error(*e);
+    if (++timed_out_empty_ == total() && !head_sent_) return on_error(*e);
     end_choice(out, i, std::string(proto::to_string(proto::FinishReason::timeout)));
     return out;
   }
   if (const auto* t = std::get_if<proto::TokenFrame>(&f)) {
-    const int i = choice_of(t->choice);
+    const int i = choice_of(t->id, t->choice);
     if (i < 0 || choices_[i].finish_reason) return out;
     Choice& c = choices_[i];
     if (!req_.stream) {
@@ -105,12 +125,14 @@ OpenAiExchange::Output OpenAiExchange::on_frame(const proto::ServerFrame& f) {
     return out;
   }
   if (const auto* d = std::get_if<proto::DoneFrame>(&f)) {
-    const int i = choice_of(d->choice);
+    const int i = choice_of(d->id, d->choice);
     if (i < 0 || choices_[i].finish_reason) return out;
-    if (!usage_set_ || i == 0) {  // the prompt is counted once, as choice 0 saw it
-      usage_.prompt_tokens = d->usage.prompt_tokens;
-      usage_.cached_tokens = d->usage.cached_tokens;
-      usage_set_ = true;
+    // Each prompt is counted once, as its choice 0 saw it (a later choice may find it cached).
+    PromptUsage& p = prompts_[static_cast<std::size_t>(i / req_.n)];
+    if (!p.set || i % req_.n == 0) {
+      p.prompt_tokens = d->usage.prompt_tokens;
+      p.cached_tokens = d->usage.cached_tokens;
+      p.set = true;
     }
     usage_.completion_tokens += d->usage.completion_tokens;
     end_choice(out, i, std::string(proto::to_string(d->finish_reason)));

@@ -1,7 +1,8 @@
 // One request of the OpenAI-compatible API, from the engine's frames to the bytes of the HTTP
 // response, as a pure state machine (no sockets: net/http_session.cpp writes what it returns, and
-// tests feed it frames directly). The request is one engine request whose n choices come back
-// as frames numbered by `choice`.
+// tests feed it frames directly). The request is one engine request per prompt (ids "0", "1",
+// ...; chat: one) whose n choices come back as frames numbered by `choice`; prompt p's choice c
+// is the response's choice p * n + c.
 //
 //   stream: false  frames ─▶ text per choice ─(all done)─▶ 200 + one JSON body
 //   stream: true   first token/done ─▶ 200 head (text/event-stream) + role chunks
@@ -14,6 +15,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "proto/messages.hpp"
@@ -47,7 +49,10 @@ class OpenAiExchange {
     std::vector<proto::TokenLogprob> logprobs;  // (stream: false) when asked for
     uint64_t text_offset = 0;                   // characters of the logprobs' tokens so far
   };
-  int choice_of(const std::optional<int>& choice) const;  // -1: not one of ours
+  // The response's choice of a frame (prompt p's choice c is p * n + c); -1: not one of ours.
+  int choice_of(std::string_view id, const std::optional<int>& choice) const;
+  int prompt_of(std::string_view id) const;  // the request id "p" -> p; -1: not one of ours
+  int total() const;                         // choices of all the prompts
   void start_stream(Output& out);
   Output on_error(const proto::ErrorFrame& e);
   // Choice i ended with `reason` (done frame, or a choice's timeout error).
@@ -57,10 +62,15 @@ class OpenAiExchange {
   proto::OpenAiRequest req_;
   proto::ResponseMeta meta_;
   std::vector<Choice> choices_;
+  struct PromptUsage {
+    uint64_t prompt_tokens = 0;
+    uint64_t cached_tokens = 0;
+    bool set = false;
+  };
+  std::vector<PromptUsage> prompts_;  // per prompt (chat: one): its tokens, as usage counts them
   proto::ApiUsage usage_;
   int done_ = 0;
   int timed_out_empty_ = 0;  // choices ended by a timeout error (no token)
-  bool usage_set_ = false;
   bool head_sent_ = false;
   bool ended_ = false;
 };

@@ -62,8 +62,11 @@ struct GenerateRequest {
   // Not on the wire: max_tokens is only an upper bound, lowered to what the context leaves after
   // the prompt (the HTTP API's chat requests without max_tokens).
   bool fit_max_tokens = false;
+  // Not on the wire: the prompt as token ids (the HTTP API's token-array prompts), taken as they
+  // are (no BOS added); non-empty instead of prompt and messages.
+  std::vector<int32_t> prompt_tokens;
 
-  bool is_chat() const { return !prompt.has_value(); }
+  bool is_chat() const { return !prompt.has_value() && prompt_tokens.empty(); }
 };
 
 // {"type":"cancel","id":"r1"}

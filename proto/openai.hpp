@@ -20,10 +20,21 @@ enum class ApiKind { chat, completion };
 
 inline constexpr int kDefaultCompletionTokens = 16;  // /v1/completions without max_tokens
 
+// One prompt of a completions request: text (tokenized by the server, with the model's BOS) or
+// token ids (taken as they are).
+struct CompletionPrompt {
+  std::string text;
+  std::vector<int32_t> tokens;  // non-empty: the prompt is these ids
+  bool operator==(const CompletionPrompt&) const = default;
+};
+
 struct OpenAiRequest {
   ApiKind kind = ApiKind::chat;
-  std::string model;                  // as sent; "" when absent (the served model answers)
-  std::optional<std::string> prompt;  // completions
+  std::string model;  // as sent; "" when absent (the served model answers)
+  // completions: one or more prompts (OpenAI's "prompt": a string, an array of strings, an
+  // array of token ids or an array of such arrays), each with its n choices; prompts x n is at
+  // most kMaxChoices (each choice is an engine request of the connection's session)
+  std::vector<CompletionPrompt> prompts;
   std::vector<ChatMessage> messages;  // chat
   // Absent: 16 for completions; for chat, as many as the context leaves (up to the server's
   // max_tokens limit). max_completion_tokens wins over max_tokens when both are given.
@@ -57,9 +68,10 @@ using OpenAiParse = std::variant<OpenAiRequest, ApiError>;
 OpenAiParse parse_openai_request(ApiKind kind, std::string_view body,
                                  const ProtocolLimits& limits = {});
 
-// The engine request of an OpenAI request: one GenerateRequest, id "0", with the n choices
-// (which the session runs as n engine requests; a given seed s becomes s + i for choice i) and
-// the log-probabilities asked for. A vector, for the HTTP session's sake (one entry).
+// The engine requests of an OpenAI request: one GenerateRequest per prompt (chat: one), ids "0",
+// "1", ..., each with the n choices (which the session runs as n engine requests; a given seed s
+// becomes s + i for choice i) and the log-probabilities asked for. Prompt p's choice i is the
+// response's choice p * n + i.
 std::vector<GenerateRequest> to_generate_requests(const OpenAiRequest& r,
                                                   const ProtocolLimits& limits);
 

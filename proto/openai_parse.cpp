@@ -186,14 +186,51 @@ std::vector<ChatMessage> parse_messages(element e, const ProtocolLimits& limits)
   return out;
 }
 
-// "prompt": a string, or an array holding one string.
-std::string parse_prompt(element e) {
-  if (e.is_string()) return std::string(get_string(e, "prompt"));
+// A token-id prompt: an array of integers in [0, 2^31 - 1] (the vocabulary is checked where the
+// model is known, in the session), non-empty.
+CompletionPrompt token_prompt(simdjson::dom::array arr, const std::string& at) {
+  CompletionPrompt p;
+  if (arr.size() == 0) bad(at, "must not be empty");
+  p.tokens.reserve(arr.size());
+  std::size_t i = 0;
+  for (element t : arr)
+    p.tokens.push_back(int32_t(
+        get_int(t, at + "[" + std::to_string(i++) + "]", 0, std::numeric_limits<int32_t>::max())));
+  return p;
+}
+
+// "prompt": a string, an array of strings, an array of token ids, or an array of arrays of token
+// ids (OpenAI's four forms); at most kMaxChoices prompts, each non-empty.
+std::vector<CompletionPrompt> parse_prompts(element e) {
+  const auto text = [](element t, const std::string& at) {
+    CompletionPrompt p;
+    p.text = std::string(get_string(t, at));
+    if (p.text.empty()) bad(at, "must not be empty");
+    return p;
+  };
+  if (e.is_string()) return {text(e, "prompt")};
   simdjson::dom::array arr;
-  if (e.get_array().get(arr)) wrong_type("prompt", "a string", e);
-  if (arr.size() != 1 || !arr.at(0).value_unsafe().is_string())
-    unsupported("prompt", "prompt arrays other than one string (token arrays, several prompts)");
-  return std::string(get_string(arr.at(0).value_unsafe(), "prompt[0]"));
+  if (e.get_array().get(arr))
+    wrong_type("prompt", "a string, an array of strings or an array of token ids", e);
+  if (arr.size() == 0) bad("prompt", "must not be empty");
+  const element first = arr.at(0).value_unsafe();
+  if (first.is_int64() || first.is_uint64() || first.is_double())
+    return {token_prompt(arr, "prompt")};
+  if (arr.size() > std::size_t(kMaxChoices))
+    bad("prompt", "at most " + std::to_string(kMaxChoices) + " prompts");
+  std::vector<CompletionPrompt> out;
+  std::size_t i = 0;
+  for (element item : arr) {
+    const std::string at = "prompt[" + std::to_string(i++) + "]";
+    simdjson::dom::array ids;
+    if (item.is_string())
+      out.push_back(text(item, at));
+    else if (!item.get_array().get(ids))
+      out.push_back(token_prompt(ids, at));
+    else
+      wrong_type(at, "a string or an array of token ids", item);
+  }
+  return out;
 }
 
 // A number in [lo, hi] ((lo, hi] when lo_open); `range` is that interval as the error shows it.
@@ -217,8 +254,7 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
   } else {
     auto p = f.get(kPrompt);
     if (!p) fail_field(ErrorCode::missing_field, "prompt", "required");
-    r.prompt = parse_prompt(*p);
-    if (r.prompt->empty()) bad("prompt", "must not be empty");
+    r.prompts = parse_prompts(*p);
   }
 
   for (int k : {kMaxTokens, kMaxCompletionTokens})
@@ -252,6 +288,9 @@ OpenAiRequest parse_request(ApiKind kind, const KeyFields& f, const ProtocolLimi
   if (auto e = f.get(kTimeoutMs))
     r.timeout_ms = uint32_t(get_int(*e, "timeout_ms", 1, std::numeric_limits<int32_t>::max()));
   if (auto e = f.get(kN)) r.n = int(get_int(*e, "n", 1, kMaxChoices));
+  if (r.prompts.size() * std::size_t(r.n) > std::size_t(kMaxChoices))
+    bad("n", "the prompts times n must be at most " + std::to_string(kMaxChoices) + " (" +
+                 std::to_string(r.prompts.size()) + " prompts)");
   if (auto e = f.get(kStream)) r.stream = get_bool(*e, "stream");
   if (auto e = f.get(kStreamOptions)) {
     simdjson::dom::object obj;
@@ -320,11 +359,7 @@ OpenAiParse parse_openai_request(ApiKind kind, std::string_view body,
 std::vector<GenerateRequest> to_generate_requests(const OpenAiRequest& r,
                                                   const ProtocolLimits& limits) {
   GenerateRequest g;
-  g.id = "0";
-  if (r.kind == ApiKind::chat)
-    g.messages = r.messages;
-  else
-    g.prompt = r.prompt;
+  if (r.kind == ApiKind::chat) g.messages = r.messages;
   if (r.max_tokens) {
     g.max_tokens = *r.max_tokens;
   } else if (r.kind == ApiKind::completion) {
@@ -340,7 +375,20 @@ std::vector<GenerateRequest> to_generate_requests(const OpenAiRequest& r,
   g.n = r.n;
   g.logprobs = r.logprobs ? r.top_logprobs : -1;
   std::vector<GenerateRequest> out;
-  out.push_back(std::move(g));
+  if (r.kind == ApiKind::chat) {
+    g.id = "0";
+    out.push_back(std::move(g));
+    return out;
+  }
+  for (std::size_t i = 0; i < r.prompts.size(); ++i) {
+    GenerateRequest one = g;
+    one.id = std::to_string(i);
+    if (r.prompts[i].tokens.empty())
+      one.prompt = r.prompts[i].text;
+    else
+      one.prompt_tokens = r.prompts[i].tokens;
+    out.push_back(std::move(one));
+  }
   return out;
 }
 

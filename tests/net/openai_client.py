@@ -73,6 +73,16 @@ def main():
         model=model, prompt="The capital of France is", max_tokens=8, temperature=0, stream=True)
         if x.choices)
     check("completions stream equals the whole text", text == c.choices[0].text, repr(text))
+    # OpenAI's other prompt forms: several prompts (choices in order), token ids.
+    several = client.completions.create(model=model, prompt=["The capital of France is", "Paris"],
+                                        max_tokens=8, temperature=0)
+    check("several prompts", len(several.choices) == 2 and
+          [x.index for x in several.choices] == [0, 1] and
+          several.choices[0].text == c.choices[0].text and
+          several.usage.prompt_tokens > c.usage.prompt_tokens, several)
+    ids = client.completions.create(model=model, prompt=[[1, 2, 3], [4, 5]], max_tokens=2,
+                                    temperature=0)
+    check("token-id prompts", len(ids.choices) == 2 and ids.usage.prompt_tokens == 5, ids)
     # A stop string taken from the greedy text: the answer ends before it, finish_reason stop.
     cut = c.choices[0].text.strip().split(" ")[0]
     if cut:

@@ -12,9 +12,12 @@
 namespace rz::net {
 namespace {
 
-proto::OpenAiRequest request(proto::ApiKind kind, int n, bool stream, bool usage = false) {
+proto::OpenAiRequest request(proto::ApiKind kind, int n, bool stream, bool usage = false,
+                             int prompts = 1) {
   proto::OpenAiRequest r;
   r.kind = kind;
+  if (kind == proto::ApiKind::completion)
+    for (int i = 0; i < prompts; ++i) r.prompts.push_back({"p" + std::to_string(i), {}});
   r.n = n;
   r.stream = stream;
   r.include_usage = usage;
@@ -23,18 +26,20 @@ proto::OpenAiRequest request(proto::ApiKind kind, int n, bool stream, bool usage
 
 proto::ResponseMeta meta() { return {proto::ApiKind::chat, "id-1", 100, "smol"}; }
 
-// Frames of the exchange's one engine request ("0"); `choice` names the choice ("1" -> 1).
-proto::TokenFrame token(const std::string& choice, const std::string& text, uint64_t index) {
-  return {"0", text, {int32_t(index)}, index, std::stoi(choice), {}};
+// Frames of the exchange's engine request `id` ("0" unless given: the first prompt's); `choice`
+// names the choice ("1" -> 1).
+proto::TokenFrame token(const std::string& choice, const std::string& text, uint64_t index,
+                        const std::string& id = "0") {
+  return {id, text, {int32_t(index)}, index, std::stoi(choice), {}};
 }
 
 proto::DoneFrame done(const std::string& choice, proto::FinishReason r, uint64_t completion,
-                      uint64_t cached = 0) {
+                      uint64_t cached = 0, const std::string& id = "0", uint64_t prompt = 7) {
   proto::DoneFrame d;
-  d.id = "0";
+  d.id = id;
   d.choice = std::stoi(choice);
   d.finish_reason = r;
-  d.usage = {7, completion, cached};
+  d.usage = {prompt, completion, cached};
   return d;
 }
 
@@ -78,6 +83,63 @@ TEST(OpenAiExchange, WholeResponseWithTwoChoices) {
   EXPECT_EQ(uint64_t(e["usage"]["completion_tokens"]), 4u);
   EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens_details"]["cached_tokens"]), 4u);  // choice 0's
   EXPECT_EQ(ex.on_frame(token("0", "late", 9)).body, "");  // after the end: nothing
+}
+
+// Two prompts of two choices each: prompt p's choice c is the response's choice 2 p + c, each
+// prompt's tokens count once (as its choice 0 saw them), and the response ends with the last of
+// the four.
+TEST(OpenAiExchange, SeveralPromptsNumberTheirChoicesInOrder) {
+  OpenAiExchange ex(request(proto::ApiKind::completion, 2, false, false, 2), meta());
+  EXPECT_EQ(ex.on_frame(token("1", "d", 0, "1")).status, 0);
+  EXPECT_EQ(ex.on_frame(token("0", "a", 0, "0")).status, 0);
+  EXPECT_EQ(ex.on_frame(token("0", "c", 0, "1")).status, 0);
+  EXPECT_EQ(ex.on_frame(token("1", "b", 0, "0")).status, 0);
+  EXPECT_EQ(ex.on_frame(token("0", "x", 0, "2")).body, "");    // no third prompt
+  EXPECT_EQ(ex.on_frame(token("2", "x", 0, "1")).body, "");    // no third choice
+  EXPECT_EQ(ex.on_frame(token("0", "x", 0, "01x")).body, "");  // not a prompt's id
+  EXPECT_FALSE(ex.on_frame(done("1", proto::FinishReason::length, 1, 5, "1", 11)).end);
+  EXPECT_FALSE(ex.on_frame(done("0", proto::FinishReason::stop, 1, 0, "1", 11)).end);
+  EXPECT_FALSE(ex.on_frame(done("0", proto::FinishReason::stop, 1, 2, "0", 7)).end);
+  auto o = ex.on_frame(done("1", proto::FinishReason::length, 1, 7, "0", 7));
+  ASSERT_TRUE(o.end);
+  EXPECT_EQ(o.status, 200);
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  ASSERT_EQ(p.parse(o.body).get(e), simdjson::SUCCESS) << o.body;
+  ASSERT_EQ(e["choices"].get_array().value().size(), 4u);
+  const char* texts[] = {"a", "b", "c", "d"};
+  const char* reasons[] = {"stop", "length", "stop", "length"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(int64_t(e["choices"].at(i)["index"]), i);
+    EXPECT_EQ(std::string_view(e["choices"].at(i)["text"]), texts[i]);
+    EXPECT_EQ(std::string_view(e["choices"].at(i)["finish_reason"]), reasons[i]);
+  }
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]), 18u);  // 7 + 11: each prompt once
+  EXPECT_EQ(uint64_t(e["usage"]["completion_tokens"]), 4u);
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens_details"]["cached_tokens"]), 2u);  // 2 + 0
+}
+
+// Streamed, two prompts: the chunks carry the global choice index.
+TEST(OpenAiExchange, SeveralPromptsStreamed) {
+  OpenAiExchange ex(request(proto::ApiKind::completion, 1, true, true, 2), meta());
+  auto o = ex.on_frame(token("0", "second", 0, "1"));
+  auto ev = events(o.body);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_NE(ev[0].find("\"index\":1"), std::string::npos) << ev[0];
+  EXPECT_FALSE(ex.on_frame(done("0", proto::FinishReason::stop, 1, 0, "1", 3)).end);
+  o = ex.on_frame(token("0", "first", 0, "0"));
+  ev = events(o.body);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_NE(ev[0].find("\"index\":0"), std::string::npos) << ev[0];
+  o = ex.on_frame(done("0", proto::FinishReason::stop, 1, 0, "0", 4));
+  ASSERT_TRUE(o.end);
+  ev = events(o.body);
+  ASSERT_EQ(ev.size(), 3u);  // finish chunk, usage chunk, [DONE]
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  ASSERT_EQ(p.parse(ev[1]).get(e), simdjson::SUCCESS) << ev[1];
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]), 7u);
+  EXPECT_EQ(ev[2], "[DONE]");
 }
 
 TEST(OpenAiExchange, StreamedChatWithUsage) {

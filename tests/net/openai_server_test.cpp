@@ -224,6 +224,63 @@ TEST_F(OpenAiServerTest, LogitBiasSteersTheTokens) {
   EXPECT_EQ(metric(metrics(), "rz_active_slots"), 0);
 }
 
+// Token-id prompts and several prompts in one request (OpenAI's prompt forms): the ids of the
+// text prompt give its greedy text, each prompt's choices come in order, usage counts every
+// prompt, and an id outside the vocabulary is a 400 naming the prompt.
+TEST_F(OpenAiServerTest, TokenPromptsAndSeveralPrompts) {
+  start();
+  const std::string ref = greedy_text(kPrompt, 6);
+  ASSERT_FALSE(ref.empty());
+  const std::vector<int32_t> ids = tok_->encode(kPrompt, true, false);  // as the server encodes
+  std::string id_list;
+  for (int32_t t : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(t);
+  simdjson::dom::parser p;
+  HttpResult r = http_send(port_, "/v1/completions",
+                           R"({"prompt":[)" + id_list + R"(],"max_tokens":6,"temperature":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto e = json(p, r.body);
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["text"]), ref);
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]), ids.size());
+
+  for (const char* stream : {"false", "true"}) {
+    SCOPED_TRACE(stream);
+    r = http_send(port_, "/v1/completions",
+                  R"({"prompt":["The capital of France is",[)" + id_list +
+                      R"(],"Paris is"],"max_tokens":6,"temperature":0,"stream":)" + stream + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    std::vector<std::string> texts(3);
+    if (std::string(stream) == "false") {
+      e = json(p, r.body);
+      ASSERT_EQ(e["choices"].get_array().value().size(), 3u) << r.body;
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(int64_t(e["choices"].at(i)["index"]), i);
+        texts[i] = std::string(std::string_view(e["choices"].at(i)["text"]));
+      }
+      EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]),
+                2 * ids.size() + tok_->encode("Paris is", true, false).size());
+    } else {
+      for (const std::string& ev : sse_events(r.body)) {
+        if (ev == "[DONE]") continue;
+        auto c = json(p, ev);
+        const int64_t i = int64_t(c["choices"].at(0)["index"]);
+        ASSERT_TRUE(i >= 0 && i < 3) << ev;
+        texts[std::size_t(i)] += std::string_view(c["choices"].at(0)["text"]);
+      }
+    }
+    EXPECT_EQ(texts[0], ref);
+    EXPECT_EQ(texts[1], ref);
+    EXPECT_EQ(texts[2], greedy_text("Paris is", 6));
+  }
+
+  r = http_send(port_, "/v1/completions",
+                R"({"prompt":[1,)" + std::to_string(tok_->n_vocab()) + R"(],"max_tokens":2})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  e = json(p, r.body);
+  EXPECT_EQ(std::string_view(e["error"]["param"]), "prompt") << r.body;
+  EXPECT_EQ(std::string_view(e["error"]["code"]), "bad_value") << r.body;
+  EXPECT_EQ(metric(metrics(), "rz_active_slots"), 0);
+}
+
 // The server's bound (--request-timeout) ends a long completion: finish_reason "timeout" with
 // the text so far, or a 408 with code timeout when no token came in time.
 TEST_F(OpenAiServerTest, RequestTimeoutEndsALongCompletion) {

@@ -124,17 +124,69 @@ TEST(OpenAiParse, EveryField) {
 
 TEST(OpenAiParse, CompletionsPromptAndDefaults) {
   OpenAiRequest r = ok(kText, R"({"prompt":"Once upon"})");
-  EXPECT_EQ(r.prompt, "Once upon");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Once upon");
+  EXPECT_TRUE(r.prompts[0].tokens.empty());
   auto g = to_generate_requests(r, ProtocolLimits{});
   ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].id, "0");
+  EXPECT_EQ(g[0].prompt, "Once upon");
   EXPECT_EQ(g[0].max_tokens, kDefaultCompletionTokens);  // OpenAI's default for completions
   EXPECT_FALSE(g[0].is_chat());
-  EXPECT_EQ(ok(kText, R"({"prompt":["one string"]})").prompt, "one string");
+  const std::vector<CompletionPrompt> one = {{"one string", {}}};
+  EXPECT_EQ(ok(kText, R"({"prompt":["one string"]})").prompts, one);
   // top_p 0: only the most likely token.
   r = ok(kText, R"({"prompt":"x","top_p":0})");
   EXPECT_EQ(r.sampling.top_k, 1);
   EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
   EXPECT_EQ(ok(kText, R"({"prompt":"x","logprobs":null,"echo":false,"best_of":1})").n, 1);
+}
+
+// OpenAI's four prompt forms: a string, strings, token ids, arrays of token ids. Each prompt
+// becomes an engine request of its own ("0", "1", ...) with the request's n and sampling; token
+// prompts go as ids (prompt_tokens), not text.
+TEST(OpenAiParse, CompletionsPromptForms) {
+  OpenAiRequest r = ok(kText, R"({"prompt":["a b","c"],"n":2,"max_tokens":5,"seed":9})");
+  const std::vector<CompletionPrompt> texts = {{"a b", {}}, {"c", {}}};
+  EXPECT_EQ(r.prompts, texts);
+  auto g = to_generate_requests(r, ProtocolLimits{});
+  ASSERT_EQ(g.size(), 2u);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    EXPECT_EQ(g[i].id, std::to_string(i));
+    EXPECT_EQ(g[i].prompt, texts[i].text);
+    EXPECT_TRUE(g[i].prompt_tokens.empty());
+    EXPECT_EQ(g[i].n, 2);
+    EXPECT_EQ(g[i].max_tokens, 5);
+    EXPECT_EQ(g[i].sampling.seed, std::optional<uint64_t>(9));
+    EXPECT_FALSE(g[i].is_chat());
+  }
+
+  r = ok(kText, R"({"prompt":[15496, 0, 2147483647]})");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{15496, 0, 2147483647}));
+  g = to_generate_requests(r, ProtocolLimits{});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_FALSE(g[0].prompt.has_value());
+  EXPECT_EQ(g[0].prompt_tokens, r.prompts[0].tokens);
+  EXPECT_FALSE(g[0].is_chat());  // neither text nor messages: a token prompt
+
+  r = ok(kText, R"({"prompt":[[1,2],[3],"text"]})");
+  const std::vector<CompletionPrompt> mixed = {{"", {1, 2}}, {"", {3}}, {"text", {}}};
+  EXPECT_EQ(r.prompts, mixed);
+  g = to_generate_requests(r, ProtocolLimits{});
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[1].id, "1");
+  EXPECT_EQ(g[1].prompt_tokens, (std::vector<int32_t>{3}));
+  EXPECT_EQ(g[2].prompt, "text");
+
+  // 16 prompts (kMaxChoices) pass; chat stays one request.
+  std::string many = R"({"prompt":[)";
+  for (int i = 0; i < kMaxChoices; ++i)
+    many += std::string(i ? "," : "") + "[" + std::to_string(i) + "]";
+  EXPECT_EQ(ok(kText, many + "]}").prompts.size(), std::size_t(kMaxChoices));
+  EXPECT_EQ(
+      to_generate_requests(ok(kChat, R"({"messages":[{"role":"user","content":"x"}]})"), {}).size(),
+      1u);
 }
 
 TEST(OpenAiParse, ErrorsNameTheParamInOpenAisShape) {
@@ -161,7 +213,20 @@ TEST(OpenAiParse, ErrorsNameTheParamInOpenAisShape) {
        "bad_value"},
       {kText, R"({})", 400, "prompt", "missing_field"},
       {kText, R"({"prompt":""})", 400, "prompt", "bad_value"},
-      {kText, R"({"prompt":[1,2,3]})", 400, "prompt", "bad_value"},
+      {kText, R"({"prompt":[]})", 400, "prompt", "bad_value"},
+      {kText, R"({"prompt":["x",""]})", 400, "prompt[1]", "bad_value"},
+      {kText, R"({"prompt":[[]]})", 400, "prompt[0]", "bad_value"},
+      {kText, R"({"prompt":[1,-2]})", 400, "prompt[1]", "bad_value"},
+      {kText, R"({"prompt":[1,2.5]})", 400, "prompt[1]", "bad_value"},
+      {kText, R"({"prompt":[1,"x"]})", 400, "prompt[1]", "bad_value"},
+      {kText, R"({"prompt":[2147483648]})", 400, "prompt[0]", "bad_value"},
+      {kText, R"({"prompt":["x",{"a":1}]})", 400, "prompt[1]", "bad_value"},
+      {kText, R"({"prompt":[["x"]]})", 400, "prompt[0][0]", "bad_value"},
+      {kText, R"({"prompt":{"a":1}})", 400, "prompt", "bad_value"},
+      {kText, R"({"prompt":["a","b"],"n":9})", 400, "n", "bad_value"},
+      {kText,
+       R"({"prompt":[[1],[2],[3],[4],[5],[6],[7],[8],[9],[10],[11],[12],[13],[14],[15],[16],[17]]})",
+       400, "prompt", "bad_value"},
       {kText, R"({"prompt":"x","max_tokens":0})", 400, "max_tokens", "bad_value"},
       {kText, R"({"prompt":"x","max_tokens":1.5})", 400, "max_tokens", "bad_value"},
       {kText, R"({"prompt":"x","max_completion_tokens":100000})", 400, "max_completion_tokens",
