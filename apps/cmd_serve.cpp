@@ -106,6 +106,9 @@ int serve(int argc, char** argv) {
       .opt("threads", "N", "CPU threads of the executor; 0 = all cores", "0")
       .opt("max-queue", "N", "waiting requests beyond the slots; more get `overloaded`", "64")
       .opt("max-inflight", "N", "running requests per connection; more get `overloaded`", "16")
+      .opt("template", "NAME",
+           "chat template family instead of the model's (by default the model's, or its "
+           "architecture's where the file has none)")
       .opt("max-connections", "N",
            "open WebSocket connections; more get HTTP 503 (lowered "
            "to fit the open-file limit, which is raised to its hard "
@@ -264,8 +267,16 @@ int serve(int argc, char** argv) {
   int ctx = default_context(cfg);
   if (f.has("ctx")) ctx = static_cast<int>(ranged(f, "ctx", 1, 1 << 24));
 
+  // The model's template, its architecture's family where the file has none (as rz generate
+  // --chat), or --template NAME; a model with none of them serves prompts only.
   std::optional<ChatTemplate> chat;
-  if (!chat_template_source(*mf).empty()) {
+  if (f.has("template")) {
+    try {
+      chat = chat_template_for(*mf, *tok, f.str("template"));
+    } catch (const Error& e) {
+      throw Error(std::string("--template: ") + e.what());
+    }
+  } else {
     try {
       chat = chat_template_for(*mf, *tok);
     } catch (const Error& e) {

@@ -104,13 +104,13 @@ struct Served {
   int port = 0;
   std::string err;  // its stderr file
 };
-Served serve_with(const std::vector<std::string>& args,
-                  const std::vector<std::string>& prefix = {}) {
+Served serve_with(const std::vector<std::string>& args, const std::vector<std::string>& prefix = {},
+                  const std::string& model = kModel) {
   Served s;
   s.err = tmp_path("serve_err_" + std::to_string(std::rand()));
   std::vector<std::string> all = prefix;
   for (const std::string& a : {std::string(RZ_BIN), std::string("serve"), std::string("--model"),
-                               kModel, std::string("--port"), std::string("0")})
+                               model, std::string("--port"), std::string("0")})
     all.push_back(a);
   all.insert(all.end(), args.begin(), args.end());
   s.pid = spawn(all, "/dev/null", s.err);
@@ -256,6 +256,41 @@ TEST_F(ServeCliTest, ServesAChatAnswerThenExitsZeroOnSigterm) {
   std::filesystem::remove(err);
 }
 
+// A GGUF without tokenizer.chat_template (gemma-3-270m's conversion has none): rz serve chats in
+// its architecture's family, as rz generate --chat does, with the same greedy answer; --template
+// NAME picks a family, and an unknown name is a startup error.
+TEST_F(ServeCliTest, ChatWithoutATemplateInTheFileUsesItsFamily) {
+  const std::string gemma = RZ_SOURCE_DIR "/models/gemma-3-270m-q4_k_m.gguf";
+  ASSERT_TRUE(std::filesystem::exists(gemma)) << gemma << " is missing: run scripts/setup.sh";
+  const std::string q = "What is the capital of France?";
+  const ProcResult gen = run({RZ_BIN, "generate", "--model", gemma, "--chat", "--prompt", q,
+                              "--temperature", "0", "--max-tokens", "8", "--ctx", "512"});
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  ASSERT_FALSE(gen.out.empty());
+  Served s = serve_with({"--ctx", "512", "--max-slots", "1"}, {}, gemma);
+  ASSERT_GT(s.port, 0) << slurp(s.err);
+  EXPECT_NE(slurp(s.err).find("chat template gemma"), std::string::npos) << slurp(s.err);
+  const std::string post =
+      "import json,sys,urllib.request\n"
+      "r=urllib.request.Request('http://127.0.0.1:" +
+      std::to_string(s.port) +
+      "/v1/chat/completions',data=json.dumps({'messages':[{'role':'user','content':sys.argv[1]}],"
+      "'max_tokens':8,'temperature':0}).encode(),headers={'Content-Type':'application/json'})\n"
+      "sys.stdout.write(json.load(urllib.request.urlopen(r,timeout=60))['choices'][0]['message']"
+      "['content'])\n";
+  const ProcResult chat = run({"/usr/bin/env", "python3", "-c", post, q});
+  kill(s.pid, SIGTERM);
+  int status = 0;
+  waitpid(s.pid, &status, 0);
+  EXPECT_EQ(chat.code, 0) << chat.err;
+  EXPECT_EQ(chat.out, gen.out);
+
+  const ProcResult bad = run({RZ_BIN, "serve", "--model", gemma, "--template", "nonsense"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--template: unknown chat template 'nonsense'"), std::string::npos)
+      << bad.err;
+}
+
 TEST_F(ServeCliTest, DeviceFlag) {
   if (!rz::cuda_available()) {  // here: a clear error, no crash
     const ProcResult cuda = run({RZ_BIN, "serve", "--model", kModel, "--device", "cuda"});
@@ -340,10 +375,10 @@ TEST_F(ServeCliTest, BrowserPageAsksForTheApiKeyInHeadlessChromium) {
 // runs the strict ones (docs/reliability.md).
 TEST_F(ServeCliTest, HostileClientsLeaveTheServerServingOthers) {
   ASSERT_TRUE(std::filesystem::exists(kPython)) << kPython << " is missing: run scripts/setup.sh";
-  const ProcResult r = run({kPython, RZ_SOURCE_DIR "/tests/net/hostile_clients.py", RZ_BIN, kModel,
-                            "--ttft-factor", "5", "--ttft-slack-ms", "200", "--rss-slack-mb",
-                            "1024"},
-                           600s);
+  const ProcResult r =
+      run({kPython, RZ_SOURCE_DIR "/tests/net/hostile_clients.py", RZ_BIN, kModel, "--ttft-factor",
+           "5", "--ttft-slack-ms", "200", "--rss-slack-mb", "1024"},
+          600s);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("12 passed, 0 failed"), std::string::npos) << r.out << r.err;
 }
