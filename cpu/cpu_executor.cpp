@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <string>
 
 #include "cpu/cpu_matmul.hpp"
 #include "cpu/cpu_ops.hpp"
+#include "cpu/host_memory.hpp"
 #include "cpu/thread_pool.hpp"
 #include "formats/common.hpp"
 #include "model/executor_checks.hpp"
@@ -39,8 +42,28 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const ModelFile> file, const CpuExecuto
   if (cfg_.rope_theta_swa > 0) rope_swa_ = std::make_unique<RopeFreqs>(RopeFreqs::make_swa(cfg_));
   slots_.resize(opt.slots);
   const size_t cache_floats = size_t(cfg_.n_layer) * size_t(n_blocks_) * block_size_ * kv_dim_;
-  k_cache_.reset(new float[cache_floats]);
-  v_cache_.reset(new float[cache_floats]);
+  // K and V in fp32: refused up front when the machine cannot hold them (new[] may succeed under
+  // overcommit and the OOM killer come later, as the cache fills).
+  const double cache_bytes = 2.0 * double(cache_floats) * sizeof(float);
+  const auto too_large = [&](const std::string& why) {
+    char gib[64];
+    std::snprintf(gib, sizeof gib, "%.1f GiB", cache_bytes / double(1 << 30));
+    return Error("cpu executor: the KV cache of " + std::to_string(opt.slots) + " slots x " +
+                 std::to_string(max_ctx_) + " tokens (" + std::to_string(cfg_.n_layer) +
+                 " layers, fp32 K and V) needs " + gib + ", " + why +
+                 "; lower --ctx or --max-slots");
+  };
+  if (const auto room = host_memory_available(); room && cache_bytes > double(*room)) {
+    char have[64];
+    std::snprintf(have, sizeof have, "%.1f GiB", double(*room) / double(1 << 30));
+    throw too_large(std::string("more than the ") + have + " of memory available");
+  }
+  try {
+    k_cache_.reset(new float[cache_floats]);
+    v_cache_.reset(new float[cache_floats]);
+  } catch (const std::bad_alloc&) {
+    throw too_large("which could not be allocated");
+  }
   scores_.resize(pool_->size(), std::vector<float>(max_ctx_));
 }
 

@@ -673,6 +673,19 @@ TEST_F(CpuExecutorTest, BadKvOptionsAreRefused) {
   EXPECT_THROW(CpuExecutor ex(model(), {.kv_blocks = -1}), Error);
 }
 
+// A KV cache larger than the machine (here 4 slots of 2^24 tokens: terabytes) is a clear error
+// naming the flags to lower, before anything is allocated.
+TEST_F(CpuExecutorTest, KvCacheLargerThanTheMachineIsAClearError) {
+  try {
+    CpuExecutor ex(model(), {.slots = 4, .max_context = 1 << 24});
+    FAIL() << "a terabyte KV cache was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("KV cache of 4 slots x 16777216 tokens"), std::string::npos) << what;
+    EXPECT_NE(what.find("lower --ctx or --max-slots"), std::string::npos) << what;
+  }
+}
+
 TEST_F(CpuExecutorTest, DefaultContextIsCappedTrainingContext) {
   CpuExecutor ex(model());
   EXPECT_EQ(ex.max_slots(), 1);
