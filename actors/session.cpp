@@ -228,7 +228,10 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
                                                          std::to_string(n_vocab - 1) + ")");
       prompt = std::move(req.prompt_tokens);
     } else if (!req.is_chat()) {
-      prompt = ctx.tokenizer->encode(*req.prompt, true, false);
+      // The model's special tokens written in the text become those tokens (a prompt rendered
+      // with the chat template by the client reads as the chat request would), as Hugging Face
+      // tokenizers, vLLM and llama.cpp's server read a prompt.
+      prompt = ctx.tokenizer->encode(*req.prompt, true, true);
     } else {
       if (!ctx.chat)
         return refuse(proto::ErrorCode::bad_value,

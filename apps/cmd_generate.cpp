@@ -104,7 +104,7 @@ int generate(int argc, char** argv) {
     template_name = tmpl.name();
     prompt = tok->encode(tmpl.apply({{"user", f.str("prompt")}}), false, true);
   } else {
-    prompt = tok->encode(f.str("prompt"), true, false);
+    prompt = tok->encode(f.str("prompt"), true, true);  // special-token text too, as rz serve
   }
   if (prompt.empty()) throw Error("the prompt encodes to no tokens");
   if (static_cast<long long>(prompt.size()) > ctx)

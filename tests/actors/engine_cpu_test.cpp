@@ -63,7 +63,7 @@ TEST(EngineCpu, GreedyTokensAloneAndUnderLoadEqualTheExecutor) {
   auto mf = rz::ModelFile::open(path);
   auto tok = rz_test::default_tokenizer();
   const std::string prompt = "The capital of France is";
-  const auto expected = direct_greedy(mf, *tok, tok->encode(prompt, true, false), kMaxTokens);
+  const auto expected = direct_greedy(mf, *tok, tok->encode(prompt, true, true), kMaxTokens);
   ASSERT_FALSE(expected.empty());
 
   caf::actor_system_config cfg;
@@ -222,7 +222,7 @@ TEST(EngineCpu, EvictionKeepsServingUnderMemoryPressure) {
     auto d = sink->done_of(id);
     ASSERT_TRUE(d) << id << " failed";
     EXPECT_EQ(d->finish_reason, rz::proto::FinishReason::length);
-    EXPECT_EQ(sink->tokens_of(id), direct_greedy(mf, *tok, tok->encode(prompts[i], true, false), 4))
+    EXPECT_EQ(sink->tokens_of(id), direct_greedy(mf, *tok, tok->encode(prompts[i], true, true), 4))
         << id;
   }
   const auto m = e.engine->metrics();
@@ -302,7 +302,7 @@ TEST(EngineCpu, ChoicesPenaltiesAndLogprobs) {
   {
     rz::CpuExecutor ex(mf, {.slots = 1, .max_context = kCtx, .threads = 0});
     rz::SlotRunner run(ex);
-    int32_t next = run.prefill({0, tok->encode(prompt, true, false), sp});
+    int32_t next = run.prefill({0, tok->encode(prompt, true, true), sp});
     for (int i = 0; i < kN; ++i) {
       want.push_back(next);
       want_lp.push_back(ex.step_logprobs()[0]);
@@ -310,7 +310,7 @@ TEST(EngineCpu, ChoicesPenaltiesAndLogprobs) {
     }
   }
   // Without penalties the greedy tokens repeat more: the penalties changed something.
-  EXPECT_NE(want, direct_greedy(mf, *tok, tok->encode(prompt, true, false), kN));
+  EXPECT_NE(want, direct_greedy(mf, *tok, tok->encode(prompt, true, true), kN));
 
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};

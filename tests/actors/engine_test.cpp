@@ -99,7 +99,7 @@ TEST(Engine, SeveralSessionsMultiplexRequests) {
       auto d = sinks[s]->done_of(id);
       ASSERT_TRUE(d) << (sinks[s]->error_of(id) ? sinks[s]->error_of(id)->message : "");
       EXPECT_EQ(d->finish_reason, FinishReason::length);
-      const auto prompt = h.tok->encode(prompts[r], true, false);
+      const auto prompt = h.tok->encode(prompts[r], true, true);
       EXPECT_EQ(d->usage.prompt_tokens, prompt.size());
       EXPECT_EQ(sinks[s]->tokens_of(id), fake_tokens(prompt, 10 * s + r, 5 + 3 * r + s))
           << "session " << s << " request " << id;
@@ -221,7 +221,7 @@ TEST(Engine, ContextLengthAndMaxTokens) {
   auto sink = std::make_shared<RecordingSink>();
   Session s = h.engine->open_session(sink);
   const std::string prompt = "The quick brown fox jumps";
-  const int n = static_cast<int>(h.tok->encode(prompt, true, false).size());
+  const int n = static_cast<int>(h.tok->encode(prompt, true, true).size());
   ASSERT_GE(n, 3);
   s.generate(gen("fits", prompt, 32 - n));
   s.generate(gen("over", prompt, 33 - n));
@@ -334,7 +334,7 @@ TEST(Engine, FailingStepFailsOnlyItsRequests) {
   REQUIRE_MODEL();
   auto tok = rz_test::default_tokenizer();
   const std::string pa = "Hello", pb = "A much longer prompt with many more tokens in it";
-  const auto na = tok->encode(pa, true, false).size(), nb = tok->encode(pb, true, false).size();
+  const auto na = tok->encode(pa, true, true).size(), nb = tok->encode(pb, true, true).size();
   ASSERT_NE(na, nb);
   auto fake = std::make_unique<FakeExecutor>(2, 256, kVocab);
   fake->fail_if = [nb](const FakeExecutor::Call& c) {  // the step that begins b's prompt
@@ -364,12 +364,12 @@ TEST(Engine, FailingStepFailsOnlyItsRequests) {
     EXPECT_NE(e->message.find("injected failure"), std::string::npos) << e->message;
   }
   const auto ta = sink->tokens_of("a");
-  const auto ref_a = fake_tokens(tok->encode(pa, true, false), 5, 20);
+  const auto ref_a = fake_tokens(tok->encode(pa, true, true), 5, 20);
   ASSERT_LE(ta.size(), ref_a.size());
   EXPECT_TRUE(std::equal(ta.begin(), ta.end(), ref_a.begin())) << "a's tokens before the failure";
   expect_well_formed(*sink, "c");
   EXPECT_EQ(sink->done_of("c")->finish_reason, FinishReason::length);
-  EXPECT_EQ(sink->tokens_of("c"), fake_tokens(tok->encode(pa, true, false), 9, 6));
+  EXPECT_EQ(sink->tokens_of("c"), fake_tokens(tok->encode(pa, true, true), 9, 6));
   EXPECT_EQ(h.engine->metrics().requests_failed, 2u);
   // Slots and KV blocks come back, and the engine serves new requests.
   ASSERT_TRUE(h.wait_idle());

@@ -38,7 +38,7 @@ TEST_F(OpenAiServerTest, CompletionsWholeAndStreamedGiveTheGreedyText) {
   EXPECT_EQ(std::string_view(e["choices"].at(0)["text"]), ref);
   const std::string finish(std::string_view(e["choices"].at(0)["finish_reason"]));
   EXPECT_TRUE(finish == "length" || finish == "stop") << finish;
-  const uint64_t prompt_tokens = tok_->encode(kPrompt, true, false).size();
+  const uint64_t prompt_tokens = tok_->encode(kPrompt, true, true).size();
   EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]), prompt_tokens);
   const uint64_t completion = uint64_t(e["usage"]["completion_tokens"]);
   EXPECT_EQ(uint64_t(e["usage"]["total_tokens"]), prompt_tokens + completion);
@@ -231,7 +231,7 @@ TEST_F(OpenAiServerTest, TokenPromptsAndSeveralPrompts) {
   start();
   const std::string ref = greedy_text(kPrompt, 6);
   ASSERT_FALSE(ref.empty());
-  const std::vector<int32_t> ids = tok_->encode(kPrompt, true, false);  // as the server encodes
+  const std::vector<int32_t> ids = tok_->encode(kPrompt, true, true);  // as the server encodes
   std::string id_list;
   for (int32_t t : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(t);
   simdjson::dom::parser p;
@@ -257,7 +257,7 @@ TEST_F(OpenAiServerTest, TokenPromptsAndSeveralPrompts) {
         texts[i] = std::string(std::string_view(e["choices"].at(i)["text"]));
       }
       EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]),
-                2 * ids.size() + tok_->encode("Paris is", true, false).size());
+                2 * ids.size() + tok_->encode("Paris is", true, true).size());
     } else {
       for (const std::string& ev : sse_events(r.body)) {
         if (ev == "[DONE]") continue;
@@ -279,6 +279,33 @@ TEST_F(OpenAiServerTest, TokenPromptsAndSeveralPrompts) {
   EXPECT_EQ(std::string_view(e["error"]["param"]), "prompt") << r.body;
   EXPECT_EQ(std::string_view(e["error"]["code"]), "bad_value") << r.body;
   EXPECT_EQ(metric(metrics(), "rz_active_slots"), 0);
+}
+
+// A completions prompt that the client rendered with the chat template runs as the chat request:
+// the model's special tokens written in it (<|im_start|>, <|im_end|>) are those tokens, as
+// Hugging Face tokenizers and vLLM read them, so the prompt tokens and the greedy text match.
+TEST_F(OpenAiServerTest, SpecialTokensInAPromptAreTheTokens) {
+  chat_ = ChatTemplate::from_name("chatml", "", "<|im_end|>");
+  start();
+  simdjson::dom::parser p;
+  const std::string q = "What is the capital of France?";
+  HttpResult r = http_send(port_, "/v1/chat/completions",
+                           R"({"messages":[{"role":"system","content":"Be brief."},)"
+                           R"({"role":"user","content":")" +
+                               q + R"("}],"max_tokens":8,"temperature":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto e = json(p, r.body);
+  const std::string chat_text(std::string_view(e["choices"].at(0)["message"]["content"]));
+  const uint64_t chat_prompt = uint64_t(e["usage"]["prompt_tokens"]);
+  // ChatML as the template renders these messages (tests/tokenizer pin the rendering).
+  const std::string rendered = "<|im_start|>system\\nBe brief.<|im_end|>\\n<|im_start|>user\\n" +
+                               q + "<|im_end|>\\n<|im_start|>assistant\\n";
+  r = http_send(port_, "/v1/completions",
+                R"({"prompt":")" + rendered + R"(","max_tokens":8,"temperature":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  e = json(p, r.body);
+  EXPECT_EQ(uint64_t(e["usage"]["prompt_tokens"]), chat_prompt);
+  EXPECT_EQ(std::string_view(e["choices"].at(0)["text"]), chat_text);
 }
 
 // The server's bound (--request-timeout) ends a long completion: finish_reason "timeout" with

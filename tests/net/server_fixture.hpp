@@ -139,7 +139,7 @@ class ServerTest : public ::testing::Test {
     sp.temperature = 0;
     rz::SlotRunner run(ex);
     std::vector<int64_t> out;
-    int32_t next = run.prefill({0, tok_->encode(prompt, true, false), sp});
+    int32_t next = run.prefill({0, tok_->encode(prompt, true, true), sp});
     while (!tok_->is_eog(next) && static_cast<int>(out.size()) < max_tokens) {
       out.push_back(next);
       if (static_cast<int>(out.size()) == max_tokens) break;
