@@ -13,6 +13,7 @@
 #include <exception>
 #include <random>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -211,21 +212,22 @@ void on_generate(Self* self, proto::GenerateRequest& req) {
   if (req.max_tokens < 1 || req.max_tokens > ctx.config.limits.max_tokens)
     return refuse(proto::ErrorCode::bad_value, "max_tokens: must be between 1 and " +
                                                    std::to_string(ctx.config.limits.max_tokens));
+  // Token ids the request names itself (logit_bias, token prompts; the parser took them >= 0).
+  const int32_t n_vocab = ctx.tokenizer->n_vocab();
+  const auto refuse_id = [&](std::string_view field, int32_t id) {
+    refuse(proto::ErrorCode::bad_value, std::string(field) + ": token id " + std::to_string(id) +
+                                            " is not in the vocabulary (ids 0 to " +
+                                            std::to_string(n_vocab - 1) + ")");
+  };
   if (const auto& bias = req.sampling.logit_bias;  // sorted by id: the largest is last
-      !bias.empty() && bias.back().first >= ctx.tokenizer->n_vocab())
-    return refuse(proto::ErrorCode::bad_value,
-                  "logit_bias: token id " + std::to_string(bias.back().first) +
-                      " is not in the vocabulary (ids 0 to " +
-                      std::to_string(ctx.tokenizer->n_vocab() - 1) + ")");
+      !bias.empty() && bias.back().first >= n_vocab)
+    return refuse_id("logit_bias", bias.back().first);
   std::vector<int32_t> prompt;
   try {
     if (!req.prompt_tokens.empty()) {  // token ids as given (the HTTP API's token prompts)
-      const int32_t n_vocab = ctx.tokenizer->n_vocab();
-      for (int32_t t : req.prompt_tokens)
-        if (t < 0 || t >= n_vocab)
-          return refuse(proto::ErrorCode::bad_value, "prompt: token id " + std::to_string(t) +
-                                                         " is not in the vocabulary (ids 0 to " +
-                                                         std::to_string(n_vocab - 1) + ")");
+      const auto bad = std::find_if(req.prompt_tokens.begin(), req.prompt_tokens.end(),
+                                    [&](int32_t t) { return t < 0 || t >= n_vocab; });
+      if (bad != req.prompt_tokens.end()) return refuse_id("prompt", *bad);
       prompt = std::move(req.prompt_tokens);
     } else if (!req.is_chat()) {
       // The model's special tokens written in the text become those tokens (a prompt rendered

@@ -45,19 +45,19 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const ModelFile> file, const CpuExecuto
   // K and V in fp32: refused up front when the machine cannot hold them (new[] may succeed under
   // overcommit and the OOM killer come later, as the cache fills).
   const double cache_bytes = 2.0 * double(cache_floats) * sizeof(float);
+  const auto gib = [](double bytes) {
+    char s[64];
+    std::snprintf(s, sizeof s, "%.1f GiB", bytes / double(1 << 30));
+    return std::string(s);
+  };
   const auto too_large = [&](const std::string& why) {
-    char gib[64];
-    std::snprintf(gib, sizeof gib, "%.1f GiB", cache_bytes / double(1 << 30));
     return Error("cpu executor: the KV cache of " + std::to_string(opt.slots) + " slots x " +
                  std::to_string(max_ctx_) + " tokens (" + std::to_string(cfg_.n_layer) +
-                 " layers, fp32 K and V) needs " + gib + ", " + why +
+                 " layers, fp32 K and V) needs " + gib(cache_bytes) + ", " + why +
                  "; lower --ctx or --max-slots");
   };
-  if (const auto room = host_memory_available(); room && cache_bytes > double(*room)) {
-    char have[64];
-    std::snprintf(have, sizeof have, "%.1f GiB", double(*room) / double(1 << 30));
-    throw too_large(std::string("more than the ") + have + " of memory available");
-  }
+  if (const auto room = host_memory_available(); room && cache_bytes > double(*room))
+    throw too_large("more than the " + gib(double(*room)) + " of memory available");
   try {
     k_cache_.reset(new float[cache_floats]);
     v_cache_.reset(new float[cache_floats]);
