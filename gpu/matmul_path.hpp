@@ -1,7 +1,8 @@
 // Which kernel multiplies a weight matrix by n activation rows in the CUDA executor: the one
 // place that chooses between gemv (kernels/gemv.hpp), qmm (kernels/qmm.hpp) and dequantize +
 // cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and the decode bench on
-// an H200 (kernels/QMM.md): up to 8 tokens (to 16 on matrices up to 16 MiB, qmm_runs_direct)
+// an H200 (kernels/QMM.md): up to 8 tokens (to 16 on matrices up to 16 MiB, 4 MiB for Q6_K / Q2_K,
+// qmm_runs_direct)
 // qmm runs its direct kernel (weights straight into registers, no block-wide staging), which
 // beat gemv on every measured Q4_K shape from the first token (llama3.1-8b ffn_down 15.6 vs
 // 27.3 us at n = 1, 16.8 vs 40.5 at n = 4) and every type from the third; Q6_K from the first

@@ -54,18 +54,26 @@ int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocks
                          bool clusters);
 
 // Two token tiles (9-16 tokens) pay where the staged kernel's fixed costs dominate (its K
-// splits' reduce kernel, its pipeline's fill): on matrices up to this size. Larger ones, and the
-// formats whose direct kernel stages its chunks (Q6_K, Q2_K), stay with the staged kernel there,
+// splits' reduce kernel, its pipeline's fill): on matrices up to this size (formats read in
+// place; the staging ones to the bound below). Larger ones stay with the staged kernel there,
 // which was faster on them (H200, 16 tokens, own time: llama3.1-8b gate/up 28,672 x 4,096 Q4_K
 // 49.3 us staged against 53.6 direct, Q6_K ffn_down 36.3 against 49.2, output 259 against 336;
 // qwen2.5-1.5b's 1.3-7.7 MB Q4_K matrices 5.5-7.9 against 7.7-9.6 + 2.0 for the reduce).
 constexpr int64_t kDirect2MaxBytes = int64_t{16} << 20;
+// The staging formats (Q6_K, Q2_K) take two tiles too on matrices up to this size (attempt 20 in
+// kernels/QMM.md): the staged kernel ran qwen2.5-1.5b's Q6_K attn_v [256 x 1536] at 16 tokens in
+// 4 blocks, 10.7 us a call; on the direct staged kernel's two tiles rz bench ran qwen2.5-1.5b B =
+// 9 / 12 / 16 +7 / +5 / +9 %, llama3.1-8b +1 / +1 / +2 % (attn_v [1024 x 4096], 3.4 MB). The
+// large Q6_K matrices lost with two tiles (llama3.1-8b ffn_down 36.3 -> 49.2 us, attempt 10);
+// 16 MiB (qwen's ffn_down, 11.3 MB, too) measured no better than 4.
+constexpr int64_t kDirect2StagedMaxBytes = int64_t{4} << 20;
 // Whether a call of n tokens with this many K splits (0: the rule's) runs the direct kernel, for a
 // format that stages its chunks or not and a matrix of `bytes`.
 __host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits, bool staged_format,
                                                int64_t bytes) {
   return splits <= kDirectMaxSplits &&
-         (n <= 8 || (n <= kQmmDirectMaxTokens && !staged_format && bytes <= kDirect2MaxBytes));
+         (n <= 8 || (n <= kQmmDirectMaxTokens &&
+                      bytes <= (staged_format ? kDirect2StagedMaxBytes : kDirect2MaxBytes)));
 }
 
 // Chunks a warp keeps in flight per group: two of the small items, one of the large (Q6_K's 28
