@@ -362,6 +362,11 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
 // after another made a 64-partition context take ~130 dependent round trips): the first kPre
 // partitions' outputs with the maxima, then the sums, then kPre partitions' outputs at a time;
 // M and sum_j w_j l_j by block reductions, each output's sum over j in order.
+// Tried instead and not kept, both slower at small batches: the tiny partitions combined inside
+// a thread-block cluster (2026-11-28), and the combine run by the last of a slot's partition
+// blocks to finish (2026-11-29: qwen2.5-1.5b B = 1 1.315 -> 1.534 ms a step; that block combines
+// its group's heads one after another, three dependent L2 round trips each, where this kernel
+// runs them at once: bench/gpu-runs/2026-11-29-h200-fused-combine-attempt.log).
 __global__ void __launch_bounds__(kThreads)
     attn_decode_combine_kernel(const int32_t* __restrict__ lens, const float* __restrict__ part_o,
                                const float* __restrict__ part_m, const float* __restrict__ part_l,
