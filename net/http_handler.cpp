@@ -1,6 +1,8 @@
 // Plain HTTP routes (see http_handler.hpp).
 #include "net/http_handler.hpp"
 
+#include <boost/url/pct_string_view.hpp>
+
 #include "proto/json_writer.hpp"
 #include "proto/openai_write.hpp"
 
@@ -41,7 +43,8 @@ HttpResponse route_http(std::string_view method, std::string_view target,
     r.allow = "POST";
     return r;
   }
-  if (path == "/v1/models") {
+  constexpr std::string_view kModels = "/v1/models";
+  if (path == kModels || path.starts_with("/v1/models/")) {
     if (method != "GET" && method != "HEAD") {
       HttpResponse r = openai_error_response(405, "invalid_request_error",
                                              "method not allowed: use GET", "method_not_allowed");
@@ -49,7 +52,24 @@ HttpResponse route_http(std::string_view method, std::string_view target,
       return r;
     }
     const ServerSnapshot s = snapshot();
-    return {200, "application/json", proto::models_json(s.served_model, s.started) + "\n", ""};
+    if (path == kModels)
+      return {200, "application/json", proto::models_json(s.served_model, s.started) + "\n", ""};
+    // GET /v1/models/{model}: the served model under its id, percent-encoded as clients send it
+    // ("Qwen%2FQwen2.5-1.5B" for an id with a slash); any other id is not here.
+    const std::string_view raw = path.substr(kModels.size() + 1);
+    const auto pct = boost::urls::make_pct_string_view(raw);
+    if (!pct)
+      return openai_error_response(400, "invalid_request_error",
+                                   "malformed percent-encoding in the model id", "invalid_model");
+    const std::string id = pct->decode();
+    if (id != s.served_model) {
+      std::string shown = id.substr(0, 128);
+      return openai_error_response(404, "invalid_request_error",
+                                   "the model '" + shown + "' does not exist: this server serves '" +
+                                       s.served_model + "'",
+                                   "model_not_found");
+    }
+    return {200, "application/json", proto::model_json(s.served_model, s.started) + "\n", ""};
   }
   if (path.substr(0, 4) == "/v1/" && path != "/v1/ws")
     return openai_error_response(404, "invalid_request_error",

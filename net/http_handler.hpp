@@ -7,6 +7,8 @@
 //   GET /health   {"status":"ok"|"draining","model":...,"slots":{"active":A,"max":M},...}
 //   GET /metrics  Prometheus text (net/metrics_text.cpp)
 //   GET /v1/models  the OpenAI API's model list (the served model)
+//   GET /v1/models/{model}  the served model's object (its id percent-encoded or not; another
+//                 id: 404 model_not_found)
 //   anything else 404 (a known path with another method: 405); under /v1/ in the OpenAI API's
 //   error shape. POST /v1/chat/completions and /v1/completions are answered by
 //   net/http_session.cpp (net/openai_exchange.hpp) before this is reached.

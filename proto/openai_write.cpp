@@ -198,13 +198,17 @@ std::string response_json(const ResponseMeta& m, const std::vector<ChoiceResult>
   return out;
 }
 
-std::string models_json(std::string_view model, int64_t created) {
-  std::string out = "{\"object\":\"list\",\"data\":[{\"id\":";
+std::string model_json(std::string_view model, int64_t created) {
+  std::string out = "{\"id\":";
   append_json_string(out, model);
   out.append(",\"object\":\"model\",\"created\":");
   append_int(out, created);
-  out.append(",\"owned_by\":\"rz\"}]}");
+  out.append(",\"owned_by\":\"rz\"}");
   return out;
+}
+
+std::string models_json(std::string_view model, int64_t created) {
+  return "{\"object\":\"list\",\"data\":[" + model_json(model, created) + "]}";
 }
 
 }  // namespace rz::proto

@@ -65,7 +65,9 @@ std::string usage_chunk_json(const ResponseMeta& m, const ApiUsage& u);
 std::string response_json(const ResponseMeta& m, const std::vector<ChoiceResult>& choices,
                           const ApiUsage& u);
 
-// GET /v1/models: one model.
+// GET /v1/models: the list of one model.
 std::string models_json(std::string_view model, int64_t created);
+// GET /v1/models/{model}: the model object itself.
+std::string model_json(std::string_view model, int64_t created);
 
 }  // namespace rz::proto

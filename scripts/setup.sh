@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config python3-venv
-  libcaf-dev libboost1.81-dev libsimdjson-dev libgtest-dev libgmock-dev libpcre2-dev libssl-dev
+  libcaf-dev libboost1.81-dev libboost-url1.81-dev libsimdjson-dev libgtest-dev libgmock-dev libpcre2-dev libssl-dev
   clang libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh)
   chromium chromium-driver)  # the browser page test (tests/net/page_browser.py)
 missing=()

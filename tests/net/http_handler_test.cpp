@@ -17,6 +17,8 @@ namespace {
 ServerSnapshot sample_snapshot() {
   ServerSnapshot s;
   s.model = "Small \"model\".gguf";
+  s.served_model = "org/Small model";
+  s.started = 1700000000;
   s.engine.requests_started = 7;
   s.engine.requests_finished = 4;
   s.engine.requests_cancelled = 1;
@@ -53,6 +55,40 @@ TEST(HttpRoutes, OtherMethodsAre405) {
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(r.allow, "GET, HEAD");
   EXPECT_EQ(get("/", "DELETE").status, 405);
+}
+
+// GET /v1/models/{model}: the served model's object under its id, percent-encoded (as the openai
+// package sends "org/Small model") or not; another id 404 model_not_found; a broken escape 400;
+// other methods 405. The list holds the same object.
+TEST(HttpRoutes, ModelRetrieval) {
+  simdjson::dom::parser p;
+  for (const char* t : {"/v1/models/org%2FSmall%20model", "/v1/models/org/Small%20model",
+                        "/v1/models/org%2fSmall model", "/v1/models/org%2FSmall%20model?x=1"}) {
+    const HttpResponse r = get(t);
+    ASSERT_EQ(r.status, 200) << t << ": " << r.body;
+    EXPECT_EQ(r.content_type, "application/json");
+    simdjson::dom::element m = p.parse(r.body);
+    EXPECT_EQ(std::string_view(m["id"]), "org/Small model") << t;
+    EXPECT_EQ(std::string_view(m["object"]), "model");
+    EXPECT_EQ(int64_t(m["created"]), 1700000000);
+    EXPECT_EQ(std::string_view(m["owned_by"]), "rz");
+  }
+  const HttpResponse list = get("/v1/models");
+  ASSERT_EQ(list.status, 200);
+  simdjson::dom::element l = p.parse(list.body);
+  EXPECT_EQ(std::string_view(l["data"].at(0)["id"]), "org/Small model");
+  for (const char* t : {"/v1/models/gpt-4", "/v1/models/org%2FSmall", "/v1/models/", "/v1/models//"}) {
+    const HttpResponse r = get(t);
+    EXPECT_EQ(r.status, 404) << t;
+    simdjson::dom::element e = p.parse(r.body);
+    EXPECT_EQ(std::string_view(e["error"]["code"]), "model_not_found") << t;
+  }
+  const HttpResponse bad = get("/v1/models/org%2GSmall");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(std::string_view(p.parse(bad.body)["error"]["code"]), "invalid_model");
+  const HttpResponse post = get("/v1/models/org%2FSmall%20model", "POST");
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(post.allow, "GET, HEAD");
 }
 
 TEST(HttpRoutes, WebSocketPathWithoutUpgradeIs426) { EXPECT_EQ(get("/v1/ws").status, 426); }

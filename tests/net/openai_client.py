@@ -29,6 +29,13 @@ def main():
     models = client.models.list().data
     check("models.list has the served model", len(models) == 1 and models[0].id, models)
     model = models[0].id
+    got = client.models.retrieve(model)
+    check("models.retrieve the served model", got.id == model and got.object == "model", got)
+    try:
+        client.models.retrieve("no-such/model")
+        check("models.retrieve another model is a 404", False)
+    except openai.NotFoundError as e:
+        check("models.retrieve another model is a 404", e.code == "model_not_found", e)
 
     r = client.chat.completions.create(model=model, messages=msgs, max_tokens=20, temperature=0)
     check("chat greedy equals rz generate", r.choices[0].message.content == expected,

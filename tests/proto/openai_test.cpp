@@ -391,6 +391,9 @@ TEST(OpenAiWrite, CompletionObjectsAndModels) {
   EXPECT_EQ(std::string_view(c["object"]), "list");
   EXPECT_EQ(std::string_view(c["data"].at(0)["id"]), "smol");
   EXPECT_EQ(std::string_view(c["data"].at(0)["object"]), "model");
+  c = parse_json(p, model_json("smol", 7));
+  EXPECT_EQ(std::string_view(c["id"]), "smol");
+  EXPECT_EQ(int64_t(c["created"]), 7);
   std::string sse;
   append_sse(sse, "{}");
   EXPECT_EQ(sse, "data: {}\n\n");
