@@ -138,9 +138,15 @@ struct GpuExecutor::Impl {
   // as buffers of this executor, for the kernel that produces `in` to write beside it
   // (kernels/act_forms.hpp; none without GpuExecutorOptions::fused_input_forms). Marks them
   // prepared for `in` and every other form not: the first consumer's matmul then passes
-  // same_input = true.
+  // same_input = true. fp32_optional (the producers that can leave their fp32 output out: the
+  // norms, swiglu_rows): when every consumer reads a form, f32 is false and `in` is marked as
+  // holding no fp32 values (f32_absent) until the next call, so a matmul that would read them
+  // throws instead of reading stale ones.
   using Consumers = std::array<const DeviceMatrix*, 3>;
-  ActForms forms_for(const float* in, int n, int64_t cols, const Consumers& consumers);
+  ActForms forms_for(const float* in, int n, int64_t cols, const Consumers& consumers,
+                     bool fp32_optional = false);
+  // `in` for a matmul that reads its fp32 values: throws when forms_for left them out.
+  const float* fp32_input(const float* in, int n, int64_t cols) const;
   // Samples logits row r for slot out_slots[r]; lps[r] gets its log-probabilities when the
   // slot's sampling asks for them (lps is left empty when no row does).
   void sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens,
@@ -207,6 +213,7 @@ struct GpuExecutor::Impl {
   DeviceBuffer<uint8_t> fp8_x;
   DeviceBuffer<float> fp8_x_scale;
   Prepared fp8_prepared;
+  Prepared f32_absent;  // the activation whose producer wrote only its forms (forms_for)
   int64_t w16_elems = 0;
   DeviceBuffer<uint8_t> attn_ws;  // the decode attention's, then from attn_prefill_ws the prefill's
   size_t attn_prefill_ws = 0;

@@ -1,6 +1,7 @@
 // The CUDA executor's step (see gpu_executor.hpp): passes of at most `cap` tokens through the
 // layers, then the output matrix and sampling for the sequences whose last token was in the pass.
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -490,7 +491,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     // The first layer's attention norm; later layers' comes fused with the previous residual add.
     if (l == 0)
       rms_norm(x.get(), L.attn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,
-               forms_for(xn.get(), N, E, qkv_inputs(L)));
+               forms_for(xn.get(), N, E, qkv_inputs(L), true));
     // One matmul writes [q | k | v] rows, or [q | k] rows and a second one v (Q and K of one
     // type, V of another), or three write q, k, v apart; one kernel adds the biases, rotates q
     // and k, writes q out dense for attention and k, v into the cache.
@@ -608,7 +609,8 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     add_rms_norm(x.get(), tmp.get(), L.ffn_norm.get(), xn.get(), N, E, cfg.norm_eps, stream,
                  forms_for(xn.get(), N, E,
                            {L.fused_gate_up ? &L.w_gate_up : &L.w_gate,
-                            L.fused_gate_up ? nullptr : &L.w_up, nullptr}));
+                            L.fused_gate_up ? nullptr : &L.w_up, nullptr},
+                           true));
     if (L.fused_gate_up && gated_here(L, N)) {
       // One kernel: qmm's direct kernel gates its own sums (qmm_gated). It reads qmm_x (the
       // norm's output form), so the down matmul's qmm form goes to qmm_x_gated, and the down
@@ -628,7 +630,7 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
     } else if (L.fused_gate_up) {
       matmul(L.w_gate_up, xn.get(), gu.get(), N, true);
       swiglu_rows(gu.get(), gate.get(), N, FF, stream,
-                  forms_for(gate.get(), N, FF, {&L.w_down, nullptr, nullptr}), act);
+                  forms_for(gate.get(), N, FF, {&L.w_down, nullptr, nullptr}, true), act);
       matmul(L.w_down, gate.get(), tmp.get(), N, true);
     } else {
       matmul(L.w_gate, xn.get(), gate.get(), N, true);
@@ -640,7 +642,8 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       rms_norm(tmp.get(), L.post_ffn_norm.get(), tmp.get(), N, E, cfg.norm_eps, stream);
     if (l + 1 < cfg.n_layer)
       add_rms_norm(x.get(), tmp.get(), w.layers[l + 1].attn_norm.get(), xn.get(), N, E,
-                   cfg.norm_eps, stream, forms_for(xn.get(), N, E, qkv_inputs(w.layers[l + 1])));
+                   cfg.norm_eps, stream,
+                   forms_for(xn.get(), N, E, qkv_inputs(w.layers[l + 1]), true));
     else
       residual_add(x.get(), tmp.get(), int64_t(N) * E, stream);
   }
@@ -659,7 +662,7 @@ void GpuExecutor::Impl::enqueue_logits(const std::vector<int>& out_rows) {
     r = e;
   }
   rms_norm(last.get(), w.output_norm.get(), last_norm.get(), n_out, E, cfg.norm_eps, stream,
-           forms_for(last_norm.get(), n_out, E, {&w.output(), nullptr, nullptr}));
+           forms_for(last_norm.get(), n_out, E, {&w.output(), nullptr, nullptr}, true));
   matmul(w.output(), last_norm.get(), logits.get(), n_out, true);
   if (cfg.final_logit_softcap > 0)
     softcap(logits.get(), int64_t(n_out) * cfg.n_vocab, cfg.final_logit_softcap, stream);
@@ -696,12 +699,13 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
     // kernel on the latency-bound decode step). More: the activations rounded to FP8 per token
     // once per input (kernels/fp8.hpp), then cuBLASLt's FP8 GEMM.
     if (n <= kFp8GemvMaxTokens) {
-      gemv_fp8(static_cast<const uint8_t*>(m.ptr()), m.scale.get(), in, out, m.rows, m.cols, n,
-               stream);
+      gemv_fp8(static_cast<const uint8_t*>(m.ptr()), m.scale.get(), fp32_input(in, n, m.cols), out,
+               m.rows, m.cols, n, stream);
       return;
     }
     if (!fp8_prepared.holds(in, n, m.cols)) {
-      quantize_rows_fp8(in, Fp8Source::f32, fp8_x.get(), fp8_x_scale.get(), n, m.cols, stream);
+      quantize_rows_fp8(fp32_input(in, n, m.cols), Fp8Source::f32, fp8_x.get(), fp8_x_scale.get(),
+                        n, m.cols, stream);
       fp8_prepared = {in, n, m.cols};
     }
     gemm->matmul_fp8(static_cast<const uint8_t*>(m.ptr()), m.scale.get(), fp8_x.get(),
@@ -709,13 +713,14 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
     return;
   }
   if (m.type == GgmlType::F32) {
-    gemm->matmul_f32(static_cast<const float*>(m.ptr()), in, out, m.rows, m.cols, n);
+    gemm->matmul_f32(static_cast<const float*>(m.ptr()), fp32_input(in, n, m.cols), out, m.rows,
+                     m.cols, n);
     return;
   }
   const MatmulPath path = path_of(m, n);
   if (path == MatmulPath::qmm) {
     if (!qmm_prepared.holds(in, n, m.cols)) {
-      qmm_prepare_x(in, qmm_x.get(), n, m.cols, stream);
+      qmm_prepare_x(fp32_input(in, n, m.cols), qmm_x.get(), n, m.cols, stream);
       qmm_prepared = {in, n, m.cols};
     }
     qmm_on(m, qmm_x.get(), out, n, stream);
@@ -723,20 +728,21 @@ void GpuExecutor::Impl::matmul(const DeviceMatrix& m, const float* in, float* ou
   }
   if (path == MatmulPath::gemv_q8) {
     if (!q8_prepared.holds(in, n, m.cols)) {
-      quantize_x_q8(in, q8_x.get(), n, m.cols, stream);
+      quantize_x_q8(fp32_input(in, n, m.cols), q8_x.get(), n, m.cols, stream);
       q8_prepared = {in, n, m.cols};
     }
     gemv_q8(m.type, m.ptr(), q8_x.get(), out, m.rows, m.cols, n, stream);
     return;
   }
   if (path == MatmulPath::gemv) {
-    gemv(m.type, m.ptr(), in, out, m.rows, m.cols, n, stream);
+    gemv(m.type, m.ptr(), fp32_input(in, n, m.cols), out, m.rows, m.cols, n, stream);
     return;
   }
   // Larger batches: fp16 activations times fp16 weights (dequantized a slice of rows at a time)
   // through cuBLAS, fp32 accumulation and output.
   if (!x16_prepared.holds(in, n, m.cols)) {
-    convert_to_half(in, x16.get(), HalfType::f16, int64_t(n) * m.cols, stream);
+    convert_to_half(fp32_input(in, n, m.cols), x16.get(), HalfType::f16, int64_t(n) * m.cols,
+                    stream);
     x16_prepared = {in, n, m.cols};
   }
   if (m.type == GgmlType::F16 || m.has_f16_copy()) {
@@ -766,12 +772,17 @@ MatmulPath GpuExecutor::Impl::path_of(const DeviceMatrix& m, int n) const {
 }
 
 ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,
-                                      const Consumers& consumers) {
-  qmm_prepared = q8_prepared = fp8_prepared = x16_prepared = {};
+                                      const Consumers& consumers, bool fp32_optional) {
+  qmm_prepared = q8_prepared = fp8_prepared = x16_prepared = f32_absent = {};
   ActForms f;
   if (!opt.fused_input_forms || n == 0) return f;
+  bool fp32_read = false;  // a consumer reads the fp32 values themselves
   for (const DeviceMatrix* m : consumers) {
-    if (!m || m->fp8 || m->type == GgmlType::F32) continue;  // their own input paths
+    if (!m) continue;
+    if (m->fp8 || m->type == GgmlType::F32) {  // their own input paths, from the fp32 values
+      fp32_read = true;
+      continue;
+    }
     switch (path_of(*m, n)) {
       case MatmulPath::qmm:
         f.qmm = qmm_x.get();
@@ -785,10 +796,27 @@ ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,
         f.f16 = x16.get();
         x16_prepared = {in, n, cols};
         break;
-      case MatmulPath::gemv: break;
+      case MatmulPath::gemv: fp32_read = true; break;
     }
   }
+  // No reader of the fp32 matrix: its producer writes the forms only (pp512 on qwen2.5-1.5b wrote
+  // 18 MB of swiglu output and 3 MB of each norm's a layer that no kernel read).
+  static const bool always_f32 = [] {  // EXPERIMENT switch for the A/B run (removed after)
+    const char* e = std::getenv("RZ_FORMS_F32_ALWAYS");
+    return e && std::string(e) == "1";
+  }();
+  if (fp32_optional && !fp32_read && f.any() && !always_f32) {
+    f.f32 = false;
+    f32_absent = {in, n, cols};
+  }
   return f;
+}
+
+const float* GpuExecutor::Impl::fp32_input(const float* in, int n, int64_t cols) const {
+  if (f32_absent.holds(in, n, cols))
+    throw Error("cuda executor: a matmul would read an activation whose producer wrote only its "
+                "input forms (a bug: forms_for's consumers miss this matmul)");
+  return in;
 }
 
 void GpuExecutor::Impl::sample(const std::vector<int>& out_slots, std::vector<int32_t>& tokens,

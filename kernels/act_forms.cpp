@@ -11,10 +11,13 @@
 namespace rz::gpu {
 
 void check_act_forms(const ActForms& forms, long long cols, const char* who) {
-  if (!forms.any()) return;
   const auto fail = [&](const std::string& why) {
     throw Error(std::string(who) + ": cannot write the matmul input forms: " + why);
   };
+  if (!forms.any()) {
+    if (!forms.f32) fail("no fp32 output and no form: nothing would be written");
+    return;
+  }
   if (cols % 4 != 0) fail(std::to_string(cols) + " columns, not a multiple of 4");
   if (forms.qmm && cols % kQmmChunk != 0)
     fail("qmm needs a multiple of " + std::to_string(kQmmChunk) + " columns, got " +

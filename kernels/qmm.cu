@@ -432,6 +432,7 @@ bool qmm_gated(GgmlType type, const void* w, const void* xp, float* out, int64_t
   if (!w || !xp || !out || !aligned16(w) || !aligned16(xp))
     throw Error(what_of(type, 2 * ff, cols, n) + " gated: null or misaligned pointer");
   check_act_forms(forms, ff, "qmm_gated");
+  if (!forms.f32) throw Error("qmm_gated: writes its fp32 output always (forms.f32 false)");
   const int64_t row_bytes = static_cast<int64_t>(row_size(type, cols));
   qmm_detail::with_format(type, [&]<class T>() {
     qmm_detail::launch_gated<T>(w, row_bytes, xp, out, static_cast<int>(ff), static_cast<int>(cols),

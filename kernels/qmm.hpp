@@ -90,7 +90,8 @@ void qmm(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, i
 // reads its chunks in place (not Q6_K, Q2_K), its K splits fit one block of at most 4 warps (or,
 // up to 8 tokens on a device with clusters, a cluster of two blocks: kernels/qmm.cu, gated_grid),
 // ff is a multiple of 16 and forms.q8 is null; elsewhere returns false and launches nothing (run
-// qmm and swiglu_rows). Throws rz::Error for null or misaligned pointers or forms.
+// qmm and swiglu_rows). out is always written (forms.f32 false is an error). Throws rz::Error for
+// null or misaligned pointers or forms.
 bool qmm_gated(GgmlType type, const void* w, const void* xp, float* out, int64_t ff, int64_t cols,
                int64_t n, GateAct act, const ActForms& forms, cudaStream_t stream);
 // Whether qmm_gated runs this call (with forms that hold no q8 form).

@@ -7,7 +7,8 @@
 // pass 2 re-reads the thread's own elements and scales them. A thread reads and writes only its
 // own elements, so in place (out == x) is safe. With matmul input forms to write
 // (kernels/act_forms.hpp) pass 2 takes four consecutive elements a thread instead (the same
-// products, so out is bit for bit the same) and writes each form of them.
+// products, so out is bit for bit the same) and writes each form of them, and out itself unless
+// forms.f32 is false.
 #include "kernels/add_rmsnorm.hpp"
 #include "kernels/launch.cuh"
 #include "kernels/rmsnorm.hpp"
@@ -101,7 +102,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
       o.y = __fmul_rn(__fmul_rn(xv.y, scale), wv.y);
       o.z = __fmul_rn(__fmul_rn(xv.z, scale), wv.z);
       o.w = __fmul_rn(__fmul_rn(xv.w, scale), wv.w);
-      reinterpret_cast<float4*>(outr)[i4] = o;
+      if (forms.f32) reinterpret_cast<float4*>(outr)[i4] = o;
     }
     store_act_forms(forms, blockIdx.x, n_rows, n, 4 * i4, o, active);
   }
@@ -113,10 +114,13 @@ unsigned grid_rows(int n_rows, const ActForms& forms) {
   return static_cast<unsigned>(forms.qmm ? (n_rows + 7) / 8 * 8 : n_rows);
 }
 
-// The forms' own rules, and the float4 pass's: 16-byte aligned x, out and w.
+// The forms' own rules, and the float4 pass's: 16-byte aligned x, out and w; without the fp32
+// output, out apart from x (the norm in place would leave x unnormalized).
 void check_norm_forms(const ActForms& forms, const float* x, const float* out, const float* w,
                       int n, const char* who) {
   check_act_forms(forms, n, who);
+  if (!forms.f32 && out == x)
+    throw Error(std::string(who) + ": in place, the fp32 output cannot be left out");
   if (forms.any())
     for (const float* p : {x, out, w})
       if (reinterpret_cast<uintptr_t>(p) % 16 != 0)

@@ -2,7 +2,8 @@
 // grid.y (rows beyond 65535 loop). When n_ff is a multiple of 4 and both pointers are 16-byte
 // aligned, each thread handles 4 consecutive columns with float4 loads and stores; otherwise one
 // column. The per-element arithmetic is swiglu.cu's. With matmul input forms to write
-// (kernels/act_forms.hpp; float4 path only) each thread writes its four columns of each form.
+// (kernels/act_forms.hpp; float4 path only) each thread writes its four columns of each form, and
+// of out unless forms.f32 is false.
 #include "kernels/launch.cuh"
 #include "kernels/swiglu_rows.hpp"
 
@@ -49,7 +50,7 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gu, float* __restri
         ov.y = gate_act(act, gv.y, uv.y);
         ov.z = gate_act(act, gv.z, uv.z);
         ov.w = gate_act(act, gv.w, uv.w);
-        *reinterpret_cast<float4*>(o) = ov;
+        if (forms.f32) *reinterpret_cast<float4*>(o) = ov;
       }
       if (forms.any())
         store_act_forms(forms, r, n_rows, static_cast<int>(n_ff), static_cast<int>(j), ov, active);

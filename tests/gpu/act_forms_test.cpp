@@ -7,6 +7,8 @@
 // runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -101,6 +103,23 @@ void run_case(Producer p, int rows, int cols, int forms_mask, std::mt19937_64& r
   ASSERT_TRUE(all_bits_equal(out, ref_out, "fp32 output with forms vs without"));
   ASSERT_TRUE(all_bits_equal(x_after, ref_x, "x (the residual sum) with forms vs without"));
 
+  // The forms alone (f32 false, as the executor asks when no reader wants the fp32 matrix): the
+  // same form bytes, x (the residual sum) still written, out left as it was (poisoned).
+  auto d_f16b = poisoned<uint8_t>(f16_bytes), d_qmmb = poisoned<uint8_t>(qmm_bytes),
+       d_q8b = poisoned<uint8_t>(q8_bytes);
+  ActForms only{.f16 = f16 ? d_f16b.get() : nullptr,
+                .qmm = qmm ? d_qmmb.get() : nullptr,
+                .q8 = q8 ? d_q8b.get() : nullptr,
+                .f32 = false};
+  const auto [out_none, x_none] = produce(only);
+  size_t written = 0;
+  for (float v : out_none) written += std::bit_cast<uint32_t>(v) != 0xFFFFFFFFu;
+  ASSERT_EQ(written, 0u) << "fp32 elements written with f32 false";
+  ASSERT_TRUE(all_bits_equal(x_none, ref_x, "x (the residual sum) with the forms alone"));
+  if (f16) ASSERT_TRUE(same_bytes(d_f16b.download(), d_f16.download(), "f16, forms alone"));
+  if (qmm) ASSERT_TRUE(same_bytes(d_qmmb.download(), d_qmm.download(), "qmm, forms alone"));
+  if (q8) ASSERT_TRUE(same_bytes(d_q8b.download(), d_q8.download(), "q8, forms alone"));
+
   auto d_ref = to_device(ref_out);
   if (f16) {
     auto want = poisoned<uint8_t>(f16_bytes);
@@ -164,6 +183,14 @@ TEST(ActForms, RejectBadArguments) {  // checked before any CUDA call: runs with
       throws_shape_error([&] { swiglu_rows(p + 2, p, 2, 256, nullptr, f16); }, "16-byte aligned"));
   EXPECT_TRUE(throws_shape_error([&] { swiglu_rows(p, p, 2, 896, nullptr, qmm); },
                                  "qmm needs a multiple of 256"));
+  // Without the fp32 output: a form is needed, and the norms cannot work in place.
+  const ActForms nothing{.f32 = false}, f16_only{.f16 = f, .f32 = false};
+  EXPECT_TRUE(throws_shape_error([&] { rms_norm(p, p, p + 64, 2, 256, 1e-6f, nullptr, nothing); },
+                                 "nothing would be written"));
+  EXPECT_TRUE(throws_shape_error([&] { swiglu_rows(p, p + 64, 2, 256, nullptr, nothing); },
+                                 "nothing would be written"));
+  EXPECT_TRUE(throws_shape_error([&] { rms_norm(p, p, p, 2, 256, 1e-6f, nullptr, f16_only); },
+                                 "in place"));
 }
 
 }  // namespace
