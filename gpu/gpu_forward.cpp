@@ -1,7 +1,6 @@
 // The CUDA executor's step (see gpu_executor.hpp): passes of at most `cap` tokens through the
 // layers, then the output matrix and sampling for the sequences whose last token was in the pass.
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -799,13 +798,11 @@ ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,
       case MatmulPath::gemv: fp32_read = true; break;
     }
   }
-  // No reader of the fp32 matrix: its producer writes the forms only (pp512 on qwen2.5-1.5b wrote
-  // 18 MB of swiglu output and 3 MB of each norm's a layer that no kernel read).
-  static const bool always_f32 = [] {  // EXPERIMENT switch for the A/B run (removed after)
-    const char* e = std::getenv("RZ_FORMS_F32_ALWAYS");
-    return e && std::string(e) == "1";
-  }();
-  if (fp32_optional && !fp32_read && f.any() && !always_f32) {
+  // No reader of the fp32 matrix: its producer writes the forms only. A qwen2.5-1.5b pp512 pass
+  // wrote 18 MB of swiglu output and 3 MB of each norm's a layer that no kernel read; without
+  // them (H200, rz bench, two rounds) pp512 +2.4 %, B = 256 +3.0 %, llama3.1-8b pp512 +1.5 %
+  // (bench/gpu-runs/2026-11-29-h200-forms-f32-ab.log).
+  if (fp32_optional && !fp32_read && f.any()) {
     f.f32 = false;
     f32_absent = {in, n, cols};
   }
