@@ -811,8 +811,9 @@ ActForms GpuExecutor::Impl::forms_for(const float* in, int n, int64_t cols,
 
 const float* GpuExecutor::Impl::fp32_input(const float* in, int n, int64_t cols) const {
   if (f32_absent.holds(in, n, cols))
-    throw Error("cuda executor: a matmul would read an activation whose producer wrote only its "
-                "input forms (a bug: forms_for's consumers miss this matmul)");
+    throw Error(
+        "cuda executor: a matmul would read an activation whose producer wrote only its "
+        "input forms (a bug: forms_for's consumers miss this matmul)");
   return in;
 }
 

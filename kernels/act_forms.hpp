@@ -19,7 +19,8 @@ struct ActForms {
   void* f16 = nullptr;
   void* qmm = nullptr;
   void* q8 = nullptr;
-  bool f32 = true;  // the producer's fp32 output
+  // Whether the producer writes its fp32 output (false: the forms alone).
+  bool f32 = true;
   constexpr bool any() const { return f16 || qmm || q8; }  // constexpr: device code calls it too
 };
 

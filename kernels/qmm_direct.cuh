@@ -73,7 +73,7 @@ __host__ __device__ constexpr bool runs_direct(int64_t n, int64_t splits, bool s
                                                int64_t bytes) {
   return splits <= kDirectMaxSplits &&
          (n <= 8 || (n <= kQmmDirectMaxTokens &&
-                      bytes <= (staged_format ? kDirect2StagedMaxBytes : kDirect2MaxBytes)));
+                     bytes <= (staged_format ? kDirect2StagedMaxBytes : kDirect2MaxBytes)));
 }
 
 // Chunks a warp keeps in flight per group: two of the small items, one of the large (Q6_K's 28

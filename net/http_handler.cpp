@@ -64,10 +64,10 @@ HttpResponse route_http(std::string_view method, std::string_view target,
     const std::string id = pct->decode();
     if (id != s.served_model) {
       std::string shown = id.substr(0, 128);
-      return openai_error_response(404, "invalid_request_error",
-                                   "the model '" + shown + "' does not exist: this server serves '" +
-                                       s.served_model + "'",
-                                   "model_not_found");
+      return openai_error_response(
+          404, "invalid_request_error",
+          "the model '" + shown + "' does not exist: this server serves '" + s.served_model + "'",
+          "model_not_found");
     }
     return {200, "application/json", proto::model_json(s.served_model, s.started) + "\n", ""};
   }

@@ -28,10 +28,10 @@ namespace rz::net {
 
 // What the HTTP routes show; taken only by the routes that need it.
 struct ServerSnapshot {
-  std::string model;      // model file name, as shown on /health
+  std::string model;         // model file name, as shown on /health
   std::string served_model;  // the model's id in the OpenAI API (/v1/models)
   int64_t started = 0;       // Unix seconds when the server started (the model's "created")
-  bool draining = false;  // shutdown has begun
+  bool draining = false;     // shutdown has begun
   engine::EngineMetrics engine;
   NetStats net;
 };
@@ -43,7 +43,7 @@ struct HttpResponse {
   int status = 200;
   std::string content_type;
   std::string body;
-  std::string allow;  // the Allow header of a 405
+  std::string allow;                                         // the Allow header of a 405
   std::vector<std::pair<std::string, std::string>> headers;  // more header fields
 };
 

@@ -189,8 +189,8 @@ TEST(ActForms, RejectBadArguments) {  // checked before any CUDA call: runs with
                                  "nothing would be written"));
   EXPECT_TRUE(throws_shape_error([&] { swiglu_rows(p, p + 64, 2, 256, nullptr, nothing); },
                                  "nothing would be written"));
-  EXPECT_TRUE(throws_shape_error([&] { rms_norm(p, p, p, 2, 256, 1e-6f, nullptr, f16_only); },
-                                 "in place"));
+  EXPECT_TRUE(
+      throws_shape_error([&] { rms_norm(p, p, p, 2, 256, 1e-6f, nullptr, f16_only); }, "in place"));
 }
 
 }  // namespace

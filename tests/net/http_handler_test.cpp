@@ -77,7 +77,8 @@ TEST(HttpRoutes, ModelRetrieval) {
   ASSERT_EQ(list.status, 200);
   simdjson::dom::element l = p.parse(list.body);
   EXPECT_EQ(std::string_view(l["data"].at(0)["id"]), "org/Small model");
-  for (const char* t : {"/v1/models/gpt-4", "/v1/models/org%2FSmall", "/v1/models/", "/v1/models//"}) {
+  for (const char* t :
+       {"/v1/models/gpt-4", "/v1/models/org%2FSmall", "/v1/models/", "/v1/models//"}) {
     const HttpResponse r = get(t);
     EXPECT_EQ(r.status, 404) << t;
     simdjson::dom::element e = p.parse(r.body);
