@@ -116,9 +116,15 @@ void run_case(Producer p, int rows, int cols, int forms_mask, std::mt19937_64& r
   for (float v : out_none) written += std::bit_cast<uint32_t>(v) != 0xFFFFFFFFu;
   ASSERT_EQ(written, 0u) << "fp32 elements written with f32 false";
   ASSERT_TRUE(all_bits_equal(x_none, ref_x, "x (the residual sum) with the forms alone"));
-  if (f16) ASSERT_TRUE(same_bytes(d_f16b.download(), d_f16.download(), "f16, forms alone"));
-  if (qmm) ASSERT_TRUE(same_bytes(d_qmmb.download(), d_qmm.download(), "qmm, forms alone"));
-  if (q8) ASSERT_TRUE(same_bytes(d_q8b.download(), d_q8.download(), "q8, forms alone"));
+  if (f16) {
+    ASSERT_TRUE(same_bytes(d_f16b.download(), d_f16.download(), "f16, forms alone"));
+  }
+  if (qmm) {
+    ASSERT_TRUE(same_bytes(d_qmmb.download(), d_qmm.download(), "qmm, forms alone"));
+  }
+  if (q8) {
+    ASSERT_TRUE(same_bytes(d_q8b.download(), d_q8.download(), "q8, forms alone"));
+  }
 
   auto d_ref = to_device(ref_out);
   if (f16) {
