@@ -1,26 +1,25 @@
 // Which kernel multiplies a weight matrix by n activation rows in the CUDA executor: the one
 // place that chooses between gemv (kernels/gemv.hpp), qmm (kernels/qmm.hpp) and dequantize +
 // cuBLAS (gpu/gemm.hpp). The rule is read off QmmBench.DISABLED_Compare and the decode bench on
-// an H200 (kernels/QMM.md): up to 8 tokens (to 16 on matrices up to 16 MiB, 4 MiB for Q6_K / Q2_K,
-// qmm_runs_direct)
-// qmm runs its direct kernel (weights straight into registers, no block-wide staging), which
-// beat gemv on every measured Q4_K shape from the first token (llama3.1-8b ffn_down 15.6 vs
-// 27.3 us at n = 1, 16.8 vs 40.5 at n = 4) and every type from the third; Q6_K from the first
-// token too since its direct kernel stages each warp's chunks (llama3.1-8b ffn_down 27.5 vs
-// gemv's 36.2 us at n = 1, output 222 vs 224). qmm's staged kernel takes the rest of 9-64 tokens;
-// beyond that cuBLAS's fp16 GEMM amortizes the dequantization
-// (the bench showed qmm ahead on small matrices up to 128 tokens, but decode at batch 128 ran
-// 9 % slower with it). Very large matrices (>= 64 MB, a vocabulary's output rows) take qmm up to
-// 128 tokens (372 us vs cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). Where qmm has its
-// wide kernel (wgmma, sm_90: kernels/QMM.md, "The wide kernel"), matrices without an fp16 copy
-// take qmm to 128 tokens, and to 256 those of at least 4,096 columns and the huge ones (llama8b
-// gate+up Q4_K at 128 / 256 tokens 81 / 159 us against dequantize + cuBLAS's 235 / 249; without
-// the copies llama3.1-8b's decode at B = 128 8,000 -> 13,000 tokens/s); inside qmm its integer
-// form takes 33-64 tokens of the matrices of 32 MB and more (kernels/qmm_wide.hpp). F16 matrices go
-// to cuBLAS as they are from 2 tokens (kF16GemmFromTokens), BF16 ones on their fp16 copy. With int8
-// activations on (opt-in), gemv_q8 (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2
-// tokens, and matrices under 4 MB to 4 tokens. A quantized matrix with an fp16 copy (the default
-// where the copies fit, GpuExecutorOptions::fp16_copies) goes to cuBLAS on the copy from 17 tokens.
+// an H200 (kernels/QMM.md): up to 8 tokens (to 16 on matrices up to 16 MiB, 4 MiB for Q6_K /
+// Q2_K: qmm_runs_direct) qmm runs its direct kernel (weights straight into registers, no block-wide
+// staging), which beat gemv on every measured Q4_K shape from the first token (llama3.1-8b
+// ffn_down 15.6 vs 27.3 us at n = 1, 16.8 vs 40.5 at n = 4) and every type from the third; Q6_K
+// from the first token too since its direct kernel stages each warp's chunks (llama3.1-8b
+// ffn_down 27.5 vs gemv's 36.2 us at n = 1, output 222 vs 224). qmm's staged kernel takes the rest
+// of 9-64 tokens; beyond that cuBLAS's fp16 GEMM amortizes the dequantization (the bench showed qmm
+// ahead on small matrices up to 128 tokens, but decode at batch 128 ran 9 % slower with it). Very
+// large matrices (>= 64 MB, a vocabulary's output rows) take qmm up to 128 tokens (372 us vs
+// cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). Where qmm has its wide kernel (wgmma,
+// sm_90: kernels/QMM.md, "The wide kernel"), matrices without an fp16 copy take qmm to 128 tokens,
+// and to 256 those of at least 4,096 columns and the huge ones (llama8b gate+up Q4_K at 128 / 256
+// tokens 81 / 159 us against dequantize + cuBLAS's 235 / 249; without the copies llama3.1-8b's
+// decode at B = 128 8,000 -> 13,000 tokens/s); inside qmm its integer form takes 33-64 tokens of
+// the matrices of 32 MB and more (kernels/qmm_wide.hpp). F16 matrices go to cuBLAS as they are from
+// 2 tokens (kF16GemmFromTokens), BF16 ones on their fp16 copy. With int8 activations on (opt-in),
+// gemv_q8 (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2 tokens, and matrices under 4
+// MB to 4 tokens. A quantized matrix with an fp16 copy (the default where the copies fit,
+// GpuExecutorOptions::fp16_copies) goes to cuBLAS on the copy from 17 tokens.
 #pragma once
 #include <cstddef>
 #include <cstdint>

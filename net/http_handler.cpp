@@ -62,13 +62,12 @@ HttpResponse route_http(std::string_view method, std::string_view target,
       return openai_error_response(400, "invalid_request_error",
                                    "malformed percent-encoding in the model id", "invalid_model");
     const std::string id = pct->decode();
-    if (id != s.served_model) {
-      std::string shown = id.substr(0, 128);
-      return openai_error_response(
-          404, "invalid_request_error",
-          "the model '" + shown + "' does not exist: this server serves '" + s.served_model + "'",
-          "model_not_found");
-    }
+    if (id != s.served_model)
+      return openai_error_response(404, "invalid_request_error",
+                                   "the model '" + id.substr(0, 128) +
+                                       "' does not exist: this server serves '" + s.served_model +
+                                       "'",
+                                   "model_not_found");
     return {200, "application/json", proto::model_json(s.served_model, s.started) + "\n", ""};
   }
   if (path.substr(0, 4) == "/v1/" && path != "/v1/ws")
