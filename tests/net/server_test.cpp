@@ -267,10 +267,23 @@ TEST_F(ServerTest, MalformedOversizedAndTooBigFrames) {
   EXPECT_EQ(f.code, "too_large") << f.raw;
   c.send(R"({"type":"ping"})");
   EXPECT_EQ(c.read_frame().type, "pong");
-  // Above the hard cap: closed with 1009 (message too big).
-  c.send(std::string(100 << 10, ' '));
+  // Above the hard cap: closed with 1009 (message too big). The server refuses the frame by its
+  // header and may close before the client has written all of it: the write then fails (broken
+  // pipe) and the close frame can be lost with the reset. Either way the connection ends, and the
+  // server serves the next client.
+  bool written = true;
+  try {
+    c.send(std::string(100 << 10, ' '));
+  } catch (const std::runtime_error&) {
+    written = false;
+  }
   EXPECT_FALSE(c.read(10s).has_value());
-  EXPECT_EQ(c.close_reason().code, beast::websocket::close_code::too_big);
+  if (written) {
+    EXPECT_EQ(c.close_reason().code, beast::websocket::close_code::too_big);
+  }
+  WsClient next(port_);
+  next.send(R"({"type":"ping"})");
+  EXPECT_EQ(next.read_frame().type, "pong");
 }
 
 TEST_F(ServerTest, ConnectionLimitRefusesWith503) {
