@@ -547,8 +547,16 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       qp.cs_table = rope_cs_swa.get();
       qp.attn_factor = 1.0f;  // RopeFreqs::make_swa: unscaled
     }
-    qkv_post(qkv.get(), bq, bk, cfg.qkv_bias ? L.bv.get() : nullptr, d_pos,
-             swa_rope ? inv_freq_swa.get() : inv_freq.get(), d_rows, q.get(), kc, vc, qp, stream);
+    // The decode step's attention takes qkv_post's work over where it can (attention_decode_qkv:
+    // one kernel fewer a layer); other passes run it first.
+    const AttentionQkv qkv_in{qkv.get(), bq,
+                              bk,        cfg.qkv_bias ? L.bv.get() : nullptr,
+                              d_pos,     swa_rope ? inv_freq_swa.get() : inv_freq.get(),
+                              d_rows,    qp};
+    const bool qkv_in_attention = ps.graph && D == N && D > 0;
+    if (!qkv_in_attention)
+      qkv_post(qkv_in.qkv, qkv_in.bq, qkv_in.bk, qkv_in.bv, qkv_in.pos, qkv_in.inv_freq,
+               qkv_in.cache_rows, q.get(), kc, vc, qp, stream);
     const int window = cfg.layer_window(l);
     // When every row is a decode-style row, the attention writes the output projection's input
     // forms itself (no preparation kernel before that matmul).
@@ -572,7 +580,10 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       a.window = window;
       a.scale = cfg.attn_scale;
       auto* ws = reinterpret_cast<float*>(attn_ws.get());
-      if (ps.graph)  // the decode step: row r is piece r (no indirection inside the graph)
+      if (qkv_in_attention)  // the decode step: row r is piece r (no indirection in the graph)
+        attention_decode_qkv(qkv_in, q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream,
+                             att_forms);
+      else if (ps.graph)
         attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream, att_forms);
       else
         attention_decode_rows(q.get(), kc, vc, d_tables, d_table_rows, d_ctx, att.get(), ws, a,

@@ -190,6 +190,10 @@ __global__ void __launch_bounds__(kT) attn_decode_partition_kernel(RZ_ATTN_PARTI
 //   softmax: a warp per query head (max, exp, sum over the partition's tokens)
 //   values: a thread per dim pair and token group, p-weighted sums for every query head in token
 //           order; the token groups' sums added in shared memory
+// With fold.rows.q set (attention_decode_qkv) it also does qkv_post's work: q comes biased and
+// rotated from the projection's rows (qkv_post.cuh's arithmetic) instead of from q, and the
+// block whose partition holds the slot's new token computes that token's k and v, writes them to
+// the cache and takes them from shared memory instead of reading them back.
 constexpr int kKeyLanes = 8;  // lanes per token in the scores
 
 template <int kP, int kT, int kHd>
@@ -212,10 +216,18 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
   __shared__ float o_s[16 * kT];  // [token groups][kMaxGroup][head_dim] partial outputs
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ int bad_s;
+  // qkv_post's work (fold.rows.q set, attention_decode_qkv): cos / sin of the slot's position,
+  // and the slot's new k and v rows of this KV head, fp16, in the block holding its last token.
+  __shared__ float cs_s[kHd / 2], sn_s[kHd / 2];
+  __shared__ __align__(16) __half kv_new_s[2][kHd];
+  const bool folding = fold.rows.q != nullptr;
+  if (folding)  // pos, like the lengths, is the step's argument: read before the wait
+    qkv_detail::rope_cs_fill(fold.pos[s], fold.n_rot, fold.inv_freq, fold.cs_table,
+                             fold.cs_positions, fold.attn_factor, cs_s, sn_s);
 
   // The lengths and block tables before the wait for the kernel before this one (so that their
   // two dependent loads overlap that kernel's tail instead of leading this one's chain), the
-  // idle slots, qmm's pad rows.
+  // idle slots, qmm's pad rows. (Its barrier publishes cs_s and sn_s.)
   GroupPart gp;
   if (!group_part_begin<kP>(tables, table_rows, lens, out, n_head, group, n_blocks, n_head_kv,
                             block_size, head_dim, table_stride, max_context, max_parts, window,
@@ -223,6 +235,15 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
     return;
   const int n = gp.n;
   const bool bad = gp.bad;
+  // Folding, the block whose partition holds the slot's new token (its last, i_new = n - 1) takes
+  // that token's k and v from kv_new_s instead of the cache (where the cache row is skipped, as
+  // qkv_post skips it, the cache is read as it is).
+  const int kvh = blockIdx.x;
+  const int64_t new_off = folding && static_cast<int>(blockIdx.z) == gp.n_parts - 1
+                              ? qkv_detail::cache_head_offset(fold.cache_rows[s], kvh, n_blocks,
+                                                              n_head_kv, block_size, head_dim)
+                              : -1;
+  const int i_new = new_off >= 0 ? n - 1 : -1;
 
   // Then q, the first keys and the first values go out together.
   const int c = tid % kKeyLanes, tok = tid / kKeyLanes;
@@ -235,7 +256,7 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
 #pragma unroll
       for (int u = 0; u < kCpl; ++u) {
         const int j = c + kKeyLanes * u;
-        kraw[b][u] = !bad && i < n && j < nchunks
+        kraw[b][u] = !bad && i < n && i != i_new && j < nchunks
                          ? reinterpret_cast<const uint4*>(k_cache + row_s[i])[j]
                          : make_uint4(0u, 0u, 0u, 0u);
       }
@@ -252,11 +273,87 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
 #pragma unroll
   for (int k = 0; k < kVB; ++k) {
     const int i = g + k * groups;
-    vraw[k] = v_thread && i < n ? reinterpret_cast<const uint32_t*>(v_cache + row_s[i])[pr] : 0u;
+    vraw[k] = v_thread && i < n && i != i_new
+                  ? reinterpret_cast<const uint32_t*>(v_cache + row_s[i])[pr]
+                  : 0u;
   }
 
-  for (int i = tid; i < group * head_dim; i += kT)
-    q_s[i / head_dim][i % head_dim] = q[(int64_t(s) * n_head + h0) * head_dim + i] * scale;
+  if (!folding) {
+    for (int i = tid; i < group * head_dim; i += kT)
+      q_s[i / head_dim][i % head_dim] = q[(int64_t(s) * n_head + h0) * head_dim + i] * scale;
+  } else {
+    // qkv_post's work: q (biased, rotated, times scale as above) and, in the block holding the
+    // new token, its k and v. Every load goes out before the first is used (one round trip, as
+    // the plain q load above): the new k and v first, then q.
+    constexpr int kKv = (kHd + kT - 1) / kT;  // new k / v elements a thread
+    const int kv_base = kvh * head_dim;
+    float kx0[kKv], kx1[kKv], kb0[kKv], kb1[kKv], vx[kKv], vb[kKv];
+    if (new_off >= 0) {
+      const float* krow = fold.rows.k + int64_t(s) * fold.rows.k_stride;
+      const float* vrow = fold.rows.v + int64_t(s) * fold.rows.v_stride;
+#pragma unroll
+      for (int u = 0; u < kKv; ++u) {
+        const int d = tid + u * kT;
+        if (d >= head_dim) continue;
+        const qkv_detail::RotPair r = qkv_detail::rot_pair(d, fold.n_rot, fold.neox);
+        kx0[u] = krow[kv_base + r.a];
+        kx1[u] = krow[kv_base + r.b];
+        kb0[u] = fold.bk ? fold.bk[kv_base + r.a] : 0.0f;
+        kb1[u] = fold.bk ? fold.bk[kv_base + r.b] : 0.0f;
+        vx[u] = vrow[kv_base + d];
+        vb[u] = fold.bv ? fold.bv[kv_base + d] : 0.0f;
+      }
+    }
+    // q: each thread keeps one dim d (its pair, cos and sin) for heads hfirst, hfirst + hstep,
+    // ... of the group, kU heads' loads at a time.
+    constexpr int kU = 4;
+    const float* qrow = fold.rows.q + int64_t(s) * fold.rows.q_stride;
+    const bool has_bq = fold.bq != nullptr;
+    const int hstep = kT >= head_dim ? kT / head_dim : 1;
+    for (int dd = tid; dd < hstep * head_dim; dd += kT) {
+      const int d = dd % head_dim, hfirst = dd / head_dim;
+      const qkv_detail::RotPair r = qkv_detail::rot_pair(d, fold.n_rot, fold.neox);
+      const float cr = r.rot ? cs_s[r.i] : 0.0f, sr = r.rot ? sn_s[r.i] : 0.0f;
+      for (int hb = hfirst; hb < group; hb += kU * hstep) {
+        float x0[kU], x1[kU], b0[kU], b1[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int h = hb + u * hstep;
+          if (h >= group) continue;
+          const int base = (h0 + h) * head_dim;
+          x0[u] = qrow[base + r.a];
+          x1[u] = qrow[base + r.b];
+          b0[u] = has_bq ? fold.bq[base + r.a] : 0.0f;
+          b1[u] = has_bq ? fold.bq[base + r.b] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int h = hb + u * hstep;
+          if (h >= group) continue;
+          const float a = qkv_detail::add_bias(x0[u], b0[u], has_bq);
+          const float b = qkv_detail::add_bias(x1[u], b1[u], has_bq);
+          q_s[h][d] = (r.rot ? qkv_detail::rotate(a, b, cr, sr, r.first) : a) * scale;
+        }
+      }
+    }
+    if (new_off >= 0) {  // the new k and v: to the cache and kv_new_s
+#pragma unroll
+      for (int u = 0; u < kKv; ++u) {
+        const int d = tid + u * kT;
+        if (d >= head_dim) continue;
+        const qkv_detail::RotPair r = qkv_detail::rot_pair(d, fold.n_rot, fold.neox);
+        const float a = qkv_detail::add_bias(kx0[u], kb0[u], fold.bk != nullptr);
+        const float b = qkv_detail::add_bias(kx1[u], kb1[u], fold.bk != nullptr);
+        const __half kh =
+            __float2half_rn(r.rot ? qkv_detail::rotate(a, b, cs_s[r.i], sn_s[r.i], r.first) : a);
+        const __half vh = __float2half_rn(qkv_detail::add_bias(vx[u], vb[u], fold.bv != nullptr));
+        kv_new_s[0][d] = kh;
+        kv_new_s[1][d] = vh;
+        fold.k_cache[new_off + d] = kh;
+        fold.v_cache[new_off + d] = vh;
+      }
+    }
+  }
   __syncthreads();
 
   if (!bad) {
@@ -271,7 +368,8 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
           const int j = c + kKeyLanes * u;
           if (j >= nchunks) continue;
           float kf[8];
-          unpack_half8(kraw[b][u], kf);
+          unpack_half8(i == i_new ? reinterpret_cast<const uint4*>(kv_new_s[0])[j] : kraw[b][u],
+                       kf);
 #pragma unroll
           for (int h = 0; h < kMaxGroup; ++h)
             if (h < group) acc[h] = dot8(&q_s[h][8 * j], kf, acc[h]);
@@ -322,7 +420,9 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
 #pragma unroll
           for (int k = 0; k < kVB; ++k) {
             const int i = g + (k0 + k) * groups;
-            vraw[k] = i < n ? reinterpret_cast<const uint32_t*>(v_cache + row_s[i])[pr] : 0u;
+            vraw[k] = i < n && i != i_new
+                          ? reinterpret_cast<const uint32_t*>(v_cache + row_s[i])[pr]
+                          : 0u;
           }
         }
 #pragma unroll
@@ -330,7 +430,8 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
           const int i = g + (k0 + k) * groups;
           if (i < n) {
             __half2 vh;
-            memcpy(&vh, &vraw[k], sizeof(vh));
+            memcpy(&vh, i == i_new ? &reinterpret_cast<const uint32_t*>(kv_new_s[1])[pr] : &vraw[k],
+                   sizeof(vh));
             const float2 vf = __half22float2(vh);
 #pragma unroll
             for (int h = 0; h < kMaxGroup; ++h) {
@@ -447,7 +548,8 @@ bool grouped(const AttentionDecodeArgs& a) {
 
 using PartitionKernel = void (*)(const float*, const __half*, const __half*, const int32_t*,
                                  const int32_t*, const int32_t*, float*, float*, float*, float*,
-                                 int, int, int, int, int, int, int, int, int, float, int, ActForms);
+                                 int, int, int, int, int, int, int, int, int, float, int, ActForms,
+                                 qkv_detail::QkvFold);
 
 // The grouped kernel for a partition length and a head_dim (a multiple of 8): instantiated for
 // head dims up to 64, 128 and 256, so that the registers a lane holds follow the rows' length.
@@ -500,6 +602,17 @@ std::atomic<bool>& streaming_switch() {
 }
 
 bool streaming() { return streaming_switch().load(std::memory_order_relaxed); }
+
+// Whether attention_decode_qkv folds qkv_post into the grouped partitions where it can;
+// RZ_ATTN_QKV_FOLD_OFF=1 (A/B runs) or attn_detail::set_qkv_fold(false) (tests) runs qkv_post
+// before the attention instead.
+std::atomic<bool>& qkv_fold_switch() {
+  static std::atomic<bool> on = [] {
+    const char* off = std::getenv("RZ_ATTN_QKV_FOLD_OFF");
+    return !(off && std::string(off) == "1");
+  }();
+  return on;
+}
 
 // The grouped kernel of a launch of `blocks` thread blocks. The streaming kernel keeps two tiles
 // in flight (three stages) where the device holds the whole grid at once; on larger grids one
@@ -598,11 +711,13 @@ size_t attention_decode_workspace_floats(const AttentionDecodeArgs& a) {
 
 // Checks a's shapes (messages prefixed with `who`) and launches the partition and combine kernels
 // for a.n_slots query rows. table_rows: null (row s) or device [n_slots] int32.
+// fold: qkv_post's work for attn_decode_group_kernel (fold.rows.q set; only where the launch
+// runs that kernel, attn_detail::folds_qkv).
 static void launch_attention(const char* who, const float* q, const uint16_t* k_cache,
                              const uint16_t* v_cache, const int32_t* block_tables,
                              const int32_t* table_rows, const int32_t* context_lens, float* out,
                              float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream,
-                             const ActForms& forms) {
+                             const ActForms& forms, const qkv_detail::QkvFold& fold = {}) {
   const KvCacheShape& c = a.cache;
   const std::string w = who;
   const auto shape = [&] {
@@ -656,7 +771,7 @@ static void launch_attention(const char* who, const float* q, const uint16_t* k_
   launch_kernel(pl.kernel, grid, pl.threads, pl.smem, stream, q, kc, vc, block_tables, table_rows,
                 context_lens, out, part_o, part_m, part_l, a.n_head, group, c.n_blocks, c.n_head_kv,
                 c.block_size, c.head_dim, a.table_stride, a.max_context, max_parts, scale, a.window,
-                fused);
+                fused, fold);
   RZ_CUDA_CHECK_LAUNCH("attn_decode_partition_kernel");
   if (max_parts > 1) {
     launch_kernel(attn_decode_combine_kernel, dim3(a.n_head, a.n_slots), kThreads,
@@ -679,6 +794,12 @@ bool attn_detail::streams(const AttentionDecodeArgs& a) {
   return streaming() && grouped(a) && partition_for(a) == kAttnPartition;
 }
 
+void attn_detail::set_qkv_fold(bool on) { qkv_fold_switch().store(on, std::memory_order_relaxed); }
+
+bool attn_detail::folds_qkv(const AttentionDecodeArgs& a) {
+  return qkv_fold_switch().load(std::memory_order_relaxed) && grouped(a) && !streams(a);
+}
+
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                       const int32_t* block_tables, const int32_t* context_lens, float* out,
                       float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream,
@@ -695,6 +816,44 @@ void attention_decode_rows(const float* q, const uint16_t* k_cache, const uint16
   if (!table_rows && a.n_slots > 0) throw Error("attention_decode_rows: table_rows is null");
   launch_attention("attention_decode_rows", q, k_cache, v_cache, block_tables, table_rows,
                    context_lens, out, workspace, a, stream, forms);
+}
+
+void attention_decode_qkv(const AttentionQkv& in, float* q, uint16_t* k_cache, uint16_t* v_cache,
+                          const int32_t* block_tables, const int32_t* context_lens, float* out,
+                          float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream,
+                          const ActForms& forms) {
+  const QkvPostArgs& p = in.args;
+  if (p.n_tokens != a.n_slots || p.n_head != a.n_head || !(p.cache == a.cache))
+    throw Error("attention_decode_qkv: qkv_post's tokens, heads and cache must be the attention's");
+  if (!folds_qkv(a)) {
+    qkv_post(in.qkv, in.bq, in.bk, in.bv, in.pos, in.inv_freq, in.cache_rows, q, k_cache, v_cache,
+             p, stream);
+    launch_attention("attention_decode_qkv", q, k_cache, v_cache, block_tables, nullptr,
+                     context_lens, out, workspace, a, stream, forms);
+    return;
+  }
+  qkv_detail::QkvFold f;
+  f.rows = qkv_detail::qkv_post_rows(in.qkv, p);  // qkv_post's checks
+  if (a.n_slots == 0)
+    return launch_attention("attention_decode_qkv", q, k_cache, v_cache, block_tables, nullptr,
+                            context_lens, out, workspace, a, stream, forms);
+  if (!in.qkv || !in.pos || !in.inv_freq || !in.cache_rows || !k_cache || !v_cache)
+    throw Error("attention_decode_qkv: null pointer");
+  f.bq = in.bq;
+  f.bk = in.bk;
+  f.bv = in.bv;
+  f.pos = in.pos;
+  f.inv_freq = in.inv_freq;
+  f.cs_table = p.cs_table;
+  f.cs_positions = p.cs_positions;
+  f.cache_rows = in.cache_rows;
+  f.k_cache = reinterpret_cast<__half*>(k_cache);
+  f.v_cache = reinterpret_cast<__half*>(v_cache);
+  f.n_rot = p.n_rot;
+  f.neox = p.neox;
+  f.attn_factor = p.attn_factor;
+  launch_attention("attention_decode_qkv", nullptr, k_cache, v_cache, block_tables, nullptr,
+                   context_lens, out, workspace, a, stream, forms, f);
 }
 
 }  // namespace rz::gpu

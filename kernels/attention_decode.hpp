@@ -30,6 +30,7 @@
 
 #include "kernels/act_forms.hpp"
 #include "kernels/kv_cache_shape.hpp"
+#include "kernels/qkv_post.hpp"
 
 namespace rz::gpu {
 
@@ -97,7 +98,40 @@ void attention_decode_rows(const float* q, const uint16_t* k_cache, const uint16
                            const AttentionDecodeArgs& a, cudaStream_t stream,
                            const ActForms& forms = {});
 
+// A qkv_post call's inputs (kernels/qkv_post.hpp): the projection's rows, biases, positions,
+// rotary frequencies, cache rows and the rest of its arguments.
+struct AttentionQkv {
+  const float* qkv = nullptr;
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const int32_t* pos = nullptr;
+  const float* inv_freq = nullptr;
+  const int64_t* cache_rows = nullptr;
+  QkvPostArgs args;  // n_tokens and n_head the attention's n_slots and n_head, cache its cache
+};
+
+// qkv_post(in..., q, k_cache, v_cache) and then attention_decode(q, ...) of a decode step, with
+// the same results bit for bit (q, where written, the caches and out): slot s is token s of the
+// qkv rows, its new token (position pos[s] = context_lens[s] - 1) at cache row cache_rows[s], the
+// row its block table gives that position. Where the launch runs the grouped partitions
+// (attn_decode_group_kernel, attn_detail::folds_qkv) its blocks do qkv_post's work themselves:
+// each rotates its query heads' q, and the block whose partition holds a slot's new token
+// computes that token's k and v for its KV head, writes them to the cache and attends to them from
+// shared memory. q is then left unwritten: a kernel fewer a layer. pos is read before the wait
+// for the kernel launched before (as context_lens). Throws rz::Error as qkv_post and
+// attention_decode do, and when in.args does not match a.
+void attention_decode_qkv(const AttentionQkv& in, float* q, uint16_t* k_cache, uint16_t* v_cache,
+                          const int32_t* block_tables, const int32_t* context_lens, float* out,
+                          float* workspace, const AttentionDecodeArgs& a, cudaStream_t stream,
+                          const ActForms& forms = {});
+
 namespace attn_detail {
+// Test seam: whether attention_decode_qkv folds qkv_post into the attention where it can
+// (initially on unless RZ_ATTN_QKV_FOLD_OFF=1); off, it runs qkv_post first.
+void set_qkv_fold(bool on);
+// Whether attention_decode_qkv folds qkv_post into a launch of these shapes.
+bool folds_qkv(const AttentionDecodeArgs& a);
 // Test seam: whether grouped launches stream (initially on unless RZ_ATTN_STREAM_OFF=1); off, the
 // launches the streaming kernel would take run attn_decode_group_kernel's partitions instead.
 void set_streaming(bool on);

@@ -12,6 +12,7 @@
 #include "kernels/act_forms.hpp"
 #include "kernels/cuda_common.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/qkv_post.cuh"
 
 namespace rz::gpu::attn_detail {
 
@@ -19,7 +20,9 @@ constexpr int kMaxGroup = 8;  // query heads a block of the grouped kernels serv
 
 // The partition kernels' parameters, one list for all three (attn_decode_partition_kernel,
 // attn_decode_group_kernel, attn_decode_stream_kernel: the launch passes the same arguments to
-// whichever it runs). forms: the grouped kernels' only.
+// whichever it runs). forms: the grouped kernels' only. fold: qkv_post's work, which
+// attn_decode_group_kernel alone takes over (fold.rows.q set; then q is not read): the launch
+// passes it only to that kernel (attention_decode_qkv).
 #define RZ_ATTN_PARTITION_PARAMS                                                                   \
   const float *__restrict__ q, const __half *__restrict__ k_cache,                                 \
       const __half *__restrict__ v_cache, const int32_t *__restrict__ tables,                      \
@@ -27,7 +30,7 @@ constexpr int kMaxGroup = 8;  // query heads a block of the grouped kernels serv
       float *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_m,             \
       float *__restrict__ part_l, int n_head, int group, int n_blocks, int n_head_kv,              \
       int block_size, int head_dim, int table_stride, int max_context, int max_parts, float scale, \
-      int window, ActForms forms
+      int window, ActForms forms, qkv_detail::QkvFold fold
 
 // The first position a query at L - 1 attends to: L - window with a sliding window, else 0.
 // Partitions cover [window_start, L).

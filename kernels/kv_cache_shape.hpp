@@ -46,6 +46,7 @@ struct KvCacheShape {
   int64_t index(int64_t block, int head, int offset, int d) const {
     return ((block * n_head_kv + head) * block_size + offset) * int64_t(head_dim) + d;
   }
+  bool operator==(const KvCacheShape&) const = default;
 };
 
 }  // namespace rz::gpu

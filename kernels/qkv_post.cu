@@ -9,8 +9,10 @@
 // block-stride loop: a rotated element reads its pair partner too and computes its half of
 // rope.cu's rotate() from the biased inputs (the same rounded products and sum), so consecutive
 // threads write consecutive q floats and cache halves. K and V rows come from the fused row or from
-// separate buffers.
+// separate buffers. The arithmetic is kernels/qkv_post.cuh's, which the grouped decode attention
+// shares where it does this work itself in the decode step (attention_decode_qkv).
 #include "kernels/launch.cuh"
+#include "kernels/qkv_post.cuh"
 #include "kernels/qkv_post.hpp"
 
 #include <cuda_fp16.h>
@@ -26,39 +28,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kElemsPerBlock = 2 * kThreads;
 
-// x + bias[j], or x itself when there is no bias (bias_add is not run then: no +0).
-__device__ __forceinline__ float biased(const float* __restrict__ row,
-                                        const float* __restrict__ bias, int j) {
-  const float x = row[j];
-  return bias ? __fadd_rn(x, bias[j]) : x;
-}
-
-// Element d of a head whose biased inputs are row[base + ...] + bias[base + ...]: rotated when
-// d < n_rot (as rope.cu's rotate: a' = x_a c - x_b s, b' = x_a s + x_b c), else passed through.
-__device__ __forceinline__ float rotated(const float* __restrict__ row,
-                                         const float* __restrict__ bias, int base, int d, int n_rot,
-                                         bool neox, const float* __restrict__ cs,
-                                         const float* __restrict__ sn) {
-  if (d >= n_rot) return biased(row, bias, base + d);
-  const int half = n_rot / 2;
-  int i, a, b;
-  bool first;
-  if (neox) {
-    first = d < half;
-    i = first ? d : d - half;
-    a = i;
-    b = i + half;
-  } else {
-    first = (d % 2) == 0;
-    i = d / 2;
-    a = 2 * i;
-    b = 2 * i + 1;
-  }
-  const float x0 = biased(row, bias, base + a), x1 = biased(row, bias, base + b);
-  const float c = cs[i], s = sn[i];
-  return first ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s))
-               : __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-}
+using qkv_detail::biased;
+using qkv_detail::rotated;
 
 // grid (n_tokens, slices of kElemsPerBlock of the q_dim + kv_dim elements), block kThreads,
 // dynamic shared memory 2 * (n_rot / 2) floats
@@ -78,22 +49,7 @@ __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __re
   const int half = n_rot / 2;
   float* cs = cs_sn;
   float* sn = cs_sn + half;
-  const int pi = pos[t];
-  const float p = static_cast<float>(pi);
-  const bool in_table = cs_table && pi >= 0 && pi < cs_positions;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    if (in_table) {
-      const float* c = cs_table + int64_t(pi) * n_rot + 2 * i;
-      cs[i] = c[0];
-      sn[i] = c[1];
-      continue;
-    }
-    const float angle = __fmul_rn(inv_freq[i], p);
-    double sd, cd;
-    sincos(static_cast<double>(angle), &sd, &cd);
-    cs[i] = __fmul_rn(static_cast<float>(cd), attn_factor);
-    sn[i] = __fmul_rn(static_cast<float>(sd), attn_factor);
-  }
+  qkv_detail::rope_cs_fill(pos[t], n_rot, inv_freq, cs_table, cs_positions, attn_factor, cs, sn);
   __syncthreads();
 
   const float* row = qkv + t * stride;
@@ -108,14 +64,14 @@ __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __re
   if (e_end <= q_dim) return;
 
   const int64_t crow = cache_rows[t];
-  if (crow < 0 || crow >= int64_t(n_blocks) * block_size) return;  // skipped, as kv_append
-  const int64_t block = crow / block_size;
-  const int offset = static_cast<int>(crow % block_size);
+  if (qkv_detail::cache_head_offset(crow, 0, n_blocks, n_head_kv, block_size, head_dim) < 0)
+    return;  // skipped, as kv_append
   const float* krow = k_src + t * k_stride;
   const float* vrow = v_src + t * v_stride;
   for (int e = max(e_begin, q_dim) - q_dim + threadIdx.x; e < e_end - q_dim; e += blockDim.x) {
     const int h = e / head_dim, d = e - h * head_dim;
-    const int64_t dst = ((block * n_head_kv + h) * block_size + offset) * int64_t(head_dim) + d;
+    const int64_t dst =
+        qkv_detail::cache_head_offset(crow, h, n_blocks, n_head_kv, block_size, head_dim) + d;
     k_cache[dst] = __float2half_rn(rotated(krow, bk, h * head_dim, d, n_rot, neox, cs, sn));
     v_cache[dst] = __float2half_rn(biased(vrow, bv, e));
   }
@@ -123,9 +79,7 @@ __global__ void qkv_post_kernel(const float* __restrict__ qkv, const float* __re
 
 }  // namespace
 
-void qkv_post(const float* qkv, const float* bq, const float* bk, const float* bv,
-              const int32_t* pos, const float* inv_freq, const int64_t* cache_rows, float* q_out,
-              uint16_t* k_cache, uint16_t* v_cache, const QkvPostArgs& a, cudaStream_t stream) {
+qkv_detail::QkvRows qkv_detail::qkv_post_rows(const float* qkv, const QkvPostArgs& a) {
   const KvCacheShape& c = a.cache;
   const auto shape = [&] {
     return "n_tokens " + std::to_string(a.n_tokens) + ", n_head " + std::to_string(a.n_head) +
@@ -154,19 +108,33 @@ void qkv_post(const float* qkv, const float* bq, const float* bk, const float* b
   if (k_stride < kv_dim || v_stride < kv_dim)
     throw Error("qkv_post: k/v row stride smaller than the k/v row it holds (" + shape() + ")");
   if (a.cs_table && a.cs_positions < 0) throw Error("qkv_post: negative cs_positions");
+  QkvRows r;
+  r.q = qkv;
+  r.k = separate ? a.k_src : qkv ? qkv + q_dim : nullptr;
+  r.v = separate ? a.v_src : qkv ? qkv + q_dim + kv_dim : nullptr;
+  r.q_stride = stride;
+  r.k_stride = k_stride;
+  r.v_stride = v_stride;
+  return r;
+}
+
+void qkv_post(const float* qkv, const float* bq, const float* bk, const float* bv,
+              const int32_t* pos, const float* inv_freq, const int64_t* cache_rows, float* q_out,
+              uint16_t* k_cache, uint16_t* v_cache, const QkvPostArgs& a, cudaStream_t stream) {
+  const qkv_detail::QkvRows r = qkv_detail::qkv_post_rows(qkv, a);
   if (a.n_tokens == 0) return;
   if (!qkv || !pos || !inv_freq || !cache_rows || !q_out || !k_cache || !v_cache)
     throw Error("qkv_post: null pointer");
-  const float* k_src = separate ? a.k_src : qkv + q_dim;
-  const float* v_src = separate ? a.v_src : qkv + q_dim + kv_dim;
+  const KvCacheShape& c = a.cache;
+  const int64_t q_dim = int64_t(a.n_head) * c.head_dim, kv_dim = int64_t(c.n_head_kv) * c.head_dim;
   const size_t smem = sizeof(float) * size_t(a.n_rot);  // cos and sin, n_rot / 2 each
   const dim3 grid(static_cast<unsigned>(a.n_tokens),
                   static_cast<unsigned>((q_dim + kv_dim + kElemsPerBlock - 1) / kElemsPerBlock));
   launch_kernel(qkv_post_kernel, grid, kThreads, smem, stream, qkv, bq, bk, bv, pos, inv_freq,
                 a.cs_table, a.cs_positions, cache_rows, q_out, reinterpret_cast<__half*>(k_cache),
                 reinterpret_cast<__half*>(v_cache), a.n_head, c.n_head_kv, c.head_dim, a.n_rot,
-                a.neox, a.attn_factor, c.n_blocks, c.block_size, stride, k_src, k_stride, v_src,
-                v_stride);
+                a.neox, a.attn_factor, c.n_blocks, c.block_size, r.q_stride, r.k, r.k_stride, r.v,
+                r.v_stride);
   RZ_CUDA_CHECK_LAUNCH("qkv_post_kernel");
 }
 
