@@ -559,8 +559,11 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
                qkv_in.cache_rows, q.get(), kc, vc, qp, stream);
     const int window = cfg.layer_window(l);
     // When every row is a decode-style row, the attention writes the output projection's input
-    // forms itself (no preparation kernel before that matmul).
-    const ActForms att_forms = D == N && !ps.fixed
+    // forms itself (no preparation kernel before that matmul); when every row is a packed prompt
+    // row, the prefill attention writes the cuBLAS path's fp16 form, the one it has.
+    const bool prefill_f16 = D == 0 && !ps.fixed && !L.wo.fp8 && L.wo.type != GgmlType::F32 &&
+                             path_of(L.wo, N) == MatmulPath::gemm;
+    const ActForms att_forms = (D == N || prefill_f16) && !ps.fixed
                                    ? forms_for(att.get(), N, q_dim, {&L.wo, nullptr, nullptr})
                                    : ActForms{};
     // Decode rows and packed pieces both: the packed pieces' attention runs on attn_side, beside
@@ -607,7 +610,8 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       attention_prefill(q.get() + size_t(first) * size_t(q_dim), kc, vc,
                         d_tables + size_t(ps.fixed ? 0 : R) * size_t(table_stride), d_cu,
                         d_ctx + (ps.fixed ? N : D), att.get() + size_t(first) * size_t(q_dim),
-                        attn_ws.get() + attn_prefill_ws, a, side_by_side ? attn_side : stream);
+                        attn_ws.get() + attn_prefill_ws, a, side_by_side ? attn_side : stream,
+                        prefill_f16 ? att_forms.f16 : nullptr);
     }
     if (side_by_side) {
       RZ_CUDA_CHECK(cudaEventRecord(attn_join, attn_side));

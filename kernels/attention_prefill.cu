@@ -32,6 +32,7 @@
 
 #include "kernels/attention_prefill_tile.cuh"
 #include "kernels/cuda_common.cuh"
+#include "kernels/dequant.hpp"  // convert_to_half
 #include "kernels/launch.cuh"
 
 namespace rz::gpu {
@@ -446,7 +447,7 @@ int attention_prefill_key_splits(const AttentionPrefillArgs& a) {
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                        const int32_t* block_tables, const int32_t* cu_seqlens,
                        const int32_t* seq_context_lens, float* out, void* workspace,
-                       const AttentionPrefillArgs& a, cudaStream_t stream) {
+                       const AttentionPrefillArgs& a, cudaStream_t stream, void* out_f16) {
   const KvCacheShape& c = a.cache;
   const auto shape = [&] {
     return "n_seqs " + std::to_string(a.n_seqs) + ", n_tokens " + std::to_string(a.n_tokens) +
@@ -472,6 +473,9 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
       int64_t(a.table_stride) * c.block_size < a.max_context)
     throw Error("attention_prefill: block tables cannot hold max_context tokens (" + shape() + ")");
   if (a.window < 0) throw Error("attention_prefill: window must be >= 0 (" + shape() + ")");
+  if (out_f16 && (!a.fill_uncovered || reinterpret_cast<uintptr_t>(out_f16) % 4 != 0))
+    throw Error("attention_prefill: the fp16 form needs fill_uncovered and 4-byte alignment (" +
+                shape() + ")");
   const Grid g = grid_of(a);
   if (g.max_tiles > INT_MAX || g.gy > 65535)
     throw Error("attention_prefill: too large (" + shape() + ")");
@@ -482,9 +486,11 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
   // Workspace: [tile index][part_o][part_m][part_l] (attention_prefill_tile.cuh has the shapes).
   auto* tile_start = static_cast<int32_t*>(workspace);
   // Rows that no tile writes stay NaN (0xFFFFFFFF), unless the caller owns them.
-  if (a.fill_uncovered)
-    RZ_CUDA_CHECK(cudaMemsetAsync(
-        out, 0xFF, size_t(a.n_tokens) * a.n_head * c.head_dim * sizeof(float), stream));
+  const size_t elems = size_t(a.n_tokens) * a.n_head * c.head_dim;
+  if (a.fill_uncovered) RZ_CUDA_CHECK(cudaMemsetAsync(out, 0xFF, elems * sizeof(float), stream));
+  const bool mma = mma_path(a);
+  if (out_f16 && mma)  // the CUDA-core kernel's form is converted from out after it
+    RZ_CUDA_CHECK(cudaMemsetAsync(out_f16, 0xFF, elems * sizeof(uint16_t), stream));
   if (!a.tile_index_ready) {
     launch_kernel(attn_prefill_tile_scan_kernel, 1, kScanThreads, 0, stream, cu_seqlens,
                   seq_context_lens, tile_start, a.n_seqs, a.n_tokens, a.max_context, g.tpt,
@@ -512,6 +518,7 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
                       a.table_stride,
                       scale_log2};
   p.window = a.window;
+  if (mma) p.out_f16 = static_cast<__half*>(out_f16);
   if (splits > 1) {
     const size_t rows = size_t(g.blocks()) * splits * kRows;
     auto* base = static_cast<unsigned char*>(workspace) + prefill_detail::workspace_bytes_for(a, 1);
@@ -523,7 +530,7 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
     p.part_m = reinterpret_cast<float*>(base + align_up(rows * c.head_dim * sizeof(float)));
     p.part_l = p.part_m + align_up(rows * sizeof(float)) / sizeof(float);
   }
-  if (mma_path(a))
+  if (mma)
     launch_prefill_mma(grid, p, stream);
   else if (c.head_dim <= 64)
     launch_tiles<64>(grid, p, stream);
@@ -531,6 +538,7 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
     launch_tiles<128>(grid, p, stream);
   else
     launch_tiles<256>(grid, p, stream);
+  if (out_f16 && !mma) convert_to_half(out, out_f16, HalfType::f16, int64_t(elems), stream);
 }
 
 }  // namespace rz::gpu

@@ -78,10 +78,14 @@ int attention_prefill_key_splits(const AttentionPrefillArgs& a);
 // (token, head) rows of one sequence, so some earlier tokens of that sequence may be NaN too).
 // out is written in full (NaN first, then the valid rows), or with fill_uncovered = false only
 // where valid sequences' tiles are.
+// out_f16: null, or device [n_tokens, n_head * head_dim] fp16 (4-byte aligned): out's fp16 form
+//   for the output projection's cuBLAS path, byte for byte convert_to_half of out (kernels/
+//   act_forms.hpp's f16 form), written by the tensor-core kernels themselves (the CUDA-core kernel
+//   converts after it). Only with fill_uncovered (every row the call's); uncovered rows NaN too.
 // Throws rz::Error for bad shapes; n_tokens == 0 launches nothing.
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                        const int32_t* block_tables, const int32_t* cu_seqlens,
                        const int32_t* seq_context_lens, float* out, void* workspace,
-                       const AttentionPrefillArgs& a, cudaStream_t stream);
+                       const AttentionPrefillArgs& a, cudaStream_t stream, void* out_f16 = nullptr);
 
 }  // namespace rz::gpu

@@ -319,18 +319,20 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(const Prefil
     return;
   }
   const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  // out's element (and its fp16 form's): two consecutive dims of one row
+  const auto store = [&](int r, int h, int d, float2 v) {
+    const int64_t e = (int64_t(tl.t0 + row_tok_s[r]) * p.n_head + h) * p.head_dim + d;
+    *reinterpret_cast<float2*>(p.out + e) = v;
+    if (p.out_f16) *reinterpret_cast<__half2*>(p.out_f16 + e) = __floats2half2_rn(v.x, v.y);
+  };
 #pragma unroll
   for (int n = 0; n < ND; ++n) {
     const int d = 8 * n + 2 * c;
     if (d >= p.head_dim) continue;  // head_dim % 16 == 0: d + 1 is in range too
     if (h0 >= 0)
-      *reinterpret_cast<float2*>(
-          p.out + (int64_t(tl.t0 + row_tok_s[r0]) * p.n_head + h0) * p.head_dim + d) =
-          bad ? make_float2(nan, nan) : make_float2(o[n][0] * inv0, o[n][1] * inv0);
+      store(r0, h0, d, bad ? make_float2(nan, nan) : make_float2(o[n][0] * inv0, o[n][1] * inv0));
     if (h1 >= 0)
-      *reinterpret_cast<float2*>(
-          p.out + (int64_t(tl.t0 + row_tok_s[r1]) * p.n_head + h1) * p.head_dim + d) =
-          bad ? make_float2(nan, nan) : make_float2(o[n][2] * inv1, o[n][3] * inv1);
+      store(r1, h1, d, bad ? make_float2(nan, nan) : make_float2(o[n][2] * inv1, o[n][3] * inv1));
   }
 }
 
@@ -384,9 +386,14 @@ __global__ void __launch_bounds__(kCombineThreads)
     }
     if (d < p.head_dim) {
       const float inv = 1.0f / l;
-      *reinterpret_cast<float4*>(p.out + (int64_t(tl.t0 + r / p.hb) * p.n_head + h) * p.head_dim +
-                                 d) =
-          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      const float4 v = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      const int64_t e = (int64_t(tl.t0 + r / p.hb) * p.n_head + h) * p.head_dim + d;
+      *reinterpret_cast<float4*>(p.out + e) = v;
+      if (p.out_f16) {
+        __half2* f = reinterpret_cast<__half2*>(p.out_f16 + e);
+        f[0] = __floats2half2_rn(v.x, v.y);
+        f[1] = __floats2half2_rn(v.z, v.w);
+      }
     }
   }
 }

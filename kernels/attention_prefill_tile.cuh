@@ -40,6 +40,9 @@ struct PrefillTileParams {
   float* part_o = nullptr;  // [splits][gridDim.y][gridDim.x][kPrefillRows][head_dim] fp32
   float* part_m = nullptr;  // [splits][gridDim.y][gridDim.x][kPrefillRows] running max (log2)
   float* part_l = nullptr;  // same shape: sum of 2^(score - m)
+  // out's fp16 form (convert_to_half's rounding, same layout), written beside out where set
+  // (the tensor-core kernel and its combine).
+  __half* out_f16 = nullptr;
 };
 
 struct PrefillTile {

@@ -872,8 +872,18 @@ void run_prefill(const Config& cf, const std::vector<int>& prior, const std::vec
     auto d_out = poisoned<float>(q.size());
     attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
                       d_out.get(), d_ws.get(), a, nullptr);
+    const auto out = d_out.download();
+    // Again with the output projection's fp16 form: out bit for bit the same, the form byte for
+    // byte convert_to_half's of it.
+    auto d_out2 = poisoned<float>(q.size());
+    auto d_f16 = poisoned<uint16_t>(q.size()), d_want = poisoned<uint16_t>(q.size());
+    attention_prefill(d_q.get(), d_k.get(), d_v.get(), d_t.get(), d_cu.get(), d_ctx.get(),
+                      d_out2.get(), d_ws.get(), a, nullptr, d_f16.get());
+    convert_to_half(d_out.get(), d_want.get(), HalfType::f16, int64_t(q.size()), nullptr);
+    EXPECT_TRUE(all_bits_equal(d_out2.download(), out, what + ": out with the fp16 form"));
+    EXPECT_TRUE(d_f16.download() == d_want.download()) << what << ": fp16 form vs convert_to_half";
     EXPECT_TRUE(check_out(
-        d_out.download(), ref, qlens, n_head * hd,
+        out, ref, qlens, n_head * hd,
         what + (tc ? " (prefill, tensor cores" : " (prefill, CUDA cores") +
             (run == 2 ? ", 3 key splits" : "") + "; slot = query token)",
         // Tensor cores: attention_prefill_test.cpp's kMmaRelTol (fp16 Q and P; random seeds reach
@@ -971,6 +981,20 @@ TEST(AttentionPrefill, ShapeErrors) {
   b = a;
   b.table_stride = 6;
   EXPECT_TRUE(throws_shape_error(call(b, &dummy), "cannot hold"));
+  // the fp16 form: only over every row of the call, 4-byte aligned
+  b = a;
+  b.n_head = 3;
+  b.fill_uncovered = false;
+  alignas(4) uint16_t f16[2] = {};
+  const auto with_form = [&](AttentionPrefillArgs c, void* f) {
+    return [c, f, &dummy] {
+      attention_prefill(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &dummy, c,
+                        nullptr, f);
+    };
+  };
+  EXPECT_TRUE(throws_shape_error(with_form(b, f16), "fill_uncovered"));
+  b.fill_uncovered = true;
+  EXPECT_TRUE(throws_shape_error(with_form(b, reinterpret_cast<uint8_t*>(f16) + 2), "4-byte"));
   EXPECT_GE(attention_prefill_workspace_bytes(a), 2 * 4 * sizeof(int32_t));
 }
 
