@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -67,10 +69,12 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, __half* __restrict
 
 // The direct kernel that runs T: each warp staging its own chunks (kDirectStaged), or loading
 // them in place. Its dynamic shared memory for a block of `splits` warps' splits.
-template <class T, int NT>
+template <class T, int NT, bool kX1 = false>
 auto direct_kernel() {
   if constexpr (DirectStaged<T>)
     return qmm_direct_staged_kernel<T, NT>;
+  else if constexpr (kX1)
+    return qmm_direct_x1_kernel<T, direct_group<T>()>;
   else
     return qmm_direct_kernel<T, direct_group<T>(), NT>;
 }
@@ -80,6 +84,21 @@ size_t direct_smem(int splits, int warps) {  // warps: the block's (direct_grid)
     return direct_staged_smem<T>(splits, warps, NT);
   else
     return direct_part_smem(splits, NT);
+}
+// The in-place kernel of one token tile: the one-token instantiation where x goes to shared
+// memory (xs > 0: one token), unless RZ_QMM_X1_OFF=1 or set_direct_x1(false).
+std::atomic<bool>& direct_x1_switch() {
+  static std::atomic<bool> on = [] {
+    const char* off = std::getenv("RZ_QMM_X1_OFF");
+    return !(off && std::string(off) == "1");
+  }();
+  return on;
+}
+void set_direct_x1(bool on) { direct_x1_switch().store(on, std::memory_order_relaxed); }
+template <class T>
+auto direct_kernel1(size_t xs) {
+  return xs > 0 && direct_x1_switch().load(std::memory_order_relaxed) ? direct_kernel<T, 1, true>()
+                                                                      : direct_kernel<T, 1>();
 }
 
 // Once per process (one device model): the kernels' shared-memory limit raised to what the most
@@ -97,6 +116,10 @@ const DirectBlocksPerSm& direct_setup() {
     RZ_CUDA_CHECK(cudaFuncSetAttribute(
         direct_kernel<T, 2>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
         static_cast<int>(direct_smem<T, 2>(kDirectMaxSplits, kDirectMaxWarps) + xs)));
+    if constexpr (!DirectStaged<T>)
+      RZ_CUDA_CHECK(cudaFuncSetAttribute(
+          direct_kernel<T, 1, true>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(direct_smem<T, 1>(kDirectMaxSplits, kDirectMaxWarps) + xs)));
     DirectBlocksPerSm b{};
     for (int w = 1; w <= kDirectMaxWarps; ++w)
       RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b[w], direct_kernel<T, 1>(),
@@ -128,7 +151,7 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
           static_cast<int>(xs), 0, GateAct::silu, ActForms{});
     };
     if (n <= 8)
-      go(direct_kernel<T, 1>(), direct_smem<T, 1>(splits, dg.warps));
+      go(direct_kernel1<T>(xs), direct_smem<T, 1>(splits, dg.warps));
     else
       go(direct_kernel<T, 2>(), direct_smem<T, 2>(splits, dg.warps));
     RZ_CUDA_CHECK_LAUNCH();
@@ -226,7 +249,7 @@ void launch_gated(const void* w, int64_t row_bytes, const void* xp, float* out, 
           splits, static_cast<int>(cluster), static_cast<int>(xs), ff, act, forms);
     };
     if (n <= 8)
-      go(direct_kernel<T, 1>(), 1);
+      go(direct_kernel1<T>(xs), 1);
     else
       go(direct_kernel<T, 2>(), 2);
     RZ_CUDA_CHECK_LAUNCH();

@@ -97,4 +97,11 @@ bool qmm_gated(GgmlType type, const void* w, const void* xp, float* out, int64_t
 // Whether qmm_gated runs this call (with forms that hold no q8 form).
 bool qmm_gated_runs(GgmlType type, int64_t ff, int64_t cols, int64_t n);
 
+namespace qmm_detail {
+// Test seam and A/B switch: whether one-token calls of the in-place direct kernel run its
+// one-token instantiation (qmm_direct_x1_kernel in kernels/qmm_direct.cuh: the same sums, another
+// schedule; initially on unless RZ_QMM_X1_OFF=1).
+void set_direct_x1(bool on);
+}  // namespace qmm_detail
+
 }  // namespace rz::gpu

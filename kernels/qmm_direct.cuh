@@ -329,12 +329,12 @@ __device__ __forceinline__ void direct_finish_gated(const float4* part, int spli
 // Grid: `cluster` blocks per 16-row tile (one cluster; direct_grid); blocks of
 // direct_grid(splits).warps warps; dynamic shared memory splits x NT x 512 bytes when splits > 1.
 // NT token tiles (n <= 8 NT).
-template <class T, int D, int NT>
-__global__ void __launch_bounds__(kDirectMaxWarps * 32)
-    qmm_direct_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
-                      const __half* __restrict__ xp, float* __restrict__ y, int64_t ldy, int rows,
-                      int cols, int n, int chunks_per_split, int splits, int cluster, int xs_bytes,
-                      int gate_ff, GateAct act, ActForms forms) {
+#define RZ_QMM_DIRECT_PARAMS                                                               \
+  const uint8_t *__restrict__ w, int64_t row_bytes, const __half *__restrict__ xp,         \
+      float *__restrict__ y, int64_t ldy, int rows, int cols, int n, int chunks_per_split, \
+      int splits, int cluster, int xs_bytes, int gate_ff, GateAct act, ActForms forms
+template <class T, int D, int NT, bool kX1>
+__device__ __forceinline__ void direct_body(RZ_QMM_DIRECT_PARAMS) {
   using Item = typename DirectItem<T>::type;
   using Raw = typename DirectItem<T>::raw;
   extern __shared__ float4 part[];  // [split][lane] (splits > 1, or gated), then x (xs_bytes > 0)
@@ -346,8 +346,21 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   if (cluster > 1) cluster_arrive_relaxed();
   float4* const part_out = cluster > 1 ? cluster_rank0(part) : part;
   const int row0 = blk.row0;
-  const uint8_t* wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
-  const uint8_t* wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
+  const uint8_t* wa;
+  const uint8_t* wb;
+  if constexpr (kX1) {  // the same addresses, written as qmm_direct_x1_kernel's note says
+    const uint8_t* wr[2];
+#pragma unroll
+    for (int r = 0; r < 1; ++r) {
+      wr[0] = w + int64_t(min(row0 + r * gate_ff + g, rows - 1)) * row_bytes;
+      wr[1] = w + int64_t(min(row0 + r * gate_ff + g + 8, rows - 1)) * row_bytes;
+    }
+    wa = wr[0];
+    wb = wr[1];
+  } else {
+    wa = w + int64_t(min(row0 + g, rows - 1)) * row_bytes;
+    wb = w + int64_t(min(row0 + g + 8, rows - 1)) * row_bytes;
+  }
   bool live[NT];  // tokens past n are zero: no loads
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) live[nt] = 8 * nt + g < n;
@@ -400,6 +413,30 @@ __global__ void __launch_bounds__(kDirectMaxWarps * 32)
   else
     direct_finish<NT>(v, part, splits, blk, y, ldy, rows, n);
 }
+
+#define RZ_QMM_DIRECT_ARGS                                                                       \
+  w, row_bytes, xp, y, ldy, rows, cols, n, chunks_per_split, splits, cluster, xs_bytes, gate_ff, \
+      act, forms
+template <class T, int D, int NT>
+__global__ void __launch_bounds__(kDirectMaxWarps * 32) qmm_direct_kernel(RZ_QMM_DIRECT_PARAMS) {
+  direct_body<T, D, NT, false>(RZ_QMM_DIRECT_ARGS);
+}
+// One token with x in shared memory (xs_bytes > 0; qmm.cu's launch takes it there). The same
+// code and sums as qmm_direct_kernel's but for how the two row addresses are written: in the form
+// above (a loop over one row tile, as a draft for two row tiles a warp had it) ptxas builds the
+// Q4_K kernel in 100 registers instead of 126, with another schedule, and that ran the one-token
+// steps faster on an H200 (rz bench B = 1: llama3.1-8b Q4_K_M +8.6 %, qwen2.5-1.5b Q4_K_M +2.4 %,
+// Q5_K_M +1.6 %; bench/gpu-runs/2026-11-29-h200-qmm-x1.log) but the 2-8 token ones, whose x comes
+// from global memory, 8-21 % slower (2026-11-29-h200-gated-dual-attempt.log); capping the plain
+// kernel's registers instead did not do it (2026-11-29-h200-qmm-x1-regs-attempt.log). So one token
+// runs this instantiation and 2-8 tokens the other. A schedule found, not designed: a compiler
+// update can move it; RZ_QMM_X1_OFF=1 (qmm_detail::set_direct_x1) runs the plain kernel to check.
+template <class T, int D>
+__global__ void __launch_bounds__(kDirectMaxWarps * 32) qmm_direct_x1_kernel(RZ_QMM_DIRECT_PARAMS) {
+  direct_body<T, D, 1, true>(RZ_QMM_DIRECT_ARGS);
+}
+#undef RZ_QMM_DIRECT_PARAMS
+#undef RZ_QMM_DIRECT_ARGS
 
 // The direct kernel for the formats whose chunks are costly to read in place (kDirectStaged in
 // kernels/qmm_formats.cuh: Q6_K, Q2_K). Q6_K's 210-byte chunks are only 2-byte aligned: read in

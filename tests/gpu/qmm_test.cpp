@@ -502,6 +502,39 @@ TEST_P(QmmTest, TokenResultIndependentOfBatch) {
   }
 }
 
+// One token runs the in-place direct kernel's one-token instantiation (qmm_direct_x1_kernel, x in
+// shared memory) unless switched off; both must write the same bits, alone (here, at the rule's
+// split and at forced splits in one block and in clusters) and against the same token among 8
+// (TokenResultIndependentOfBatch, which runs it too).
+TEST_P(QmmTest, OneTokenInstantiationMatchesThePlainKernel) {
+  RZ_REQUIRE_GPU();
+  const GgmlType t = GetParam();
+  struct On {
+    ~On() { qmm_detail::set_direct_x1(true); }
+  } restore;
+  for (const auto& [rows, cols, split] : {std::tuple<int64_t, int64_t, int>{1536, 8960, 0},
+                                          {1536, 8960, 12},
+                                          {4096, 4096, 0},
+                                          {40, 1536, 3}}) {
+    SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "] split " +
+                 std::to_string(split));
+    std::mt19937 rng(91);
+    const HostWeights w = make_weights(t, rows, cols, rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (auto& v : x) v = nd(rng);
+    DeviceBuffer<uint8_t> dw(w.bytes.size());
+    dw.upload(w.bytes);
+    DeviceBuffer<float> dx(x.size());
+    dx.upload(x);
+    qmm_detail::set_direct_x1(true);
+    const std::vector<float> x1 = run_qmm(t, dw, dx, rows, cols, 1, rows, split);
+    qmm_detail::set_direct_x1(false);
+    const std::vector<float> plain = run_qmm(t, dw, dx, rows, cols, 1, rows, split);
+    EXPECT_EQ(std::memcmp(x1.data(), plain.data(), size_t(rows) * sizeof(float)), 0) << name_of(t);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QmmTest, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) {
                            return name_of(i.param);
