@@ -553,7 +553,8 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
                               bk,        cfg.qkv_bias ? L.bv.get() : nullptr,
                               d_pos,     swa_rope ? inv_freq_swa.get() : inv_freq.get(),
                               d_rows,    qp};
-    const bool qkv_in_attention = ps.graph && D == N && D > 0;
+    // (ps.graph: the decode kind's pass, every row a decode row: D == N > 0, graph_shape.)
+    const bool qkv_in_attention = ps.graph;
     if (!qkv_in_attention)
       qkv_post(qkv_in.qkv, qkv_in.bq, qkv_in.bk, qkv_in.bv, qkv_in.pos, qkv_in.inv_freq,
                qkv_in.cache_rows, q.get(), kc, vc, qp, stream);
@@ -586,8 +587,6 @@ void GpuExecutor::Impl::enqueue_layers(const PassShape& ps) {
       if (qkv_in_attention)  // the decode step: row r is piece r (no indirection in the graph)
         attention_decode_qkv(qkv_in, q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream,
                              att_forms);
-      else if (ps.graph)
-        attention_decode(q.get(), kc, vc, d_tables, d_ctx, att.get(), ws, a, stream, att_forms);
       else
         attention_decode_rows(q.get(), kc, vc, d_tables, d_table_rows, d_ctx, att.get(), ws, a,
                               stream, att_forms);
