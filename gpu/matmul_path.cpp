@@ -9,15 +9,21 @@
 namespace rz::gpu {
 namespace {
 
-// wide: qmm runs its wide kernel past 64 tokens (qmm_runs_wide). It takes every matrix to 128
-// tokens, and past that those of at least 4,096 columns and the huge ones: with 1,536 columns (6
-// chunks a block) qwen2.5-1.5b's steps at B = 192 / 256 ran 4-5 % slower with it than with
-// dequantize + cuBLAS, while llama3.1-8b's gained 24-29 %
-// (bench/gpu-runs/2026-11-28-h200-qmm-wide.log).
-bool qmm_wins(double bytes, int64_t cols, int n, bool wide) {
+// wide: qmm runs its wide kernel past 64 tokens (qmm_runs_wide), then every matrix without a copy
+// takes it to kQmmMaxTokens. It took 1,536-column matrices only to 128 tokens while its grid was
+// fixed (two warpgroups a block, the staged kernel's splits): qwen2.5-1.5b's steps at B = 192 /
+// 256 ran 4-5 % slower with it than with dequantize + cuBLAS
+// (bench/gpu-runs/2026-11-28-h200-qmm-wide.log). With its grid chosen per shape (wide_groups,
+// wide_splits) it beats dequantize + cuBLAS on every matrix of qwen2.5-1.5b and llama3.1-8b at
+// 65-256 tokens, Q4_K and Q6_K (qwen's QKV [2,048 x 1,536] at 256 tokens 10.4 us against 18.0,
+// its gate+up 50.3 against 68.9; bench/gpu-runs/2026-11-29-h200-wide-groups.log); the one loss
+// measured is a lone Q6_K [8,960 x 1,536] gate or up at 160-256 tokens (42 against 35-37 us),
+// which a model runs only when its gate and up are not one matrix. Without the wide kernel
+// (before sm_90, or not built for sm_90a) qmm's staged kernel keeps 64 tokens, and the huge
+// matrices 128.
+bool qmm_wins(double bytes, int n, bool wide) {
   constexpr double kHuge = 64e6;
-  if (n <= 64) return true;
-  if (wide) return n <= 128 || cols >= 4096 || bytes >= kHuge;
+  if (n <= 64 || wide) return true;
   return bytes >= kHuge && n <= 128;
 }
 
@@ -34,7 +40,7 @@ MatmulPath choose_matmul_path(GgmlType type, int64_t rows, int64_t cols, int n, 
     return MatmulPath::gemm;
   if (use.f16_copy && n >= kCopyGemmFromTokens) return MatmulPath::gemm;
   if (use.qmm && qmm_supported(type, cols) && n >= 1 && n <= kQmmMaxTokens &&
-      qmm_wins(bytes, cols, n, use.qmm_wide))
+      qmm_wins(bytes, n, use.qmm_wide))
     return MatmulPath::qmm;
   return gemv_supported(type, n) != GemvKernel::none ? MatmulPath::gemv : MatmulPath::gemm;
 }

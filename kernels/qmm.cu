@@ -427,9 +427,12 @@ int qmm_splits(int64_t rows, int64_t cols) {
 
 size_t qmm_workspace_floats(int64_t rows, int64_t cols, int64_t n) {
   if (n <= 8) return 0;  // the direct kernel (splits added in-block); 9-16 may run staged
-  const int s = qmm_splits(rows, cols);
-  // from 33 tokens room for the wide kernels' x (the integer form's takes some matrices' 33-64)
+  int s = qmm_splits(rows, cols);
+  // from 33 tokens room for the wide kernels' x (the integer form's takes some matrices' 33-64),
+  // from 65 for the fp32 form's splits
   const bool wide = n >= qmm_detail::kWideIntMinTokens && qmm_detail::wide_available();
+  if (wide && n >= qmm_detail::kWideMinTokens)
+    s = std::max(s, qmm_detail::wide_splits(rows, cols, device_sm_count()));
   return qmm_detail::workspace_floats(s, rows, cols, n, wide);
 }
 
@@ -486,9 +489,10 @@ void qmm_detail::run(GgmlType type, const void* w, const void* xp, float* y, int
     splits = (chunks + per - 1) / per;  // no empty split
   }
   const bool direct = qmm_detail::direct_call(type, rows, cols, n, splits);
-  if (splits == 0 && !direct) splits = qmm_splits(rows, cols);
   const bool wide_int = !direct && qmm_runs_wide_int(type, rows, cols, n);
   const bool wide = !direct && !wide_int && qmm_runs_wide(n);
+  if (splits == 0 && !direct)
+    splits = wide ? qmm_detail::wide_splits(rows, cols, device_sm_count()) : qmm_splits(rows, cols);
   const size_t need =
       direct ? 0 : qmm_detail::workspace_floats(splits, rows, cols, n, wide || wide_int);
   if (need > 0 && (!ws || ws_floats < need))

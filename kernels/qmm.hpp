@@ -60,7 +60,9 @@ bool qmm_runs_wide_int(GgmlType type, int64_t rows, int64_t cols, int64_t n);
 // weights to fp16, as every other format does), and where qmm_runs_wide_int.
 bool qmm_integer_form(GgmlType type, int64_t rows, int64_t cols, int64_t n);
 
-// K splits qmm uses for a matrix shape on the current device (1 = none): few row tiles get
+// K splits qmm's staged kernel and the wide kernel's integer form use for a matrix shape on the
+// current device (the wide kernel's fp32 form, 65 tokens and more, has its own count:
+// qmm_detail::wide_splits), 1 = none: few row tiles get
 // their columns split over several thread blocks, whose partial sums a second kernel adds in a
 // fixed order. A function of the shape and the SM count alone, so a token's result does not
 // depend on how many tokens share the call.

@@ -15,6 +15,7 @@
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -455,14 +456,63 @@ double& wide_int_min_bytes() {
   return bytes;
 }
 
+int& wide_groups_override() {
+  static int groups = [] {
+    const char* v = std::getenv("RZ_QMM_WIDE_WG");  // "1" or "2": forced (A/B runs)
+    return v && (std::string_view(v) == "1" || std::string_view(v) == "2") ? *v - '0' : 0;
+  }();
+  return groups;
+}
+
+double wide_cost(int64_t rows, int64_t cols, int64_t n, int groups, int splits, int sms) {
+  // Fitted to QmmBench.DISABLED_WideGroups (H200, bench/gpu-runs/2026-11-29-h200-wide-groups.log):
+  // a block's time is its chunks plus half a chunk of fill and drain, 1.6x for two groups (an SM
+  // holds one block of either: two groups do twice the rows in 1.6x the time); the blocks run in
+  // whole waves; the split sums cost 8e-7 chunk times per float written.
+  constexpr double kFill = 0.5, kTwoGroups = 1.6, kSumFloat = 8e-7;
+  const int64_t chunks = cols / kQmmChunk, per = (chunks + splits - 1) / splits;
+  const int64_t tiles = (n + kWideTokens - 1) / kWideTokens;
+  const int64_t blocks = tiles * ((rows + 64 * groups - 1) / (64 * groups)) * splits;
+  const int64_t waves = (blocks + sms - 1) / std::max(1, sms);
+  return double(waves) * (double(per) + kFill) * (groups == 2 ? kTwoGroups : 1.0) +
+         (splits > 1 ? kSumFloat * double(splits) * double(rows) * double(n) : 0.0);
+}
+
+int wide_groups(int64_t rows, int64_t cols, int64_t n, int splits, int sms) {
+  if (wide_groups_override() != 0) return wide_groups_override();
+  return wide_cost(rows, cols, n, 1, splits, sms) <= wide_cost(rows, cols, n, 2, splits, sms)
+             ? 1
+             : kWideGroups;
+}
+
+int wide_splits(int64_t rows, int64_t cols, int sms) {
+  const int64_t chunks = cols / kQmmChunk;
+  int best = 1;
+  double best_cost = 0;
+  for (int s : {1, 2, 3, 4, 6, 8}) {  // the counts the model was fitted on
+    if (s > chunks) break;
+    const int64_t per = (chunks + s - 1) / s;
+    if ((chunks + per - 1) / per != s) continue;  // a split would be empty
+    double cost = 0;
+    for (int64_t n : {int64_t{kWideTokens}, int64_t{2 * kWideTokens}})
+      cost += std::min(wide_cost(rows, cols, n, 1, s, sms), wide_cost(rows, cols, n, 2, s, sms));
+    if (s == 1 || cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
 void launch_wide(GgmlType type, const void* w, int64_t row_bytes, const void* xp, void* xw,
                  float* out, int64_t ld, int rows, int cols, int n, int splits, bool int_form,
                  cudaStream_t stream) {
 #if defined(RZ_QMM_WIDE)
   if (int_form && n > kWideIntTokens)
     throw Error("qmm: the wide kernel's integer form takes at most 64 tokens");
+  const int groups = int_form ? kWideGroups : wide_groups(rows, cols, n, splits, device_sm_count());
   with_format(type, [&]<class T>() {
-    if (!int_form)
+    if (!int_form && groups == 1)
+      launch_tile<T, kWideTokens, 1, false>(w, row_bytes, xp, xw, out, ld, rows, cols, n, splits,
+                                            stream);
+    else if (!int_form)
       launch_tile<T, kWideTokens, kWideGroups, false>(w, row_bytes, xp, xw, out, ld, rows, cols, n,
                                                       splits, stream);
     else if constexpr (IntForm<T>)

@@ -34,6 +34,19 @@ bool wide_int_format(GgmlType type);
 // The size threshold, kWideIntMinBytes unless a test lowers it (so that small matrices run it).
 double& wide_int_min_bytes();
 
+// The fp32 form's grid (kernels/QMM.md, "The wide kernel's grid"): its K splits for a shape,
+// one count for every n the kernel takes (a token's result must not depend on how many tokens
+// share the call: the splits set the summation order), and per call its warpgroups a block (64
+// rows each, sharing each chunk's x stage): two, or one where that leaves fewer blocks idle or
+// fills more SMs (the rows' sums are the same bits either way). Both minimize wide_cost, a model
+// of the kernel's time in chunk times fitted to QmmBench.DISABLED_WideGroups. sms: the device's
+// SM count. wide_groups_override(): 0 for the model, 1 or 2 forced (env RZ_QMM_WIDE_WG; tests and
+// benches).
+double wide_cost(int64_t rows, int64_t cols, int64_t n, int groups, int splits, int sms);
+int wide_splits(int64_t rows, int64_t cols, int sms);
+int wide_groups(int64_t rows, int64_t cols, int64_t n, int splits, int sms);
+int& wide_groups_override();
+
 // Floats of workspace the wide kernels' x layout takes for n tokens of cols columns (beside the
 // split sums, after them): the fp32 form's from kWideMinTokens, else the integer form's (which is
 // smaller than the fp32 form's at any n >= kWideMinTokens, so that the largest n bounds them all).

@@ -33,14 +33,14 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 3, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 128, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 129, kFp32), P::gemm);
-  // with qmm's wide kernel (sm_90) every matrix without a copy takes qmm to 128 tokens, and to
-  // 256 where it has 4,096 columns or more, or 64 MB (the vocabulary's)
+  // with qmm's wide kernel (sm_90) every matrix without a copy takes qmm to 256 tokens
   const MatmulChoices wide{.qmm = true, .qmm_wide = true};
   for (int64_t rows : {1536, 8960, 151936}) {
     EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 65, wide), P::qmm) << rows;
     EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 128, wide), P::qmm) << rows;
-    EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 129, wide), rows == 151936 ? P::qmm : P::gemm)
-        << rows;
+    EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 129, wide), P::qmm) << rows;
+    EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, rows, 1536, 256, wide), P::qmm) << rows;
+    EXPECT_EQ(choose_matmul_path(q4k, rows, 1536, 257, wide), P::gemm) << rows;
     EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, rows, 4096, 256, wide), P::qmm) << rows;
     EXPECT_EQ(choose_matmul_path(q4k, rows, 4096, 257, wide), P::gemm) << rows;
     EXPECT_EQ(

@@ -145,6 +145,48 @@ TEST(QmmChooser, WideKernelFromSixtyFiveTokens) {
   }
 }
 
+// The wide kernel's grid model (qmm_detail::wide_cost) on an H200's 132 SMs picks, for the shapes
+// it was fitted on, what QmmBench.DISABLED_WideGroups measured fastest or within a few percent of
+// it (bench/gpu-runs/2026-11-29-h200-wide-groups.log). No GPU needed.
+TEST(QmmChooser, WideGridModel) {
+  using qmm_detail::wide_groups;
+  using qmm_detail::wide_splits;
+  const int h200 = 132;
+  // qwen2.5-1.5b: QKV [2048 x 1536] two splits of 3 chunks, one group (18.2 -> 9.6 us at 128
+  // tokens against two groups unsplit)
+  EXPECT_EQ(wide_splits(2048, 1536, h200), 2);
+  EXPECT_EQ(wide_groups(2048, 1536, 128, 2, h200), 1);
+  EXPECT_EQ(wide_groups(2048, 1536, 256, 2, h200), 1);
+  // attn_o [1536 x 1536]: three splits
+  EXPECT_EQ(wide_splits(1536, 1536, h200), 3);
+  EXPECT_EQ(wide_groups(1536, 1536, 128, 3, h200), 1);
+  // gate+up [17920 x 1536]: unsplit; one group for one token tile (280 blocks of one group
+  // against 140 of two: 31.7 against 34.5 us), two for two
+  EXPECT_EQ(wide_splits(17920, 1536, h200), 1);
+  EXPECT_EQ(wide_groups(17920, 1536, 128, 1, h200), 1);
+  EXPECT_EQ(wide_groups(17920, 1536, 256, 1, h200), 2);
+  // ffn_down [1536 x 8960]: four splits, one group for one tile
+  EXPECT_EQ(wide_splits(1536, 8960, h200), 4);
+  EXPECT_EQ(wide_groups(1536, 8960, 128, 4, h200), 1);
+  EXPECT_EQ(wide_groups(1536, 8960, 256, 4, h200), 2);
+  // llama3.1-8b: gate+up [28672 x 4096] unsplit, two groups (the grid before this model)
+  EXPECT_EQ(wide_splits(28672, 4096, h200), 1);
+  EXPECT_EQ(wide_groups(28672, 4096, 128, 1, h200), 2);
+  EXPECT_EQ(wide_groups(28672, 4096, 256, 1, h200), 2);
+  // ffn_down [4096 x 14336]: four splits, two groups
+  EXPECT_EQ(wide_splits(4096, 14336, h200), 4);
+  EXPECT_EQ(wide_groups(4096, 14336, 256, 4, h200), 2);
+  // a split is never empty, and a matrix of one chunk never splits
+  for (int64_t cols : {256, 512, 768, 1280, 2560, 4096, 14336})
+    for (int64_t rows : {64, 1536, 28672}) {
+      const int s = wide_splits(rows, cols, h200);
+      const int64_t chunks = cols / kQmmChunk, per = (chunks + s - 1) / s;
+      EXPECT_GE(s, 1);
+      EXPECT_EQ((chunks + per - 1) / per, s) << rows << " x " << cols;
+    }
+  EXPECT_EQ(wide_splits(64, 256, h200), 1);
+}
+
 TEST(QmmChooser, SplitRule) {
   using qmm_detail::choose_splits;
   const int h200 = 132;
@@ -535,12 +577,46 @@ TEST_P(QmmTest, OneTokenInstantiationMatchesThePlainKernel) {
   }
 }
 
+// The wide kernel's blocks of one warpgroup and of two compute each row's sums alike (the same
+// chunks in the same order, only the rows of a block differ): the same bits, at a row count that
+// ends inside a block of two (and of one), with and without K splits, two token tiles.
+TEST_P(QmmTest, WideGroupsGiveTheSameBits) {
+  RZ_REQUIRE_GPU();
+  if (!qmm_runs_wide(130)) GTEST_SKIP() << "no wide kernel on this device or build";
+  const GgmlType t = GetParam();
+  const int saved = qmm_detail::wide_groups_override();
+  struct Restore {
+    int v;
+    ~Restore() { qmm_detail::wide_groups_override() = v; }
+  } restore{saved};
+  const int64_t rows = 200, cols = 1536, n = 130;
+  std::mt19937 rng(93);
+  const HostWeights w = make_weights(t, rows, cols, rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (auto& v : x) v = nd(rng);
+  DeviceBuffer<uint8_t> dw(w.bytes.size());
+  dw.upload(w.bytes);
+  DeviceBuffer<float> dx(x.size());
+  dx.upload(x);
+  for (int split : {1, 3}) {
+    qmm_detail::wide_groups_override() = 1;
+    const std::vector<float> one = run_qmm(t, dw, dx, rows, cols, n, rows, split);
+    qmm_detail::wide_groups_override() = 2;
+    const std::vector<float> two = run_qmm(t, dw, dx, rows, cols, n, rows, split);
+    EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+        << name_of(t) << " split " << split;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QmmTest, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) {
                            return name_of(i.param);
                          });
 
 // ---------------------------------------------------------------- bench (disabled)
+
+constexpr int64_t kQmmMaxBenchWide = 256;  // the most tokens the wide kernel's benches run
 
 // Weights for the benches: `copies` copies of a [rows, cols] matrix of type t (one random
 // quantized 64-row block repeated), >= 512 MiB in all so that rotating over them keeps L2 from
@@ -628,6 +704,93 @@ TEST(QmmBench, DISABLED_DirectSplits) {
       std::printf("\n");
     }
   }
+}
+
+// The wide kernel's fp32 form (65-256 tokens, sm_90) per shape and token count, µs per call
+// without prepare: one or two warpgroups a block (wide_groups_override) at each K split count
+// (the rule's marked), against dequantize + cuBLAS: the data wide_groups and the path rule
+// (gpu/matmul_path.cpp) are read from. RZ_QMM_BENCH_ONLY and RZ_QMM_BENCH_N as in DISABLED_Compare.
+TEST(QmmBench, DISABLED_WideGroups) {
+  RZ_REQUIRE_GPU();
+  if (!qmm_runs_wide(kQmmMaxBenchWide)) GTEST_SKIP() << "no wide kernel on this device or build";
+  const struct {
+    const char* name;
+    int64_t rows, cols;
+  } shapes[] = {{"qwen1.5b qkv", 2048, 1536},      {"qwen1.5b attn_q/o", 1536, 1536},
+                {"qwen1.5b gate+up", 17920, 1536}, {"qwen1.5b ffn_gate/up", 8960, 1536},
+                {"qwen1.5b ffn_down", 1536, 8960}, {"llama8b qkv", 6144, 4096},
+                {"llama8b attn_q/o", 4096, 4096},  {"llama8b ffn_down", 4096, 14336},
+                {"llama8b gate+up", 28672, 4096}};
+  std::vector<int64_t> token_counts = {65, 96, 128, 160, 192, 256};
+  if (const char* ns = std::getenv("RZ_QMM_BENCH_N")) {
+    token_counts.clear();
+    for (int n : bench::parse_batches(ns))
+      if (n >= qmm_detail::kWideMinTokens && n <= kQmmMaxBenchWide) token_counts.push_back(n);
+  }
+  const char* only = std::getenv("RZ_QMM_BENCH_ONLY");
+  std::mt19937 rng(3);
+  Gemm gemm(nullptr);
+  const int saved = qmm_detail::wide_groups_override();
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (const auto& sh : shapes) {
+      if (only && (name_of(t) + " " + sh.name).find(only) == std::string::npos) continue;
+      const RotatedWeights rw = rotated_weights(t, sh.rows, sh.cols, rng);
+      const int64_t n_max = kQmmMaxBenchWide, chunks = sh.cols / kQmmChunk;
+      DeviceBuffer<float> dx(size_t(n_max * sh.cols)), dy(size_t(n_max * sh.rows));
+      dx.fill_bytes(0);
+      DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(n_max, sh.cols)));
+      qmm_prepare_x(dx.get(), xp.get(), n_max, sh.cols, nullptr);
+      const size_t ws_floats =
+          size_t(chunks) * size_t(sh.rows * n_max) + 4 + qmm_detail::wide_x_floats(n_max, sh.cols);
+      DeviceBuffer<float> ws(ws_floats);
+      const int64_t align = 256 / std::gcd<int64_t>(int64_t(row_size(t, sh.cols)), 256);
+      const int64_t w16_rows =
+          std::min<int64_t>(sh.rows, (int64_t{64} << 20) / sh.cols / align * align);
+      DeviceBuffer<uint16_t> w16(size_t(w16_rows * sh.cols)), x16(size_t(n_max * sh.cols));
+      const int rule_splits = qmm_detail::wide_splits(sh.rows, sh.cols, device_sm_count());
+      std::printf("%s %s [%lld, %lld] %.1f MB, rule: splits %d\n", name_of(t).c_str(), sh.name,
+                  (long long)sh.rows, (long long)sh.cols, rw.bytes / 1e6, rule_splits);
+      for (int64_t n : token_counts) {
+        qmm_detail::wide_groups_override() = 0;
+        const int rule_groups =
+            qmm_detail::wide_groups(sh.rows, sh.cols, n, rule_splits, device_sm_count());
+        std::printf("  n %4lld (rule: %d group%s)", (long long)n, rule_groups,
+                    rule_groups > 1 ? "s" : "");
+        for (int g : {1, 2}) {
+          qmm_detail::wide_groups_override() = g;
+          std::printf("  wg%d", g);
+          for (int sp : {1, 2, 3, 4, 6, 8}) {
+            if (sp != rule_splits && sp > chunks / 2) continue;
+            const int per = static_cast<int>((chunks + sp - 1) / sp);
+            if ((chunks + per - 1) / per != sp) continue;
+            const double us = bench_us(
+                [&](int i) {
+                  qmm_detail::run(t, rw.copy(i), xp.get(), dy.get(), sh.rows, sh.cols, n, sh.rows,
+                                  ws.get(), ws_floats, sp, nullptr);
+                },
+                rw.copies);
+            std::printf(" s%d%s %.1f", sp, sp == rule_splits ? "*" : "", us);
+          }
+        }
+        qmm_detail::wide_groups_override() = saved;
+        const double c = bench_us(
+            [&](int i) {
+              convert_to_half(dx.get(), x16.get(), HalfType::f16, n * sh.cols, nullptr);
+              for (int64_t r0 = 0; r0 < sh.rows; r0 += w16_rows) {
+                const int64_t nr = std::min(w16_rows, sh.rows - r0);
+                dequantize_matrix(t, rw.copy(i) + row_size(t, sh.cols) * r0, w16.get(),
+                                  HalfType::f16, nr, sh.cols, nullptr);
+                gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), dy.get() + r0, nr, sh.cols, n,
+                                sh.rows);
+              }
+            },
+            rw.copies);
+        std::printf("  dequant+cublas %.1f us\n", c);
+      }
+      std::fflush(stdout);
+    }
+  }
+  qmm_detail::wide_groups_override() = saved;
 }
 
 // Per shape and token count: µs per call of qmm (prepare included, and without it: in a step the
