@@ -213,8 +213,7 @@ __global__ void __launch_bounds__(kT) attn_decode_group_kernel(RZ_ATTN_PARTITION
   __shared__ __align__(16) float q_s[kMaxGroup][kHd];  // q * scale
   __shared__ float p_s[kMaxGroup][kP];                 // scores, then exp(score - m)
   __shared__ int64_t row_s[kP];
-  __shared__ __align__(
-      16) float o_s[16 * kT];  // [token groups][kMaxGroup][head_dim] partial outputs
+  __shared__ float o_s[16 * kT];  // [token groups][kMaxGroup][head_dim] partial outputs
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ int bad_s;
   // qkv_post's work (fold.rows.q set, attention_decode_qkv): cos / sin of the slot's position,
@@ -478,7 +477,6 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kDims = kAttnMaxHeadDim / kThreads;  // dims a thread: d = tid + k kThreads
   extern __shared__ float w_s[];                     // [n_parts] exp(m_j - M)
   __shared__ float red[kThreads / 32];
-  __shared__ __align__(16) float res_s[kAttnMaxHeadDim];  // the result, for the forms
   const int h = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
   const int L = lens[s];  // before the wait, as the partition kernels (attention_decode.hpp)
   // Every block waits, those with nothing to do too: a kernel after this one waits only for this
@@ -501,12 +499,8 @@ __global__ void __launch_bounds__(kThreads)
       }
   };
   load_o(0);
-  // The thread's first partition's (m, l) with the outputs (l was read after the maximum's
-  // reduction, a round trip more on the chain).
-  const float m0 = tid < n_parts ? part_m[base + tid] : -INFINITY;
-  const float l0 = tid < n_parts ? part_l[base + tid] : 0.0f;
-  float M = fmaxf(-INFINITY, m0);  // as the loop did (a NaN m gives -inf here)
-  for (int j = tid + kThreads; j < n_parts; j += kThreads) M = fmaxf(M, part_m[base + j]);
+  float M = -INFINITY;
+  for (int j = tid; j < n_parts; j += kThreads) M = fmaxf(M, part_m[base + j]);
   M = block_reduce<true, kThreads / 32>(M, red);
   // w_s holds max_parts rounded up to kPre (the launch): the weights past n_parts are zeroed, so
   // that reads of whole kPre runs (should the compiler widen them) stay inside and defined.
@@ -516,9 +510,9 @@ __global__ void __launch_bounds__(kThreads)
       w_s[j] = 0.0f;
       continue;
     }
-    const float w = expf((j == tid ? m0 : part_m[base + j]) - M);
+    const float w = expf(part_m[base + j] - M);
     w_s[j] = w;
-    lsum = fmaf(j == tid ? l0 : part_l[base + j], w, lsum);
+    lsum = fmaf(part_l[base + j], w, lsum);
   }
   lsum = block_reduce<false, kThreads / 32>(lsum, red);  // its barriers publish w_s
   float acc[kDims] = {};
@@ -536,10 +530,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < kDims; ++k) {
     const int d = tid + k * kThreads;
-    if (d < head_dim) out_h[d] = res_s[d] = acc[k] / lsum;
+    if (d < head_dim) out_h[d] = acc[k] / lsum;
   }
   if (forms.any())
-    store_forms_from(forms, res_s, s, gridDim.y, n_head * head_dim, h * head_dim, head_dim);
+    store_out_forms(forms, out, s, gridDim.y, n_head * head_dim, h * head_dim, head_dim);
 }
 
 constexpr int kMaxParts = 12288;  // combine kernel's shared weights: 48 KiB of floats

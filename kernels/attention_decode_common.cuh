@@ -80,18 +80,12 @@ __device__ __forceinline__ void fill_rows(const int32_t* __restrict__ tables,
 // output row s, read back from out after the block wrote them there (the barrier makes the
 // block's writes visible to it), so they are what the preparation kernels make of out. n_rows:
 // the launch's rows. Every thread of the block calls it.
-// The same from vals[0, count) (vals: where the block holds them, e.g. shared memory, so that they
-// are not read back from global memory), after the block's barrier.
-__device__ __forceinline__ void store_forms_from(const ActForms& f, const float* vals, int64_t s,
-                                                 int64_t n_rows, int cols, int col0, int count) {
-  __syncthreads();
-  const float4* row = reinterpret_cast<const float4*>(vals);
-  for (int i = threadIdx.x; i < count / 4; i += blockDim.x)
-    store_act_forms(f, s, n_rows, cols, col0 + 4 * i, row[i], true);
-}
 __device__ __forceinline__ void store_out_forms(const ActForms& f, const float* out, int64_t s,
                                                 int64_t n_rows, int cols, int col0, int count) {
-  store_forms_from(f, out + s * cols + col0, s, n_rows, cols, col0, count);
+  __syncthreads();
+  const float4* row = reinterpret_cast<const float4*>(out + s * cols + col0);
+  for (int i = threadIdx.x; i < count / 4; i += blockDim.x)
+    store_act_forms(f, s, n_rows, cols, col0 + 4 * i, row[i], true);
 }
 
 // The 8 fp16 values of a 16-byte chunk of a cached row, as floats.
@@ -183,7 +177,7 @@ __device__ __forceinline__ bool group_part_begin(
 // [(g * kMaxGroup + h) * head_dim + d] (unnormalized, relative to the maximum m_s[h]), l_s[h] the
 // sums of exp(score - m); written and synchronized by the caller. One partition: out = o / l;
 // several: (m, l, o) for the combine kernel. Every thread calls it.
-__device__ __forceinline__ void group_part_end(const GroupPart& gp, float* o_s, int groups,
+__device__ __forceinline__ void group_part_end(const GroupPart& gp, const float* o_s, int groups,
                                                const float* m_s, const float* l_s,
                                                float* __restrict__ out, float* __restrict__ part_o,
                                                float* __restrict__ part_m,
@@ -198,8 +192,8 @@ __device__ __forceinline__ void group_part_end(const GroupPart& gp, float* o_s, 
     for (int gg = 0; gg < groups; ++gg) o += o_s[(gg * kMaxGroup + h) * head_dim + d];
     if (gp.bad) o = nan;
     const int64_t qh = int64_t(s) * n_head + h0 + h;
-    if (gp.n_parts == 1)  // and into o_s's group 0, [h][d], which only this thread reads
-      out[qh * head_dim + d] = o_s[h * head_dim + d] = o / l_s[h];
+    if (gp.n_parts == 1)
+      out[qh * head_dim + d] = o / l_s[h];
     else
       part_o[(qh * max_parts + part) * head_dim + d] = o;
   }
@@ -208,8 +202,8 @@ __device__ __forceinline__ void group_part_end(const GroupPart& gp, float* o_s, 
     part_m[pidx] = gp.bad ? nan : m_s[tid];
     part_l[pidx] = gp.bad ? nan : l_s[tid];
   }
-  if (gp.n_parts == 1 && forms.any())  // from o_s, not read back from out
-    store_forms_from(forms, o_s, s, gridDim.y, n_head * head_dim, h0 * head_dim, group * head_dim);
+  if (gp.n_parts == 1 && forms.any())
+    store_out_forms(forms, out, s, gridDim.y, n_head * head_dim, h0 * head_dim, group * head_dim);
 }
 
 }  // namespace rz::gpu::attn_detail

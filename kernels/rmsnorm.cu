@@ -32,10 +32,7 @@ namespace {
 // one after another; more heads: the heads of token rows, normalized in place, without forms).
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w,
                                     float* out, int n, float eps, ActForms forms, int n_rows,
-                                    int heads, int64_t token_stride, bool staged) {
-  // staged: the row's values after pass 1 kept in shared memory (n floats) for pass 2, which
-  // otherwise reads them back from global memory (an L2 round trip on the kernel's chain).
-  extern __shared__ float stage[];
+                                    int heads, int64_t token_stride) {
   act_forms_dependency_sync(forms);
   if (static_cast<int>(blockIdx.x) >= n_rows) {
     for (int i = threadIdx.x; i < n / 4; i += blockDim.x) store_qmm_pad(forms, blockIdx.x, n, i);
@@ -63,12 +60,10 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
       const int i = i0 + k * blockDim.x;
       if (i < n) {
         if (yr) xr[i] = v[k];
-        if (staged) stage[i] = v[k];
         ss = __fmaf_rn(v[k], v[k], ss);
       }
     }
   }
-  const float* const xv_at = staged ? stage : xr;  // pass 2's source (block_sum publishes stage)
   // The weights of pass 2's first round with forms, requested before the reduction.
   const int n4 = n / 4;
   float4 w_first = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -82,7 +77,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
 #pragma unroll
       for (int k = 0; k < kLoads; ++k) {
         const int i = i0 + k * blockDim.x;
-        xv[k] = i < n ? xv_at[i] : 0.0f;
+        xv[k] = i < n ? xr[i] : 0.0f;
         wv[k] = i < n ? w[i] : 0.0f;
       }
 #pragma unroll
@@ -101,7 +96,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
     const bool active = i4 < n4;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     if (active) {
-      const float4 xv = reinterpret_cast<const float4*>(xv_at)[i4];
+      const float4 xv = reinterpret_cast<const float4*>(xr)[i4];
       const float4 wv = base == 0 ? w_first : __ldg(reinterpret_cast<const float4*>(w) + i4);
       o.x = __fmul_rn(__fmul_rn(xv.x, scale), wv.x);
       o.y = __fmul_rn(__fmul_rn(xv.y, scale), wv.y);
@@ -114,10 +109,6 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
 }
 
 int block_threads(int n) { return n > 4096 ? 1024 : n > 1024 ? 512 : n > 256 ? 256 : 128; }
-
-// Rows of up to this many elements keep pass 1's values in shared memory (48 KiB).
-constexpr int kStageMax = 12288;
-size_t stage_bytes(int n) { return n <= kStageMax ? size_t(n) * sizeof(float) : 0; }
 
 unsigned grid_rows(int n_rows, const ActForms& forms) {
   return static_cast<unsigned>(forms.qmm ? (n_rows + 7) / 8 * 8 : n_rows);
@@ -147,9 +138,8 @@ void rms_norm(const float* x, const float* w, float* y, int n_rows, int n, float
   if (!x || !w || !y) throw Error("rms_norm: null pointer");
   check_norm_forms(forms, x, y, w, n, "rms_norm");
   // Without a y the kernel never writes x.
-  launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), stage_bytes(n),
-                stream, const_cast<float*>(x), nullptr, w, y, n, eps, forms, n_rows, 1, int64_t(n),
-                stage_bytes(n) > 0);
+  launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), 0, stream,
+                const_cast<float*>(x), nullptr, w, y, n, eps, forms, n_rows, 1, int64_t(n));
   RZ_CUDA_CHECK_LAUNCH("rms_norm (add_rms_norm_kernel)");
 }
 
@@ -164,9 +154,8 @@ void rms_norm_heads(float* x, const float* w, int n_tokens, int n_heads, int hea
   if (n_tokens == 0) return;
   if (!x || !w) throw Error("rms_norm_heads: null pointer");
   launch_kernel(add_rms_norm_kernel, static_cast<unsigned>(n_tokens * n_heads),
-                block_threads(head_dim), stage_bytes(head_dim), stream, x, nullptr, w, x, head_dim,
-                eps, ActForms{}, n_tokens * n_heads, n_heads, token_stride,
-                stage_bytes(head_dim) > 0);
+                block_threads(head_dim), 0, stream, x, nullptr, w, x, head_dim, eps, ActForms{},
+                n_tokens * n_heads, n_heads, token_stride);
   RZ_CUDA_CHECK_LAUNCH("rms_norm_heads (add_rms_norm_kernel)");
 }
 
@@ -179,8 +168,8 @@ void add_rms_norm(float* x, const float* y, const float* w, float* out, int n_ro
   if (n_rows == 0) return;
   if (!x || !w || !out) throw Error("add_rms_norm: null pointer");
   check_norm_forms(forms, x, out, w, n, "add_rms_norm");
-  launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), stage_bytes(n),
-                stream, x, y, w, out, n, eps, forms, n_rows, 1, int64_t(n), stage_bytes(n) > 0);
+  launch_kernel(add_rms_norm_kernel, grid_rows(n_rows, forms), block_threads(n), 0, stream, x, y, w,
+                out, n, eps, forms, n_rows, 1, int64_t(n));
   RZ_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 
