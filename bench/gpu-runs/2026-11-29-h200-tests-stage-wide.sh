@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ON the GPU machine (twenty-fifth session): the whole gpu_test on build ea2d958 (the staged small
-# kernels and the wide kernel's grid model).
+# ON the GPU machine (twenty-fifth session): the whole gpu_test on build dc4c62d (the wide kernel's
+# grid model; the staged small kernels dropped).
 #
 #   bash bench/gpu-runs/2026-11-29-h200-tests-stage-wide.sh BIN_DIR
 set -u
