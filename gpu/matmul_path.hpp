@@ -11,10 +11,11 @@
 // ahead on small matrices up to 128 tokens, but decode at batch 128 ran 9 % slower with it). Very
 // large matrices (>= 64 MB, a vocabulary's output rows) take qmm up to 128 tokens (372 us vs
 // cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). Where qmm has its wide kernel (wgmma,
-// sm_90: kernels/QMM.md, "The wide kernel"), matrices without an fp16 copy take qmm to 128 tokens,
-// and to 256 those of at least 4,096 columns and the huge ones (llama8b gate+up Q4_K at 128 / 256
-// tokens 81 / 159 us against dequantize + cuBLAS's 235 / 249; without the copies llama3.1-8b's
-// decode at B = 128 8,000 -> 13,000 tokens/s); inside qmm its integer form takes 33-64 tokens of
+// sm_90: kernels/QMM.md, "The wide kernel" and "The wide kernel's grid"), matrices without an fp16
+// copy take qmm to 256 tokens (llama8b gate+up Q4_K at 128 / 256 tokens 81 / 159 us against
+// dequantize + cuBLAS's 235 / 249; without the copies llama3.1-8b's decode at B = 128 8,000 ->
+// 13,000 tokens/s; qwen2.5-1.5b's QKV at 256 tokens 10.4 against 18.0 us since the kernel's grid
+// is chosen per shape); inside qmm its integer form takes 33-64 tokens of
 // the matrices of 32 MB and more (kernels/qmm_wide.hpp). F16 matrices go to cuBLAS as they are from
 // 2 tokens (kF16GemmFromTokens), BF16 ones on their fp16 copy. With int8 activations on (opt-in),
 // gemv_q8 (kernels/gemv_q8.hpp) takes every matrix of its types at 1-2 tokens, and matrices under 4
@@ -40,8 +41,7 @@ struct MatmulChoices {
   // tokens cuBLAS on the copy takes the place of qmm, there being no dequantization to pay for.
   bool f16_copy = false;
   // qmm runs its wide kernel on this device (qmm_runs_wide: sm_90): then matrices without an fp16
-  // copy take qmm past 64 tokens (to 128, and to kQmmMaxTokens where they have 4,096 columns or
-  // more, or 64 MB).
+  // copy take qmm past 64 tokens, to kQmmMaxTokens.
   bool qmm_wide = false;
 };
 
