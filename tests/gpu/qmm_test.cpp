@@ -152,30 +152,28 @@ TEST(QmmChooser, WideGridModel) {
   using qmm_detail::wide_groups;
   using qmm_detail::wide_splits;
   const int h200 = 132;
-  // qwen2.5-1.5b: QKV [2048 x 1536] two splits of 3 chunks, one group (18.2 -> 9.6 us at 128
-  // tokens against two groups unsplit)
-  EXPECT_EQ(wide_splits(2048, 1536, h200), 2);
-  EXPECT_EQ(wide_groups(2048, 1536, 128, 2, h200), 1);
-  EXPECT_EQ(wide_groups(2048, 1536, 256, 2, h200), 1);
-  // attn_o [1536 x 1536]: three splits
-  EXPECT_EQ(wide_splits(1536, 1536, h200), 3);
-  EXPECT_EQ(wide_groups(1536, 1536, 128, 3, h200), 1);
-  // gate+up [17920 x 1536]: unsplit; one group for one token tile (280 blocks of one group
-  // against 140 of two: 31.7 against 34.5 us), two for two
-  EXPECT_EQ(wide_splits(17920, 1536, h200), 1);
-  EXPECT_EQ(wide_groups(17920, 1536, 128, 1, h200), 1);
-  EXPECT_EQ(wide_groups(17920, 1536, 256, 1, h200), 2);
-  // ffn_down [1536 x 8960]: four splits, one group for one tile
-  EXPECT_EQ(wide_splits(1536, 8960, h200), 4);
-  EXPECT_EQ(wide_groups(1536, 8960, 128, 4, h200), 1);
-  EXPECT_EQ(wide_groups(1536, 8960, 256, 4, h200), 2);
-  // llama3.1-8b: gate+up [28672 x 4096] unsplit, two groups (the grid before this model)
-  EXPECT_EQ(wide_splits(28672, 4096, h200), 1);
-  EXPECT_EQ(wide_groups(28672, 4096, 128, 1, h200), 2);
-  EXPECT_EQ(wide_groups(28672, 4096, 256, 1, h200), 2);
-  // ffn_down [4096 x 14336]: four splits, two groups
-  EXPECT_EQ(wide_splits(4096, 14336, h200), 4);
-  EXPECT_EQ(wide_groups(4096, 14336, 256, 4, h200), 2);
+  const struct {
+    int64_t rows, cols;
+    int splits, groups128, groups256;  // the picks at 128 and 256 tokens
+  } picks[] = {
+      // qwen2.5-1.5b: QKV, two splits of 3 chunks, one group (18.2 -> 9.6 us at 128 tokens
+      // against two groups unsplit)
+      {2048, 1536, 2, 1, 1},
+      {1536, 1536, 3, 1, 2},  // attn_o: three splits
+      // gate+up unsplit: one group for one token tile (280 blocks of one group against 140 of
+      // two: 31.7 against 34.5 us), two for two
+      {17920, 1536, 1, 1, 2},
+      {1536, 8960, 4, 1, 2},  // ffn_down: four splits
+      // llama3.1-8b: gate+up unsplit in two groups (the grid before this model), ffn_down
+      {28672, 4096, 1, 2, 2},
+      {4096, 14336, 4, 2, 2},
+  };
+  for (const auto& p : picks) {
+    SCOPED_TRACE(std::to_string(p.rows) + " x " + std::to_string(p.cols));
+    EXPECT_EQ(wide_splits(p.rows, p.cols, h200), p.splits);
+    EXPECT_EQ(wide_groups(p.rows, p.cols, 128, p.splits, h200), p.groups128);
+    EXPECT_EQ(wide_groups(p.rows, p.cols, 256, p.splits, h200), p.groups256);
+  }
   // a split is never empty, and a matrix of one chunk never splits
   for (int64_t cols : {256, 512, 768, 1280, 2560, 4096, 14336})
     for (int64_t rows : {64, 1536, 28672}) {
