@@ -19,12 +19,18 @@ namespace {
 // its gate+up 50.3 against 68.9; bench/gpu-runs/2026-11-29-h200-wide-groups.log); the one loss
 // measured is a lone Q6_K [8,960 x 1,536] gate or up at 160-256 tokens (42 against 35-37 us),
 // which a model runs only when its gate and up are not one matrix. Without the wide kernel
-// (before sm_90, or not built for sm_90a) qmm's staged kernel keeps 64 tokens, and the huge
-// matrices 128.
+// (before sm_90, or not built for sm_90a) qmm's staged kernel keeps 64 tokens, and the matrices of
+// 32 MB or more 128: measured on an H200 with the wide kernel off (RZ_QMM_WIDE_OFF=1, the only
+// device at hand), llama3.1-8b Q4_K_M without copies B = 80 / 96 / 128 +7 / +6 / +5 % against
+// dequantize + cuBLAS there (bench/gpu-runs/2026-11-29-h200-staged-128.log; per call at 128 tokens
+// gate+up 174 against 235 us, ffn_down 93 against 128); it was the matrices of 64 MB (a
+// vocabulary's output) only. Smaller ones keep dequantize + cuBLAS past 64 tokens: qwen2.5-1.5b's
+// 7.7 MB gate or up at 128 tokens 33 against 30 us, and its decode at B = 128 ran 9 % slower with
+// qmm on its small matrices (an earlier staged kernel).
 bool qmm_wins(double bytes, int n, bool wide) {
-  constexpr double kHuge = 64e6;
+  constexpr double kLarge = 32e6;
   if (n <= 64 || wide) return true;
-  return bytes >= kHuge && n <= 128;
+  return bytes >= kLarge && n <= 128;
 }
 
 }  // namespace

@@ -8,13 +8,14 @@
 // from the first token too since its direct kernel stages each warp's chunks (llama3.1-8b
 // ffn_down 27.5 vs gemv's 36.2 us at n = 1, output 222 vs 224). qmm's staged kernel takes the rest
 // of 9-64 tokens; beyond that cuBLAS's fp16 GEMM amortizes the dequantization (the bench showed qmm
-// ahead on small matrices up to 128 tokens, but decode at batch 128 ran 9 % slower with it). Very
-// large matrices (>= 64 MB, a vocabulary's output rows) take qmm up to 128 tokens (372 us vs
-// cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128). Where qmm has its wide kernel (wgmma,
-// sm_90: kernels/QMM.md, "The wide kernel" and "The wide kernel's grid"), matrices without an fp16
-// copy take qmm to 256 tokens (llama8b gate+up Q4_K at 128 / 256 tokens 81 / 159 us against
-// dequantize + cuBLAS's 235 / 249; without the copies llama3.1-8b's decode at B = 128 8,000 ->
-// 13,000 tokens/s; qwen2.5-1.5b's QKV at 256 tokens 10.4 against 18.0 us since the kernel's grid
+// ahead on small matrices up to 128 tokens, but decode at batch 128 ran 9 % slower with it). Large
+// matrices (>= 32 MB: llama3.1-8b's gate+up and ffn_down, a vocabulary's output rows) take qmm up
+// to 128 tokens (372 us vs cuBLAS's 484 for qwen2.5-1.5b's Q4_K output at n = 128; llama3.1-8b's
+// decode without copies and without the wide kernel +5-7 % at B = 80-128). Where qmm has its wide
+// kernel (wgmma, sm_90: kernels/QMM.md, "The wide kernel" and "The wide kernel's grid"), matrices
+// without an fp16 copy take qmm to 256 tokens (llama8b gate+up Q4_K at 128 / 256 tokens 81 / 159 us
+// against dequantize + cuBLAS's 235 / 249; without the copies llama3.1-8b's decode at B = 128 8,000
+// -> 13,000 tokens/s; qwen2.5-1.5b's QKV at 256 tokens 10.4 against 18.0 us since the kernel's grid
 // is chosen per shape); inside qmm its integer form takes 33-64 tokens of
 // the matrices of 32 MB and more (kernels/qmm_wide.hpp). F16 matrices go to cuBLAS as they are from
 // 2 tokens (kF16GemmFromTokens), BF16 ones on their fp16 copy. With int8 activations on (opt-in),

@@ -33,6 +33,12 @@ TEST(MatmulPath, FollowsTheMeasuredRule) {
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 3, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(GgmlType::Q6_K, 151936, 1536, 128, kFp32), P::qmm);
   EXPECT_EQ(choose_matmul_path(q4k, 151936, 1536, 129, kFp32), P::gemm);
+  // without the wide kernel, matrices of 32 MB or more take qmm to 128 tokens: llama3.1-8b's
+  // Q4_K gate+up (66 MB) and ffn_down (33 MB), not its attn_q/o (9.4 MB)
+  EXPECT_EQ(choose_matmul_path(q4k, 28672, 4096, 128, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 4096, 14336, 128, kFp32), P::qmm);
+  EXPECT_EQ(choose_matmul_path(q4k, 4096, 14336, 129, kFp32), P::gemm);
+  EXPECT_EQ(choose_matmul_path(q4k, 4096, 4096, 65, kFp32), P::gemm);
   // with qmm's wide kernel (sm_90) every matrix without a copy takes qmm to 256 tokens
   const MatmulChoices wide{.qmm = true, .qmm_wide = true};
   for (int64_t rows : {1536, 8960, 151936}) {
