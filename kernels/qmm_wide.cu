@@ -369,10 +369,11 @@ __global__ void __launch_bounds__(WG * 128, kInt ? 2 : 1)
 }
 
 // The tile: 128 tokens, two warpgroups (128 rows) a block, 164-188 KB of shared memory (one block
-// an SM), or one warpgroup where the grid model (wide_groups, below) says so. Measured against 64 tokens with two or four warpgroups (H200, us at 65 / 128 / 256
-// tokens, bench/gpu-runs/2026-11-28-h200-qmm-wide.log): llama8b Q4_K gate+up 80 / 81 / 159
-// against 102 / 103 / 175 and 114 / 114 / 221, Q6_K ffn_down 73 / 76 / 121 against 95 / 97 /
-// 168 and 104 / 106 / 171. The integer form: 64 tokens, two warpgroups, 99-107 KB (two blocks).
+// an SM), or one warpgroup where the grid model (wide_groups, below) says so. Measured against 64
+// tokens with two or four warpgroups (H200, us at 65 / 128 / 256 tokens,
+// bench/gpu-runs/2026-11-28-h200-qmm-wide.log): llama8b Q4_K gate+up 80 / 81 / 159 against 102 /
+// 103 / 175 and 114 / 114 / 221, Q6_K ffn_down 73 / 76 / 121 against 95 / 97 / 168 and 104 / 106 /
+// 171. The integer form: 64 tokens, two warpgroups, 99-107 KB (two blocks).
 constexpr int kWideGroups = 2;  // and kWideTokens, kWideIntTokens (kernels/qmm_wide.hpp)
 
 // Shared memory of the N-token, WG-warpgroup tile: two stages of x and of the block's weight rows.

@@ -647,6 +647,40 @@ double bench_us(F&& fn, int copies) {
   return elem_test::mean_call_us([&](int i) { fn(i % copies); });
 }
 
+// The path qmm replaces past its rule, for the benches: x converted to fp16, then the matrix
+// dequantized into slices of <= 64 Mi elements starting on 256-byte boundaries (as the executor
+// does), each multiplied by cuBLAS: run(w, x, y, n, true). With dequantize false, cuBLAS on an fp16
+// copy made beforehand (the executor's default where the copies fit): the slices of one copy, as
+// many as the matrix has rows.
+struct DequantCublas {
+  GgmlType type;
+  int64_t rows, cols, slice_rows;
+  Gemm& gemm;
+  DeviceBuffer<uint16_t> w16, x16;
+  DequantCublas(GgmlType t, int64_t r, int64_t c, int64_t n_max, Gemm& g)
+      : type(t),
+        rows(r),
+        cols(c),
+        slice_rows(slice(t, r, c)),
+        gemm(g),
+        w16(size_t(slice_rows * c)),
+        x16(size_t(n_max * c)) {}
+  static int64_t slice(GgmlType t, int64_t r, int64_t c) {
+    const int64_t align = 256 / std::gcd<int64_t>(int64_t(row_size(t, c)), 256);
+    return std::min<int64_t>(r, (int64_t{64} << 20) / c / align * align);
+  }
+  void run(const uint8_t* w, const float* x, float* y, int64_t n, bool dequantize) {
+    convert_to_half(x, x16.get(), HalfType::f16, n * cols, nullptr);
+    for (int64_t r0 = 0; r0 < rows; r0 += slice_rows) {
+      const int64_t nr = std::min(slice_rows, rows - r0);
+      if (dequantize)
+        dequantize_matrix(type, w + row_size(type, cols) * r0, w16.get(), HalfType::f16, nr, cols,
+                          nullptr);
+      gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), y + r0, nr, cols, n, rows);
+    }
+  }
+};
+
 // The direct kernel at n = 1 with each split count (past 8 in clusters of blocks; the chosen one
 // marked), per shape: the data its split rule is tuned against. RZ_QMM_BENCH_ONLY filters as in
 // DISABLED_Compare.
@@ -741,10 +775,7 @@ TEST(QmmBench, DISABLED_WideGroups) {
       const size_t ws_floats =
           size_t(chunks) * size_t(sh.rows * n_max) + 4 + qmm_detail::wide_x_floats(n_max, sh.cols);
       DeviceBuffer<float> ws(ws_floats);
-      const int64_t align = 256 / std::gcd<int64_t>(int64_t(row_size(t, sh.cols)), 256);
-      const int64_t w16_rows =
-          std::min<int64_t>(sh.rows, (int64_t{64} << 20) / sh.cols / align * align);
-      DeviceBuffer<uint16_t> w16(size_t(w16_rows * sh.cols)), x16(size_t(n_max * sh.cols));
+      DequantCublas ref(t, sh.rows, sh.cols, n_max, gemm);
       const int rule_splits = qmm_detail::wide_splits(sh.rows, sh.cols, device_sm_count());
       std::printf("%s %s [%lld, %lld] %.1f MB, rule: splits %d\n", name_of(t).c_str(), sh.name,
                   (long long)sh.rows, (long long)sh.cols, rw.bytes / 1e6, rule_splits);
@@ -771,18 +802,8 @@ TEST(QmmBench, DISABLED_WideGroups) {
           }
         }
         qmm_detail::wide_groups_override() = saved;
-        const double c = bench_us(
-            [&](int i) {
-              convert_to_half(dx.get(), x16.get(), HalfType::f16, n * sh.cols, nullptr);
-              for (int64_t r0 = 0; r0 < sh.rows; r0 += w16_rows) {
-                const int64_t nr = std::min(w16_rows, sh.rows - r0);
-                dequantize_matrix(t, rw.copy(i) + row_size(t, sh.cols) * r0, w16.get(),
-                                  HalfType::f16, nr, sh.cols, nullptr);
-                gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), dy.get() + r0, nr, sh.cols, n,
-                                sh.rows);
-              }
-            },
-            rw.copies);
+        const double c =
+            bench_us([&](int i) { ref.run(rw.copy(i), dx.get(), dy.get(), n, true); }, rw.copies);
         std::printf("  dequant+cublas %.1f us\n", c);
       }
       std::fflush(stdout);
@@ -833,12 +854,7 @@ TEST(QmmBench, DISABLED_Compare) {
       DeviceBuffer<uint16_t> xp(size_t(qmm_x_elems(n_max, sh.cols)));
       const size_t ws_floats = qmm_workspace_floats(sh.rows, sh.cols, n_max);
       DeviceBuffer<float> ws(std::max<size_t>(ws_floats, 1));
-      // dequantized slices of <= 64 Mi elements starting on 256-byte boundaries, as the executor
-      const int64_t align = 256 / std::gcd<int64_t>(int64_t(row_size(t, sh.cols)), 256);
-      const int64_t w16_rows =
-          std::min<int64_t>(sh.rows, (int64_t{64} << 20) / sh.cols / align * align);
-      DeviceBuffer<uint16_t> w16(size_t(w16_rows * sh.cols));
-      DeviceBuffer<uint16_t> x16(size_t(n_max * sh.cols));
+      DequantCublas ref(t, sh.rows, sh.cols, n_max, gemm);
       auto time_us = [&](auto&& fn) { return bench_us(fn, rw.copies); };
       std::printf("%s %s [%lld, %lld] %.1f MB, splits %d\n", name_of(t).c_str(), sh.name,
                   (long long)sh.rows, (long long)sh.cols, bytes / 1e6,
@@ -859,24 +875,8 @@ TEST(QmmBench, DISABLED_Compare) {
           g = time_us([&](int i) {
             gemv(t, rw.copy(i), dx.get(), dy.get(), sh.rows, sh.cols, int(n), stream);
           });
-        const double c = time_us([&](int i) {
-          convert_to_half(dx.get(), x16.get(), HalfType::f16, n * sh.cols, stream);
-          for (int64_t r0 = 0; r0 < sh.rows; r0 += w16_rows) {
-            const int64_t nr = std::min(w16_rows, sh.rows - r0);
-            dequantize_matrix(t, rw.copy(i) + row_size(t, sh.cols) * r0, w16.get(), HalfType::f16,
-                              nr, sh.cols, stream);
-            gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), dy.get() + r0, nr, sh.cols, n,
-                            sh.rows);
-          }
-        });
-        // cuBLAS on an fp16 copy made beforehand (the executor's default where the copies fit):
-        // the slices of one copy, as many as the matrix has rows
-        const double f = time_us([&](int) {
-          convert_to_half(dx.get(), x16.get(), HalfType::f16, n * sh.cols, stream);
-          for (int64_t r0 = 0; r0 < sh.rows; r0 += w16_rows)
-            gemm.matmul_x16(HalfType::f16, w16.get(), x16.get(), dy.get() + r0,
-                            std::min(w16_rows, sh.rows - r0), sh.cols, n, sh.rows);
-        });
+        const double c = time_us([&](int i) { ref.run(rw.copy(i), dx.get(), dy.get(), n, true); });
+        const double f = time_us([&](int i) { ref.run(rw.copy(i), dx.get(), dy.get(), n, false); });
         std::printf(
             "  n %4lld  qmm %8.1f us (%6.0f GB/s, %5.0f TFLOP/s)  without prepare %8.1f (%6.0f "
             "GB/s)  gemv %8.1f (%6.0f GB/s)  dequant+cublas %8.1f  cublas on fp16 %8.1f\n",
