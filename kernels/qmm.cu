@@ -196,17 +196,80 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   RZ_CUDA_CHECK_LAUNCH();
 }
 
-// How the gated kernel runs the fused [gate; up] matrix of 2 ff rows for n tokens, with the splits
-// qmm's direct kernel takes for it (an in-place format, the splits in one block): both halves'
-// warps in one block where that block has at most kGatedMaxWarps, else (one token tile, on a
+// The direct kernel's splits: among the counts s (1..kDirectMaxWarps, and to kDirectMaxSplits in
+// clusters where the device has them; no split empty) that leave a warp at most kDirectMaxRun
+// chunks where that is possible, the one with the least modelled time, ceil(tiles x cluster /
+// (blocks[warps] x sms)) waves of ceil(chunks / s) + 1 chunk rounds each (a warp's chunks run one
+// after another at a latency-bound pace, and its first loads and its end cost about one more),
+// plus half a round for a cluster's barrier and remote sums; ties go to fewer splits.
+// blocks[w]: the blocks of w warps an SM holds (kernels/QMM.md, "Split rule"). Where the tiles
+// are few it fills the machine (a 1536 x 1536 matrix's 96 tiles took 7.7 us with one split: six
+// chunks one after another in each warp; qwen2.5-1.5b's 1536 x 8960 ffn_down, 96 tiles of 35
+// chunks, takes 12 splits in clusters of two blocks instead of 7 in one: Q6_K 11.8 -> 9.3 us).
+// The cap is measured, not modelled: llama8b's output (8,016 tiles of 16 chunks) ran in 134 us
+// with one split against 111 with two, though the waves favour one
+// (QmmBench.DISABLED_DirectSplits).
+constexpr int kDirectMaxRun = 8;
+
+int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks,
+                         bool clusters) {
+  const int64_t tiles = (rows + 15) / 16, chunks = cols / kQmmChunk;
+  const int64_t max_run =
+      std::max<int64_t>(kDirectMaxRun, (chunks + kDirectMaxWarps - 1) / kDirectMaxWarps);
+  const int max_splits = clusters ? kDirectMaxSplits : kDirectMaxWarps;
+  int best = 1;
+  int64_t best_time = INT64_MAX;
+  for (int s = 1; s <= max_splits && s <= chunks; ++s) {
+    const int64_t per = (chunks + s - 1) / s;
+    if ((chunks + per - 1) / per != s) continue;  // an empty split: s - 1 does the same
+    if (per > max_run) continue;
+    const DirectGrid dg = direct_grid(s, clusters);
+    const int64_t slots = std::max(1, blocks[dg.warps]) * int64_t(std::max(1, sms));
+    const int64_t half_rounds =
+        2 * ((tiles * dg.cluster + slots - 1) / slots) * (per + 1) + (dg.cluster > 1 ? 1 : 0);
+    if (half_rounds < best_time) best = s, best_time = half_rounds;
+  }
+  return best;
+}
+
+// How the gated kernel runs the fused [gate; up] matrix of 2 ff rows for n tokens (an in-place
+// format): first, up to 8 tokens, where one block of both halves' warps at the fewest splits puts
+// every tile pair in one wave (choose_gated_splits), that; else with the splits qmm's direct kernel
+// takes for the fused matrix in one block (at most kGatedMaxWarps warps), or (one token tile, on a
 // device with clusters) as a pair of blocks, the gate tile's and the up tile's, in a cluster;
-// splits 0 where it does not run. Measured on the H200 (rz bench, alternating with the unfused
-// path in one build): one block for llama3.1-8b's gate/up (2 splits, 4 warps): tg128 +3.8 %, B = 4
-// +2.4 % (bench/gpu-runs/2026-11-28-h200-qmm-gated.log; as a pair -1 to -2 %); qwen2.5-1.5b's (3
-// splits) in one block of 6 warps was slower (-2 % at B = 1, -4 to -6 % at B = 4 and 16), as a pair
-// tg128 +2.5-3.2 %, B = 4 +2.3 %, but B = 16 -2 % (two token tiles), so a pair up to 8 tokens
-// (bench/gpu-runs/2026-11-28-h200-qmm-gated-pairs.log).
+// splits 0 where it does not run. Measured on the H200 (rz bench, alternating in one build): one
+// block for llama3.1-8b's gate/up (2 splits, 4 warps): tg128 +3.8 %, B = 4 +2.4 % against the
+// unfused path (bench/gpu-runs/2026-11-28-h200-qmm-gated.log; as a pair -1 to -2 %); qwen2.5-1.5b's
+// at qmm's 3 splits in one block of 6 warps was slower than unfused (-2 % at B = 1, -4 to -6 % at B
+// = 4 and 16), as a pair tg128 +2.5-3.2 %, B = 4 +2.3 %
+// (bench/gpu-runs/2026-11-28-h200-qmm-gated-pairs.log), and at one split in one block of two warps
+// (one wave) tg128 +3 % over the pair, B = 1 +3 %, B = 4 +2 %, but at 9-16 tokens (two token tiles,
+// against qmm's 3 splits unfused) -2 to -5 %, so up to 8 tokens
+// (bench/gpu-runs/2026-11-29-h200-gated-wave.log; two splits as a pair were level with three at B =
+// 1, and llama's one split 2.5 % slower than its two, 2026-11-29-h200-gated-splits.log).
 constexpr int kGatedMaxWarps = 4;
+// The gated kernel's own splits: the fewest s (a block of 2 s <= kGatedMaxWarps warps, no split
+// empty, at most kDirectMaxRun chunks a warp) whose ff / 16 blocks fit one wave (blocks[2 s] a SM);
+// 0 where none does. qmm's rule models the fused matrix's 2 ff / 16 tiles as if each were a block,
+// which put qwen2.5-1.5b's [gate; up] at 3 splits, 1,120 blocks of 3 warps in clusters of two: 1.7
+// waves of 2 chunks a warp, slower in the step than one wave of 6 (above).
+int choose_gated_splits(int64_t ff, int64_t cols, int sms, const DirectBlocksPerSm& blocks) {
+  const int64_t tiles = ff / 16, chunks = cols / kQmmChunk;
+  for (int s = 1; 2 * s <= kGatedMaxWarps && s <= chunks; ++s) {
+    const int64_t per = (chunks + s - 1) / s;
+    if ((chunks + per - 1) / per != s || per > kDirectMaxRun) continue;
+    if (tiles <= int64_t(blocks[2 * s]) * sms) return s;
+  }
+  return 0;
+}
+// A/B switch: RZ_QMM_GATED_WAVE_OFF=1 leaves the gated kernel at qmm's splits.
+bool gated_one_wave() {
+  static const bool on = [] {
+    const char* off = std::getenv("RZ_QMM_GATED_WAVE_OFF");
+    return !(off && std::string(off) == "1");
+  }();
+  return on;
+}
 struct GatedGrid {
   int splits = 0;  // 0: not gated
   bool pair = false;
@@ -217,8 +280,11 @@ GatedGrid gated_grid(int64_t ff, int64_t cols, int64_t n) {
     return {};
   } else {
     const bool clusters = device_supports_clusters();
-    const int splits =
-        choose_direct_splits(2 * ff, cols, device_sm_count(), direct_setup<T>(), clusters);
+    const DirectBlocksPerSm& blocks = direct_setup<T>();
+    if (gated_one_wave() && n <= 8)
+      if (const int s = choose_gated_splits(ff, cols, device_sm_count(), blocks); s > 0)
+        return {s, false};
+    const int splits = choose_direct_splits(2 * ff, cols, device_sm_count(), blocks, clusters);
     const DirectGrid dg = direct_grid(splits, clusters);
     if (dg.cluster != 1) return {};
     if (2 * dg.warps <= kGatedMaxWarps) return {splits, false};
@@ -227,8 +293,16 @@ GatedGrid gated_grid(int64_t ff, int64_t cols, int64_t n) {
   }
 }
 
-// qmm_gated's launch: the in-place direct kernel on the fused [gate; up] matrix with the splits
-// qmm takes for it, each block a gate tile and its up tile (twice the warps), or each cluster of
+// The splits the gated kernel takes for this matrix and n tokens (0: it does not run); for the
+// tests, which compare it with qmm at the same splits.
+int gated_splits(GgmlType type, int64_t ff, int64_t cols, int64_t n) {
+  int s = 0;
+  with_format(type, [&]<class T>() { s = gated_grid<T>(ff, cols, n).splits; });
+  return s;
+}
+
+// qmm_gated's launch: the in-place direct kernel on the fused [gate; up] matrix with gated_grid's
+// splits, each block a gate tile and its up tile (twice the warps), or each cluster of
 // two blocks (gated_grid).
 template <class T>
 void launch_gated(const void* w, int64_t row_bytes, const void* xp, float* out, int ff, int cols,
@@ -269,42 +343,6 @@ int choose_splits(int64_t rows, int64_t cols, int sms) {
   // Every split non-empty: with per = ceil(chunks / s), the last split starts before chunks.
   const int64_t per = (chunks + s - 1) / s;
   return static_cast<int>((chunks + per - 1) / per);
-}
-
-// The direct kernel's splits: among the counts s (1..kDirectMaxWarps, and to kDirectMaxSplits in
-// clusters where the device has them; no split empty) that leave a warp at most kDirectMaxRun
-// chunks where that is possible, the one with the least modelled time, ceil(tiles x cluster /
-// (blocks[warps] x sms)) waves of ceil(chunks / s) + 1 chunk rounds each (a warp's chunks run one
-// after another at a latency-bound pace, and its first loads and its end cost about one more),
-// plus half a round for a cluster's barrier and remote sums; ties go to fewer splits.
-// blocks[w]: the blocks of w warps an SM holds (kernels/QMM.md, "Split rule"). Where the tiles
-// are few it fills the machine (a 1536 x 1536 matrix's 96 tiles took 7.7 us with one split: six
-// chunks one after another in each warp; qwen2.5-1.5b's 1536 x 8960 ffn_down, 96 tiles of 35
-// chunks, takes 12 splits in clusters of two blocks instead of 7 in one: Q6_K 11.8 -> 9.3 us).
-// The cap is measured, not modelled: llama8b's output (8,016 tiles of 16 chunks) ran in 134 us
-// with one split against 111 with two, though the waves favour one
-// (QmmBench.DISABLED_DirectSplits).
-constexpr int kDirectMaxRun = 8;
-
-int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocksPerSm& blocks,
-                         bool clusters) {
-  const int64_t tiles = (rows + 15) / 16, chunks = cols / kQmmChunk;
-  const int64_t max_run =
-      std::max<int64_t>(kDirectMaxRun, (chunks + kDirectMaxWarps - 1) / kDirectMaxWarps);
-  const int max_splits = clusters ? kDirectMaxSplits : kDirectMaxWarps;
-  int best = 1;
-  int64_t best_time = INT64_MAX;
-  for (int s = 1; s <= max_splits && s <= chunks; ++s) {
-    const int64_t per = (chunks + s - 1) / s;
-    if ((chunks + per - 1) / per != s) continue;  // an empty split: s - 1 does the same
-    if (per > max_run) continue;
-    const DirectGrid dg = direct_grid(s, clusters);
-    const int64_t slots = std::max(1, blocks[dg.warps]) * int64_t(std::max(1, sms));
-    const int64_t half_rounds =
-        2 * ((tiles * dg.cluster + slots - 1) / slots) * (per + 1) + (dg.cluster > 1 ? 1 : 0);
-    if (half_rounds < best_time) best = s, best_time = half_rounds;
-  }
-  return best;
 }
 
 // The staged and wide kernels' workspace: the split sums [splits][n][rows] (when splits > 1),

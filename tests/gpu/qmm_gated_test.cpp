@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -21,6 +22,13 @@
 #include "tests/gpu/quant_weights_util.hpp"
 
 namespace rz::gpu {
+namespace qmm_detail {  // kernels/qmm.cu
+void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
+         int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
+int gated_splits(GgmlType type, int64_t ff, int64_t cols, int64_t n);
+using DirectBlocksPerSm = std::array<int, 9>;  // [w]: blocks of w warps an SM holds
+int choose_gated_splits(int64_t ff, int64_t cols, int sms, const DirectBlocksPerSm& blocks);
+}  // namespace qmm_detail
 namespace {
 
 std::string name_of(GgmlType t) { return std::string(type_traits(t).name); }
@@ -67,11 +75,13 @@ class Gated {
                                forms, nullptr);
       if (ran) *ran = r;
     } else {
+      // qmm at the splits the gated kernel takes (its own where its one-wave rule applies)
       DeviceBuffer<float> gu(size_t(n * 2 * c_.ff));
       const size_t ws_floats = qmm_workspace_floats(2 * c_.ff, c_.cols, n);
       DeviceBuffer<float> ws(std::max<size_t>(ws_floats, 1));
-      qmm(c_.type, dw_.get(), xp.get(), gu.get(), 2 * c_.ff, c_.cols, n, 2 * c_.ff, ws.get(),
-          ws_floats, nullptr);
+      qmm_detail::run(c_.type, dw_.get(), xp.get(), gu.get(), 2 * c_.ff, c_.cols, n, 2 * c_.ff,
+                      ws.get(), ws_floats, qmm_detail::gated_splits(c_.type, c_.ff, c_.cols, n),
+                      nullptr);
       swiglu_rows(gu.get(), out.get(), n, c_.ff, nullptr, forms, act);
       RZ_CUDA_CHECK(cudaDeviceSynchronize());
     }
@@ -93,9 +103,10 @@ bool same_bits(const V& a, const V& b) {
 
 TEST(QmmGated, MatchesQmmThenSwigluRowsBitForBit) {
   RZ_REQUIRE_GPU();
-  // qwen2.5-1.5b's gate/up (8960 x 1536: 3 splits, gated as a pair of blocks up to 8 tokens where
-  // the device has clusters), llama3.1-8b's (14336 x 4096: 2 splits, one block), and a small one
-  // (2 chunks: at most 2 splits on any device) in each in-place format
+  // qwen2.5-1.5b's gate/up (8960 x 1536: on an H200 one split, one block of two warps, one wave,
+  // up to 8 tokens),
+  // llama3.1-8b's (14336 x 4096: qmm's 2 splits, one block), and a small one (2 chunks: at most 2
+  // splits on any device) in each in-place format
   const GatedCase cases[] = {{GgmlType::Q4_K, 8960, 1536}, {GgmlType::Q4_K, 14336, 4096},
                              {GgmlType::Q4_K, 256, 512},   {GgmlType::Q5_K, 256, 512},
                              {GgmlType::Q8_0, 256, 512},   {GgmlType::Q4_0, 256, 512},
@@ -123,14 +134,41 @@ TEST(QmmGated, MatchesQmmThenSwigluRowsBitForBit) {
   // llama3.1-8b's gate/up runs gated up to 8 tokens; the small matrices at every count
   EXPECT_TRUE(qmm_gated_runs(GgmlType::Q4_K, 14336, 4096, 1));
   EXPECT_TRUE(qmm_gated_runs(GgmlType::Q4_K, 256, 512, 16));
-  EXPECT_EQ(qmm_gated_runs(GgmlType::Q4_K, 8960, 1536, 8), device_supports_clusters());
-  EXPECT_GE(ran_any, 2 * (3 + 5 * 5) + (device_supports_clusters() ? 2 * 3 : 0));
+  EXPECT_GE(ran_any, 2 * (3 + 5 * 5));
+  // qwen2.5-1.5b's at one split in one wave up to 8 tokens, on a device of the H200's size (not at
+  // 9-16: qmm's 3 splits there, unfused)
+  if (device_sm_count() >= 132) {
+    EXPECT_EQ(qmm_detail::gated_splits(GgmlType::Q4_K, 8960, 1536, 1), 1);
+    EXPECT_EQ(qmm_detail::gated_splits(GgmlType::Q4_K, 8960, 1536, 8), 1);
+    EXPECT_EQ(ran_any, 2 * (3 + 5 * 5 + 3));
+  }
+}
+
+// The gated kernel's own splits (choose_gated_splits): the fewest, in one block of both halves'
+// warps, that fit every tile pair in one wave with at most 8 chunks a warp; 0 (qmm's splits then)
+// where none does.
+TEST(QmmChooser, GatedOneWaveRule) {
+  const int h200 = 132;
+  const qmm_detail::DirectBlocksPerSm r128 = {0, 16, 8, 5, 4, 3, 2, 2, 2};  // 128 registers
+  // qwen2.5-1.5b: 560 blocks of two warps (one split of 6 chunks) in 8 x 132 slots
+  EXPECT_EQ(qmm_detail::choose_gated_splits(8960, 1536, h200, r128), 1);
+  // llama3.1-8b: one split is 16 chunks a warp (over the cap); two, 896 blocks of four warps in
+  // 4 x 132: two waves, so none (qmm's 2 splits in one block)
+  EXPECT_EQ(qmm_detail::choose_gated_splits(14336, 4096, h200, r128), 0);
+  // 4 chunks: one split fits (1,024 tiles in 1,056 slots); on 66 SMs two splits do not either
+  EXPECT_EQ(qmm_detail::choose_gated_splits(16384, 1024, h200, r128), 1);
+  EXPECT_EQ(qmm_detail::choose_gated_splits(16384, 1024, 66, r128), 0);
+  // 12 chunks: one split is over the cap; two of 6 in blocks of four warps, 256 tiles in 528
+  EXPECT_EQ(qmm_detail::choose_gated_splits(4096, 3072, h200, r128), 2);
+  EXPECT_EQ(qmm_detail::choose_gated_splits(256, 512, h200, r128), 1);
+  const qmm_detail::DirectBlocksPerSm none = {};  // no occupancy: nothing fits
+  EXPECT_EQ(qmm_detail::choose_gated_splits(256, 512, h200, none), 0);
 }
 
 TEST(QmmGated, DeclinesWhereItDoesNotApply) {
   RZ_REQUIRE_GPU();
   EXPECT_TRUE(qmm_gated_runs(GgmlType::Q4_K, 14336, 4096, 1));
-  EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 8960, 1536, 9));   // a pair at 9-16: slower
+  EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 8960, 1536, 9));   // one wave or a pair: slower
   EXPECT_FALSE(qmm_gated_runs(GgmlType::Q6_K, 14336, 4096, 1));  // stages its chunks
   EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 14336, 4096, 9));  // 9-16: the staged kernel's
   EXPECT_FALSE(qmm_gated_runs(GgmlType::Q4_K, 256, 512, 17));    // the staged kernel's
