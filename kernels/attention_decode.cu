@@ -619,7 +619,9 @@ std::atomic<bool>& qkv_fold_switch() {
 // (two stages), so that more blocks are resident (H200, AttentionDecodeBench, contexts 128-256:
 // llama3.1-8b B = 256, 2,048 blocks, 84 us with three stages and 78 with two; qwen2.5-1.5b
 // B = 256, 512 blocks, 41 with three and 46 with two; measured on the FMA kernel that preceded
-// the tensor-core one, which keeps the rule).
+// the tensor-core one. With the tensor-core kernel either count forced gave the same rz bench
+// figures within 1 % at B = 64 / 128 / 256 on both models, bench/gpu-runs/2026-11-29-h200-attn-
+// stream-stages.log, so the rule stays).
 PartitionLaunch group_kernel(int part_len, int head_dim, int64_t blocks) {
   if (part_len == kAttnTinyPartition)
     return {group_kernel_of<kAttnTinyPartition, kSmallThreads>(head_dim), kSmallThreads, 0};
