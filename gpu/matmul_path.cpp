@@ -26,7 +26,10 @@ namespace {
 // gate+up 174 against 235 us, ffn_down 93 against 128); it was the matrices of 64 MB (a
 // vocabulary's output) only. Smaller ones keep dequantize + cuBLAS past 64 tokens: qwen2.5-1.5b's
 // 7.7 MB gate or up at 128 tokens 33 against 30 us, and its decode at B = 128 ran 9 % slower with
-// qmm on its small matrices (an earlier staged kernel).
+// qmm on its small matrices (an earlier staged kernel). Every matrix to 256 tokens on the staged
+// kernel with two row tiles a warp (kernels/QMM.md, attempt 25) was measured too, on the H200 with
+// the wide kernel off and without copies: qwen2.5-1.5b B = 128 / 192 / 256 -3 / -3 / -19 % against
+// this rule (bench/gpu-runs/2026-11-29-h200-staged-rows2-checks.log), so the cap stays.
 bool qmm_wins(double bytes, int n, bool wide) {
   constexpr double kLarge = 32e6;
   if (n <= 64 || wide) return true;

@@ -101,6 +101,65 @@ auto direct_kernel1(size_t xs) {
                                                                       : direct_kernel<T, 1>();
 }
 
+// The staged kernel's 64-token tiles of the fp32 form take two row tiles a warp (qmm_kernel's
+// RT = 2: each B operand loaded from the stage once for both), unless RZ_QMM_ROWS2_OFF=1 or
+// set_staged_rows2(false) (A/B runs, tests: the sums are the same either way).
+std::atomic<bool>& staged_rows2_switch() {
+  static std::atomic<bool> on = [] {
+    const char* off = std::getenv("RZ_QMM_ROWS2_OFF");
+    return !(off && std::string(off) == "1");
+  }();
+  return on;
+}
+void set_staged_rows2(bool on) { staged_rows2_switch().store(on, std::memory_order_relaxed); }
+
+// The staged kernel's row tiles a warp for 64-token tiles (1 or 2), from its waves: a grid of
+// row blocks x token tiles x splits blocks takes ceil(blocks / slots) waves, slots[rt] the blocks
+// of RT = rt the device holds at once (two an SM on the H200 either way); a wave of two-tile
+// blocks costs kRows2Wave of two waves of one-tile blocks. Measured (H200 without the wide kernel,
+// QmmBench.DISABLED_Compare, Q4_K, us at 64 / 128 / 256 tokens, one -> two row tiles,
+// bench/gpu-runs/2026-11-29-h200-staged-rows2.log): where both fill several waves two tiles save
+// 10-14 % (llama8b's output 1,322 -> 1,143 at 256, qwen1.5b's 603 -> 525, llama8b gate+up 302 ->
+// 272), but halving the blocks of a grid that fills one wave or a few costs a wave's worth (qwen's
+// attn_q/o, 96 blocks at 256 tokens, 12.0 -> 22.9; its ffn_gate/up at 256, 560 blocks in 2.1 waves
+// against 280 in 1.06, 46.1 -> 51.3, but at 128 34.8 -> 31.6). With 1.6 the model picks the
+// faster of the two in 32 of the 33 measured calls (the other: llama8b's ffn_down at 128 tokens,
+// 91.9 against 90.9, a tie); 1.5-1.6 do that, 1.7 misses one more, 1.8 five.
+constexpr double kRows2Wave = 1.6;
+int staged_row_tiles(int64_t rows, int64_t tiles8, int64_t splits,
+                     const std::array<int, 3>& slots) {
+  const int64_t token_tiles = (tiles8 + 7) / 8;
+  const auto waves = [&](int rt) {
+    const int64_t blocks = (rows + int64_t(kRowsPerBlock) * rt - 1) /
+                           (int64_t(kRowsPerBlock) * rt) * token_tiles * splits;
+    const int64_t per = std::max(1, slots[rt]);
+    return double((blocks + per - 1) / per);
+  };
+  return slots[2] > 0 && kRows2Wave * waves(2) < waves(1) ? 2 : 1;
+}
+// slots[rt] for T's 64-token tiles of the fp32 form (2 stages), once per type.
+template <class T>
+const std::array<int, 3>& staged_wide_slots() {
+  static const std::array<int, 3> slots = [] {
+    std::array<int, 3> r{};
+    if constexpr (!staged_int<T, 8>()) {
+      constexpr int smem1 = 2 * stage_bytes<T, 8, 1>(), smem2 = 2 * stage_bytes<T, 8, 2>();
+      RZ_CUDA_CHECK(cudaFuncSetAttribute(qmm_kernel<T, 8, 2, 1>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+      RZ_CUDA_CHECK(cudaFuncSetAttribute(qmm_kernel<T, 8, 2, 2>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
+      RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r[1], qmm_kernel<T, 8, 2, 1>,
+                                                                  kWarps * 32, smem1));
+      RZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r[2], qmm_kernel<T, 8, 2, 2>,
+                                                                  kWarps * 32, smem2));
+      r[1] *= device_sm_count();
+      r[2] *= device_sm_count();
+    }
+    return r;
+  }();
+  return slots;
+}
+
 // Once per process (one device model): the kernels' shared-memory limit raised to what the most
 // splits and (in place) x in shared memory take, and how many blocks of 1..kDirectMaxWarps
 // warps of the one-tile kernel an SM holds (the split rule's input, so that it follows the
@@ -160,7 +219,14 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   const int per_split = (chunks + splits - 1) / splits;
   const int tiles8 = (n + 7) / 8;
   const int nt = staged_nt(n);
-  const dim3 grid((tiles8 + nt - 1) / nt, (rows + kRowsPerBlock - 1) / kRowsPerBlock,
+  // 64-token tiles of the fp32 form: two row tiles a warp where the rule models it faster
+  bool rows2 = false;
+  if constexpr (!staged_int<T, 8>())
+    rows2 = nt == 8 && staged_rows2_switch().load(std::memory_order_relaxed) &&
+            staged_row_tiles(rows, tiles8, (chunks + per_split - 1) / per_split,
+                             staged_wide_slots<T>()) == 2;
+  const int block_rows = kRowsPerBlock * (rows2 ? 2 : 1);
+  const dim3 grid((tiles8 + nt - 1) / nt, (rows + block_rows - 1) / block_rows,
                   (chunks + per_split - 1) / per_split);
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* x = static_cast<const __half*>(xp);
@@ -189,6 +255,15 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
     return true;
   }();
   (void)configured;
+  if constexpr (!staged_int<T, 8>()) {
+    if (rows2) {  // (staged_wide_slots allowed its shared memory)
+      constexpr int smem = 2 * stage_bytes<T, 8, 2>();
+      launch_kernel(qmm_kernel<T, 8, 2, 2>, grid, kWarps * 32, smem, stream, wp, row_bytes, x, out,
+                    ld, rows, cols, n, per_split);
+      RZ_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   const bool deep = int64_t(grid.x) * grid.y * grid.z < device_sm_count();
   const Variant& v = variants[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][deep ? 1 : 0];
   launch_kernel(v.kernel, grid, kWarps * 32, v.smem, stream, wp, row_bytes, x, out, ld, rows, cols,

@@ -104,6 +104,9 @@ namespace qmm_detail {
 // one-token instantiation (qmm_direct_x1_kernel in kernels/qmm_direct.cuh: the same sums, another
 // schedule; initially on unless RZ_QMM_X1_OFF=1).
 void set_direct_x1(bool on);
+// Test seam and A/B switch: whether the staged kernel's 64-token tiles of the fp32 form run two
+// row tiles a warp (the same sums; initially on unless RZ_QMM_ROWS2_OFF=1).
+void set_staged_rows2(bool on);
 }  // namespace qmm_detail
 
 }  // namespace rz::gpu

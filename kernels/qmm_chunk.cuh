@@ -122,6 +122,34 @@ __device__ __forceinline__ void step(const typename T::Item& ia, const typename 
   }
 }
 
+// Step t for RT row tiles of the warp: each token tile's B operand loaded once for all of them
+// (the fp32 form of the 64-token tiles, where the B loads from the stage are one an mma); every
+// accumulator sees step's operations in step's order, so the sums are step's bit for bit.
+template <class T, int t, int NT, int RT>
+__device__ __forceinline__ void step_rows(const typename T::Item (&ia)[RT],
+                                          const typename T::Item (&ib)[RT], const __half* xs,
+                                          int n_tiles, float (&acc)[RT][NT][4]) {
+  uint2 b[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    b[nt] = nt < n_tiles ? *reinterpret_cast<const uint2*>(xs + nt * 8 * kXRow + 16 * t)
+                         : make_uint2(0u, 0u);
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const uint4 a = a_operand<T, t>(ia[r], ib[r]);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      if (nt < n_tiles) mma_16816(acc[r][nt], a.x, a.y, a.z, a.w, b[nt].x, b[nt].y);
+  }
+}
+template <class T, int NT, int RT, int... t>
+__device__ __forceinline__ void chunk_steps_rows(const typename T::Item (&ia)[RT],
+                                                 const typename T::Item (&ib)[RT], const __half* xs,
+                                                 int n_tiles, float (&acc)[RT][NT][4],
+                                                 std::integer_sequence<int, t...>) {
+  (step_rows<T, t, NT, RT>(ia, ib, xs, n_tiles, acc), ...);
+}
+
 template <class T, int NT, int... t>
 __device__ __forceinline__ void chunk_steps(const typename T::Item& ia, const typename T::Item& ib,
                                             const __half* xs, int n_tiles, float (&acc)[NT][4],

@@ -32,9 +32,10 @@ template <class T>
 __host__ __device__ constexpr int w_row_stride() {
   return T::kAligned16 ? T::kChunkBytes : (T::kChunkBytes + 15 + 15) / 16 * 16;
 }
-template <class T, int NT>
+// RT: row tiles a warp (the block's rows kRowsPerBlock RT; qmm_kernel).
+template <class T, int NT, int RT = 1>
 __host__ __device__ constexpr int stage_bytes() {
-  return 8 * NT * kXRow * 2 + kRowsPerBlock * w_row_stride<T>() + 16;
+  return 8 * NT * kXRow * 2 + RT * kRowsPerBlock * w_row_stride<T>() + 16;
 }
 // Pipeline depth S: 4 stages (3 chunks in flight while one is multiplied) hide DRAM latency
 // on grids of fewer blocks than SMs, where each block has nothing else to do; 2 otherwise (and
@@ -115,9 +116,10 @@ __device__ __forceinline__ void stage_block_rows(uint8_t* ws, const uint8_t* __r
     stage_rows<T>(ws, w, row_bytes, w_end, row_base, rows, 16 * (kThreads / 32), k, tid, kThreads);
 }
 
-// Issues the copies of chunk k into a stage (all kWarps * 32 threads of the block take part).
+// Issues the copies of chunk k into a stage (all kWarps * 32 threads of the block take part):
+// the tokens' x, then the block's RT kRowsPerBlock rows (RT runs of kRowsPerBlock).
 // clear: the block's rows are clear of the matrix's last row (stage_tile_rows).
-template <class T, int NT>
+template <class T, int NT, int RT = 1>
 __device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restrict__ w,
                                             int64_t row_bytes, const uint8_t* w_end,
                                             const __half* __restrict__ xp, int cols, int tok0,
@@ -134,8 +136,11 @@ __device__ __forceinline__ void stage_chunk(uint8_t* st, const uint8_t* __restri
     if (tok + j * kTokStep < n_tok8) cp_async16(xs + j * kTokStep * kXRow, src);
     src += src_step;
   }
-  stage_block_rows<T, kThreads>(st + 8 * NT * kXRow * 2, w, row_bytes, w_end, row_base, rows, k,
-                                threadIdx.x, clear);
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+    stage_block_rows<T, kThreads>(st + 8 * NT * kXRow * 2 + r * kRowsPerBlock * w_row_stride<T>(),
+                                  w, row_bytes, w_end, row_base + r * kRowsPerBlock, rows, k,
+                                  threadIdx.x, clear);
 }
 
 // Where row r's chunk starts in the staged rows.

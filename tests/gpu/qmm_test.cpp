@@ -50,6 +50,7 @@ int choose_direct_splits(int64_t rows, int64_t cols, int sms, const DirectBlocks
 int direct_splits(GgmlType type, int64_t rows, int64_t cols, DirectBlocksPerSm* blocks);
 void run(GgmlType type, const void* w, const void* xp, float* y, int64_t rows, int64_t cols,
          int64_t n, int64_t ldy, float* ws, size_t ws_floats, int splits, cudaStream_t stream);
+int staged_row_tiles(int64_t rows, int64_t tiles8, int64_t splits, const std::array<int, 3>& slots);
 }  // namespace qmm_detail
 
 namespace {
@@ -197,6 +198,23 @@ TEST(QmmChooser, SplitRule) {
   EXPECT_EQ(choose_splits(4096, 14336, h200), 5);  // 64 blocks want 5 (56 chunks)
   EXPECT_EQ(choose_splits(151936, 1536, h200), 1);
   EXPECT_EQ(choose_splits(14336, 4096, h200), 2);  // 224 blocks want 2 (16 chunks)
+}
+
+// The staged kernel's 64-token tiles: two row tiles a warp where the waves model it faster (a
+// wave of two-tile blocks as 1.6 of one-tile blocks); the picks of the measured calls (H200, two
+// blocks an SM either way: 264 slots; tiles8 = tokens / 8).
+TEST(QmmChooser, StagedRowTilesRule) {
+  const std::array<int, 3> h200 = {0, 264, 264};
+  EXPECT_EQ(qmm_detail::staged_row_tiles(128256, 32, 1, h200), 2);  // llama8b output, 256 tokens
+  EXPECT_EQ(qmm_detail::staged_row_tiles(151936, 8, 1, h200), 2);   // qwen output, 64 tokens
+  EXPECT_EQ(qmm_detail::staged_row_tiles(1536, 32, 1, h200), 1);    // qwen attn_q/o: 96 blocks
+  EXPECT_EQ(qmm_detail::staged_row_tiles(8960, 32, 1, h200), 1);    // 560 blocks: 3 waves or 2
+  EXPECT_EQ(qmm_detail::staged_row_tiles(8960, 16, 1, h200), 2);    // 280: 2 waves or 1
+  EXPECT_EQ(qmm_detail::staged_row_tiles(8960, 8, 1, h200), 1);     // 140: one wave either way
+  EXPECT_EQ(qmm_detail::staged_row_tiles(4096, 8, 4, h200), 1);     // llama8b attn_q/o, 64
+  EXPECT_EQ(qmm_detail::staged_row_tiles(4096, 16, 4, h200), 2);    // and 128
+  EXPECT_EQ(qmm_detail::staged_row_tiles(1024, 32, 4, h200), 1);    // llama8b attn_k/v, 256
+  EXPECT_EQ(qmm_detail::staged_row_tiles(128256, 32, 1, {0, 264, 0}), 1);  // two do not fit
 }
 
 // Up to 8 tokens: 16-row tiles, the split with the fewest modelled chunk rounds (waves of
@@ -572,6 +590,45 @@ TEST_P(QmmTest, OneTokenInstantiationMatchesThePlainKernel) {
     qmm_detail::set_direct_x1(false);
     const std::vector<float> plain = run_qmm(t, dw, dx, rows, cols, 1, rows, split);
     EXPECT_EQ(std::memcmp(x1.data(), plain.data(), size_t(rows) * sizeof(float)), 0) << name_of(t);
+  }
+}
+
+// The staged kernel's 64-token tiles with two row tiles a warp (the fp32 form; the B operands
+// loaded once for both) and with one: the same bits, with and without K splits, at row counts
+// that end inside a block's first and second row tile. 64 tokens run it on every device (the wide
+// kernels take 65+ on sm_90 and the larger matrices' 33-64); without the wide kernel (before
+// sm_90, or RZ_QMM_WIDE_OFF=1) also 130 and 256.
+TEST_P(QmmTest, StagedRowTilesGiveTheSameBits) {
+  RZ_REQUIRE_GPU();
+  const GgmlType t = GetParam();
+  struct On {
+    ~On() { qmm_detail::set_staged_rows2(true); }
+  } restore;
+  std::vector<int64_t> counts = {64};
+  if (!qmm_runs_wide(130)) counts.insert(counts.end(), {130, 256});
+  for (const auto& [rows, cols, split] : {std::tuple<int64_t, int64_t, int>{100, 512, 0},
+                                          {1000, 1536, 0},
+                                          {1000, 1536, 3},
+                                          {4096, 4096, 0}}) {
+    std::mt19937 rng(97);
+    const HostWeights w = make_weights(t, rows, cols, rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(256 * cols));
+    for (auto& v : x) v = nd(rng);
+    DeviceBuffer<uint8_t> dw(w.bytes.size());
+    dw.upload(w.bytes);
+    DeviceBuffer<float> dx(x.size());
+    dx.upload(x);
+    for (int64_t n : counts) {
+      SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "] split " +
+                   std::to_string(split) + ", " + std::to_string(n) + " tokens");
+      qmm_detail::set_staged_rows2(true);
+      const std::vector<float> two = run_qmm(t, dw, dx, rows, cols, n, rows, split);
+      qmm_detail::set_staged_rows2(false);
+      const std::vector<float> one = run_qmm(t, dw, dx, rows, cols, n, rows, split);
+      EXPECT_EQ(std::memcmp(two.data(), one.data(), size_t(n * rows) * sizeof(float)), 0)
+          << name_of(t);
+    }
   }
 }
 
