@@ -87,11 +87,13 @@ size_t direct_smem(int splits, int warps) {  // warps: the block's (direct_grid)
 }
 // The in-place kernel of one token tile: the one-token instantiation where x goes to shared
 // memory (xs > 0: one token), unless RZ_QMM_X1_OFF=1 or set_direct_x1(false).
+// Whether the environment turns an A/B switch off (its variable set to "1").
+bool env_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
 std::atomic<bool>& direct_x1_switch() {
-  static std::atomic<bool> on = [] {
-    const char* off = std::getenv("RZ_QMM_X1_OFF");
-    return !(off && std::string(off) == "1");
-  }();
+  static std::atomic<bool> on{!env_off("RZ_QMM_X1_OFF")};
   return on;
 }
 void set_direct_x1(bool on) { direct_x1_switch().store(on, std::memory_order_relaxed); }
@@ -105,10 +107,7 @@ auto direct_kernel1(size_t xs) {
 // RT = 2: each B operand loaded from the stage once for both), unless RZ_QMM_ROWS2_OFF=1 or
 // set_staged_rows2(false) (A/B runs, tests: the sums are the same either way).
 std::atomic<bool>& staged_rows2_switch() {
-  static std::atomic<bool> on = [] {
-    const char* off = std::getenv("RZ_QMM_ROWS2_OFF");
-    return !(off && std::string(off) == "1");
-  }();
+  static std::atomic<bool> on{!env_off("RZ_QMM_ROWS2_OFF")};
   return on;
 }
 void set_staged_rows2(bool on) { staged_rows2_switch().store(on, std::memory_order_relaxed); }
@@ -339,10 +338,7 @@ int choose_gated_splits(int64_t ff, int64_t cols, int sms, const DirectBlocksPer
 }
 // A/B switch: RZ_QMM_GATED_WAVE_OFF=1 leaves the gated kernel at qmm's splits.
 bool gated_one_wave() {
-  static const bool on = [] {
-    const char* off = std::getenv("RZ_QMM_GATED_WAVE_OFF");
-    return !(off && std::string(off) == "1");
-  }();
+  static const bool on = !env_off("RZ_QMM_GATED_WAVE_OFF");
   return on;
 }
 struct GatedGrid {
