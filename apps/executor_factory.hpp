@@ -55,8 +55,8 @@ inline constexpr const char* kWeightsHelp =
 inline constexpr const char* kNoFp16CopiesHelp =
     "cuda: do not keep fp16 copies of the quantized matrices for prompt chunks and large batches "
     "(kept by default when they take at most a quarter of the device memory; without them qmm "
-    "takes batches up to 64 tokens, or 256 on sm_90, and larger matmuls dequantize their matrix "
-    "again; less memory, slower prefill)";
+    "takes batches up to 256 tokens on sm_90, elsewhere up to 64 (128 on matrices of 32 MB or "
+    "more), and larger matmuls dequantize their matrix again; less memory, slower prefill)";
 
 inline constexpr const char* kNoGemmTuneHelp =
     "cuda: keep cuBLAS's own kernel choice for every GEMM instead of timing the candidates per "

@@ -85,13 +85,13 @@ size_t direct_smem(int splits, int warps) {  // warps: the block's (direct_grid)
   else
     return direct_part_smem(splits, NT);
 }
-// The in-place kernel of one token tile: the one-token instantiation where x goes to shared
-// memory (xs > 0: one token), unless RZ_QMM_X1_OFF=1 or set_direct_x1(false).
 // Whether the environment turns an A/B switch off (its variable set to "1").
 bool env_off(const char* name) {
   const char* v = std::getenv(name);
   return v && std::string(v) == "1";
 }
+// The in-place kernel of one token tile: the one-token instantiation where x goes to shared
+// memory (xs > 0: one token), unless RZ_QMM_X1_OFF=1 or set_direct_x1(false).
 std::atomic<bool>& direct_x1_switch() {
   static std::atomic<bool> on{!env_off("RZ_QMM_X1_OFF")};
   return on;
@@ -138,7 +138,7 @@ int staged_row_tiles(int64_t rows, int64_t tiles8, int64_t splits,
 }
 // slots[rt] for T's 64-token tiles of the fp32 form (2 stages), once per type.
 template <class T>
-const std::array<int, 3>& staged_wide_slots() {
+const std::array<int, 3>& staged_tile64_slots() {
   static const std::array<int, 3> slots = [] {
     std::array<int, 3> r{};
     if constexpr (!staged_int<T, 8>()) {
@@ -223,7 +223,7 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   if constexpr (!staged_int<T, 8>())
     rows2 = nt == 8 && staged_rows2_switch().load(std::memory_order_relaxed) &&
             staged_row_tiles(rows, tiles8, (chunks + per_split - 1) / per_split,
-                             staged_wide_slots<T>()) == 2;
+                             staged_tile64_slots<T>()) == 2;
   const int block_rows = kRowsPerBlock * (rows2 ? 2 : 1);
   const dim3 grid((tiles8 + nt - 1) / nt, (rows + block_rows - 1) / block_rows,
                   (chunks + per_split - 1) / per_split);
@@ -255,7 +255,7 @@ void launch(const void* w, int64_t row_bytes, const void* xp, float* out, int64_
   }();
   (void)configured;
   if constexpr (!staged_int<T, 8>()) {
-    if (rows2) {  // (staged_wide_slots allowed its shared memory)
+    if (rows2) {  // (staged_tile64_slots allowed its shared memory)
       constexpr int smem = 2 * stage_bytes<T, 8, 2>();
       launch_kernel(qmm_kernel<T, 8, 2, 2>, grid, kWarps * 32, smem, stream, wp, row_bytes, x, out,
                     ld, rows, cols, n, per_split);
